@@ -1,0 +1,173 @@
+//! The kernel declaration as written: names, shapes and an expression tree.
+//!
+//! This is what the `kernel!` macro (or a program building kernels at run
+//! time) hands to [`crate::lower`]. Every node carries a [`Span`], an opaque
+//! number that the front end maps back to a place in its source, so that the
+//! checks in `lower` can point at the mistake.
+
+/// Where a node came from. The front end decides what the number means
+/// (the proc-macro keeps a table of `proc_macro2::Span`s); `Span::NONE` is
+/// for nodes built by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Span(pub u32);
+
+impl Span {
+    pub const NONE: Span = Span(u32::MAX);
+}
+
+/// Scalar or 3-vector: the only two shapes of fields, parameters and outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    Scalar,
+    Vec3,
+}
+
+impl Shape {
+    /// Number of scalar slots this shape takes in a flattened layout.
+    pub fn slots(self) -> usize {
+        match self {
+            Shape::Scalar => 1,
+            Shape::Vec3 => 3,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Scalar => "scalar",
+            Shape::Vec3 => "vec3",
+        }
+    }
+}
+
+/// A named parameter, source field, target field or output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decl {
+    pub name: String,
+    pub shape: Shape,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+/// An expression of the kernel body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A numeric literal.
+    Num(f64, Span),
+    /// A name: a `let` binding, a field, a parameter, a built-in (`d`, `r2`,
+    /// `r`) or a constant (`PI`).
+    Name(String, Span),
+    Unary(UnOp, Box<Expr>, Span),
+    Binary(BinOp, Box<Expr>, Box<Expr>, Span),
+    /// A call of a built-in function (`sqrt`, `dot`, `select` ...).
+    Call(String, Vec<Expr>, Span),
+    /// A component of a vector: `v.x`, `v.y`, `v.z`.
+    Component(Box<Expr>, String, Span),
+    /// `if cond { a } else { b }`: both branches are evaluated, one is kept.
+    If(Box<Expr>, Box<Expr>, Box<Expr>, Span),
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Num(_, s)
+            | Expr::Name(_, s)
+            | Expr::Unary(_, _, s)
+            | Expr::Binary(_, _, _, s)
+            | Expr::Call(_, _, s)
+            | Expr::Component(_, _, s)
+            | Expr::If(_, _, _, s) => *s,
+        }
+    }
+}
+
+/// A statement of the kernel body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `let name = value;`
+    Let {
+        name: String,
+        value: Expr,
+        span: Span,
+    },
+    /// `output += value;` (`negate` for `-=`).
+    Accumulate {
+        output: String,
+        negate: bool,
+        value: Expr,
+        span: Span,
+    },
+}
+
+/// What a far-field output is, in terms of the Laplace sum
+/// `Phi(x_i) = sum_j q_j / |x_i - x_j|` of the declared strength `q`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LaplaceTerm {
+    /// `Phi` itself (scalar for a scalar strength, vector for a vector one).
+    Potential,
+    /// `grad_i Phi` (scalar strength only).
+    Gradient,
+    /// `curl_i Phi` (vector strength only): Biot-Savart.
+    Curl,
+    /// `(a_i . grad_i)(curl_i Phi)` with `a_i` the named target vector field:
+    /// the vortex stretching term.
+    Stretching(String),
+}
+
+/// One output's far field: `output = coefficient * term`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FarOutput {
+    pub output: String,
+    pub coefficient: Expr,
+    pub term: LaplaceTerm,
+    pub span: Span,
+}
+
+/// How the far field is represented.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FarFieldSpec {
+    /// No expansion: direct summation and pseudo-particles only.
+    None,
+    /// Laplace expansions of the named source field.
+    Laplace {
+        strength: String,
+        strength_span: Span,
+        outputs: Vec<FarOutput>,
+    },
+}
+
+/// A whole kernel declaration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelSpec {
+    /// The type name (`Gravity`).
+    pub name: String,
+    pub name_span: Span,
+    /// The doc comment, lines joined with `\n`.
+    pub doc: String,
+    pub params: Vec<Decl>,
+    pub sources: Vec<Decl>,
+    pub targets: Vec<Decl>,
+    pub outputs: Vec<Decl>,
+    pub far_field: FarFieldSpec,
+    pub body: Vec<Stmt>,
+}

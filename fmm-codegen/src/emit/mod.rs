@@ -1,0 +1,226 @@
+//! What the emitters share: the schedule of the IR (which node is computed
+//! where and which is inlined) and the rendering of expressions.
+//!
+//! A node is given a named temporary when it is used more than once, or
+//! when it is computed before the source loop (it depends only on the
+//! parameters and the target) and used inside it. Every other node is
+//! inlined into its single user, so the generated code reads like the
+//! formula it came from.
+
+pub mod cuda;
+pub mod rust;
+
+use crate::ir::{Cmp, Func, Graph, Node, NodeId, Op, Stage};
+use crate::kernel::KernelDef;
+
+/// How a language spells the pieces of an expression.
+pub trait Syntax {
+    fn literal(&self, c: f64) -> String;
+    fn leaf(&self, node: Node) -> String;
+    fn func(&self, f: Func, a: &str) -> String;
+    fn min_max(&self, op: Op, a: &str, b: &str) -> String;
+    fn select(&self, c: &str, a: &str, b: &str) -> String;
+}
+
+/// One accumulation into an output slot.
+#[derive(Clone, Debug)]
+pub struct Update {
+    pub slot: usize,
+    /// The value to add, rendered.
+    pub value: String,
+    /// Subtract instead of add (a negation at the root, folded away).
+    pub subtract: bool,
+    /// Whether the value changes from source to source; a value fixed per
+    /// target (never the case for a physical kernel) is still summed.
+    pub stage: Stage,
+}
+
+/// The IR laid out for emission.
+pub struct Schedule<'a> {
+    pub def: &'a KernelDef,
+    live: Vec<bool>,
+    pub stages: Vec<Stage>,
+    temp: Vec<bool>,
+}
+
+impl<'a> Schedule<'a> {
+    pub fn new(def: &'a KernelDef) -> Self {
+        let g = &def.graph;
+        let live = g.reachable(&def.contributions);
+        let stages = g.stages();
+        let mut uses = g.use_counts(&live);
+        let mut crosses = vec![false; g.nodes.len()];
+        for (i, n) in g.nodes.iter().enumerate() {
+            if live[i] {
+                for c in n.children() {
+                    if stages[c.index()] < stages[i] {
+                        crosses[c.index()] = true;
+                    }
+                }
+            }
+        }
+        for &root in &def.contributions {
+            let r = match g.node(root) {
+                Node::Unary(Func::Neg, x) => x,
+                _ => root,
+            };
+            uses[r.index()] += 1;
+        }
+        let temp = (0..g.nodes.len())
+            .map(|i| {
+                let n = g.nodes[i];
+                live[i]
+                    && !n.children().is_empty()
+                    && (uses[i] > 1 || (crosses[i] && stages[i] != Stage::Const))
+            })
+            .collect();
+        Schedule {
+            def,
+            live,
+            stages,
+            temp,
+        }
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.def.graph
+    }
+
+    /// Whether any live node reads this leaf.
+    pub fn uses_leaf(&self, leaf: Node) -> bool {
+        self.graph()
+            .nodes
+            .iter()
+            .enumerate()
+            .any(|(i, n)| self.live[i] && *n == leaf)
+    }
+
+    /// The temporaries of one stage, in evaluation order.
+    pub fn temps(&self, stage: Stage) -> Vec<NodeId> {
+        (0..self.graph().nodes.len())
+            .filter(|&i| self.temp[i] && self.stages[i] == stage)
+            .map(|i| NodeId(i as u32))
+            .collect()
+    }
+
+    /// The name of a temporary.
+    pub fn temp_name(&self, id: NodeId) -> String {
+        format!("v{}", id.0)
+    }
+
+    /// Renders a node as an expression (its temporary's name if it has one).
+    pub fn expr(&self, s: &dyn Syntax, id: NodeId) -> String {
+        if self.temp[id.index()] {
+            return self.temp_name(id);
+        }
+        self.body(s, id)
+    }
+
+    /// Renders the definition of a node, ignoring its own temporary.
+    pub fn body(&self, s: &dyn Syntax, id: NodeId) -> String {
+        let g = self.graph();
+        let sub = |c: NodeId| {
+            let e = self.expr(s, c);
+            if self.temp[c.index()] || g.node(c).children().is_empty() || is_call(g.node(c)) {
+                e
+            } else {
+                format!("({e})")
+            }
+        };
+        match g.node(id) {
+            Node::Const(c) => s.literal(c),
+            n @ (Node::Param(_)
+            | Node::Src(_)
+            | Node::Tgt(_)
+            | Node::SrcPos(_)
+            | Node::TgtPos(_)) => s.leaf(n),
+            Node::Unary(Func::Neg, a) => format!("-{}", sub(a)),
+            Node::Unary(f, a) => s.func(f, &self.expr(s, a)),
+            Node::Binary(op @ (Op::Min | Op::Max), a, b) => {
+                s.min_max(op, &self.expr(s, a), &self.expr(s, b))
+            }
+            Node::Binary(op, a, b) => {
+                let sym = match op {
+                    Op::Add => "+",
+                    Op::Sub => "-",
+                    Op::Mul => "*",
+                    _ => "/",
+                };
+                format!("{} {sym} {}", sub(a), sub(b))
+            }
+            Node::Compare(c, a, b) => {
+                let sym = match c {
+                    Cmp::Lt => "<",
+                    Cmp::Le => "<=",
+                    Cmp::Gt => ">",
+                    Cmp::Ge => ">=",
+                    Cmp::Eq => "==",
+                    Cmp::Ne => "!=",
+                };
+                format!("{} {sym} {}", sub(a), sub(b))
+            }
+            Node::And(a, b) => format!("{} && {}", sub(a), sub(b)),
+            Node::Or(a, b) => format!("{} || {}", sub(a), sub(b)),
+            Node::Not(a) => format!("!{}", sub(a)),
+            Node::Select(c, a, b) => s.select(&self.expr(s, c), &self.expr(s, a), &self.expr(s, b)),
+        }
+    }
+
+    /// The accumulations, one per output slot, in slot order.
+    pub fn updates(&self, s: &dyn Syntax) -> Vec<Update> {
+        let g = self.graph();
+        self.def
+            .contributions
+            .iter()
+            .enumerate()
+            .map(|(slot, &root)| {
+                let (r, subtract) = match g.node(root) {
+                    Node::Unary(Func::Neg, x) => (x, true),
+                    _ => (root, false),
+                };
+                Update {
+                    slot,
+                    value: self.expr(s, r),
+                    subtract,
+                    stage: self.stages[root.index()],
+                }
+            })
+            .collect()
+    }
+
+    /// Whether a function is used anywhere in the live graph.
+    pub fn uses_func(&self, f: Func) -> bool {
+        self.graph()
+            .nodes
+            .iter()
+            .enumerate()
+            .any(|(i, n)| self.live[i] && matches!(n, Node::Unary(g, _) if *g == f))
+    }
+
+    /// Whether an operation is used anywhere in the live graph.
+    pub fn uses_op(&self, op: Op) -> bool {
+        self.graph()
+            .nodes
+            .iter()
+            .enumerate()
+            .any(|(i, n)| self.live[i] && matches!(n, Node::Binary(o, _, _) if *o == op))
+    }
+}
+
+fn is_call(n: Node) -> bool {
+    matches!(
+        n,
+        Node::Unary(f, _) if f != Func::Neg
+    ) || matches!(n, Node::Binary(Op::Min | Op::Max, _, _) | Node::Select(..))
+}
+
+/// Formats an f64 so that it reads back to the same value (`1.0`, `0.5`,
+/// `0.07957747154594767`, `1e-300`).
+pub fn float_literal(c: f64) -> String {
+    let s = format!("{c:?}");
+    if s.contains('.') || s.contains('e') || s.contains("inf") || s.contains("NaN") {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}

@@ -1,0 +1,568 @@
+//! The kernel IR: a DAG of scalar operations for one source-target pair.
+//!
+//! Vectors are lowered to their three components before they reach the IR,
+//! so every node is a scalar (or a boolean, for `select`). Nodes are
+//! hash-consed when they are built: asking twice for `a * b` (or `b * a`)
+//! returns the same node, which is the common subexpression sharing, and
+//! operations on constants are folded on the spot (KeOps simplifies the same
+//! way, while building). Children always come before their parents, so the
+//! node order is a valid evaluation order.
+
+use std::collections::HashMap;
+
+/// Index of a node in [`Graph::nodes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Unary scalar functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Func {
+    Neg,
+    Sqrt,
+    Rsqrt,
+    Exp,
+    Erf,
+    Log,
+    Abs,
+}
+
+/// Binary scalar operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Min,
+    Max,
+}
+
+/// Comparisons, giving a boolean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+/// One IR node.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Node {
+    /// A constant.
+    Const(f64),
+    /// Scalar slot `k` of the flattened runtime parameters.
+    Param(u16),
+    /// Scalar slot `k` of the flattened per-source fields.
+    Src(u16),
+    /// Scalar slot `k` of the flattened per-target fields.
+    Tgt(u16),
+    /// Coordinate `c` of the source position `x_j`.
+    SrcPos(u8),
+    /// Coordinate `c` of the target position `x_i`.
+    TgtPos(u8),
+    Unary(Func, NodeId),
+    Binary(Op, NodeId, NodeId),
+    Compare(Cmp, NodeId, NodeId),
+    And(NodeId, NodeId),
+    Or(NodeId, NodeId),
+    Not(NodeId),
+    /// `if cond { a } else { b }`; both sides are computed.
+    Select(NodeId, NodeId, NodeId),
+}
+
+/// Hashable image of a node (constants by their bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Const(u64),
+    Param(u16),
+    Src(u16),
+    Tgt(u16),
+    SrcPos(u8),
+    TgtPos(u8),
+    Unary(Func, NodeId),
+    Binary(Op, NodeId, NodeId),
+    Compare(Cmp, NodeId, NodeId),
+    And(NodeId, NodeId),
+    Or(NodeId, NodeId),
+    Not(NodeId),
+    Select(NodeId, NodeId, NodeId),
+}
+
+impl Node {
+    fn key(&self) -> Key {
+        match *self {
+            // +0.0 and -0.0 fold to one constant only when they are equal bits.
+            Node::Const(c) => Key::Const(c.to_bits()),
+            Node::Param(k) => Key::Param(k),
+            Node::Src(k) => Key::Src(k),
+            Node::Tgt(k) => Key::Tgt(k),
+            Node::SrcPos(c) => Key::SrcPos(c),
+            Node::TgtPos(c) => Key::TgtPos(c),
+            Node::Unary(f, a) => Key::Unary(f, a),
+            Node::Binary(o, a, b) => Key::Binary(o, a, b),
+            Node::Compare(c, a, b) => Key::Compare(c, a, b),
+            Node::And(a, b) => Key::And(a, b),
+            Node::Or(a, b) => Key::Or(a, b),
+            Node::Not(a) => Key::Not(a),
+            Node::Select(c, a, b) => Key::Select(c, a, b),
+        }
+    }
+
+    /// The node's operands.
+    pub fn children(&self) -> Vec<NodeId> {
+        match *self {
+            Node::Const(_)
+            | Node::Param(_)
+            | Node::Src(_)
+            | Node::Tgt(_)
+            | Node::SrcPos(_)
+            | Node::TgtPos(_) => vec![],
+            Node::Unary(_, a) | Node::Not(a) => vec![a],
+            Node::Binary(_, a, b) | Node::Compare(_, a, b) | Node::And(a, b) | Node::Or(a, b) => {
+                vec![a, b]
+            }
+            Node::Select(c, a, b) => vec![c, a, b],
+        }
+    }
+
+    /// Whether the node's value is a boolean rather than a number.
+    pub fn is_bool(&self) -> bool {
+        matches!(
+            self,
+            Node::Compare(..) | Node::And(..) | Node::Or(..) | Node::Not(_)
+        )
+    }
+}
+
+/// What a node's value depends on, ordered from cheapest to hoist to not
+/// hoistable. The emitters compute `Param` nodes once per launch, `Target`
+/// nodes once per target and only `Pair` nodes in the inner loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    Const,
+    Param,
+    Target,
+    Pair,
+}
+
+/// A hash-consed DAG of scalar nodes.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    index: HashMap<Key, NodeId>,
+}
+
+impl PartialEq for Graph {
+    fn eq(&self, other: &Self) -> bool {
+        self.nodes == other.nodes
+    }
+}
+
+impl Graph {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn node(&self, id: NodeId) -> Node {
+        self.nodes[id.index()]
+    }
+
+    /// The constant value of a node, if it is one.
+    pub fn constant(&self, id: NodeId) -> Option<f64> {
+        match self.node(id) {
+            Node::Const(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    fn intern(&mut self, node: Node) -> NodeId {
+        let key = node.key();
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let id = NodeId(self.nodes.len() as u32);
+        self.nodes.push(node);
+        self.index.insert(key, id);
+        id
+    }
+
+    /// Adds a node as it is, without simplification (used by the text
+    /// reader, which must reproduce a graph exactly).
+    pub fn push_raw(&mut self, node: Node) -> NodeId {
+        self.intern(node)
+    }
+
+    pub fn constant_node(&mut self, c: f64) -> NodeId {
+        self.intern(Node::Const(c))
+    }
+
+    pub fn leaf(&mut self, node: Node) -> NodeId {
+        debug_assert!(node.children().is_empty());
+        self.intern(node)
+    }
+
+    pub fn unary(&mut self, f: Func, a: NodeId) -> NodeId {
+        if let Some(x) = self.constant(a) {
+            if let Some(v) = fold_unary(f, x) {
+                return self.constant_node(v);
+            }
+        }
+        if f == Func::Neg {
+            match self.node(a) {
+                // -(-x) = x
+                Node::Unary(Func::Neg, x) => return x,
+                // -(x - y) = y - x
+                Node::Binary(Op::Sub, x, y) => return self.binary(Op::Sub, y, x),
+                _ => {}
+            }
+        }
+        if f == Func::Abs {
+            if let Node::Unary(Func::Neg | Func::Abs, x) = self.node(a) {
+                return self.unary(Func::Abs, x);
+            }
+        }
+        self.intern(Node::Unary(f, a))
+    }
+
+    pub fn neg(&mut self, a: NodeId) -> NodeId {
+        self.unary(Func::Neg, a)
+    }
+
+    pub fn binary(&mut self, op: Op, a: NodeId, b: NodeId) -> NodeId {
+        let (ca, cb) = (self.constant(a), self.constant(b));
+        if let (Some(x), Some(y)) = (ca, cb) {
+            return self.constant_node(fold_binary(op, x, y));
+        }
+        match op {
+            Op::Add => {
+                if ca == Some(0.0) {
+                    return b;
+                }
+                if cb == Some(0.0) {
+                    return a;
+                }
+                // a + (-b) = a - b
+                if let Node::Unary(Func::Neg, nb) = self.node(b) {
+                    return self.binary(Op::Sub, a, nb);
+                }
+                if let Node::Unary(Func::Neg, na) = self.node(a) {
+                    return self.binary(Op::Sub, b, na);
+                }
+            }
+            Op::Sub => {
+                if cb == Some(0.0) {
+                    return a;
+                }
+                if ca == Some(0.0) {
+                    return self.neg(b);
+                }
+                if a == b {
+                    return self.constant_node(0.0);
+                }
+                // a - (-b) = a + b
+                if let Node::Unary(Func::Neg, nb) = self.node(b) {
+                    return self.binary(Op::Add, a, nb);
+                }
+            }
+            Op::Mul => {
+                for (c, other) in [(ca, b), (cb, a)] {
+                    match c {
+                        Some(1.0) => return other,
+                        Some(-1.0) => return self.neg(other),
+                        // 0 * x = 0: kernels are evaluated with finite inputs,
+                        // and a literal zero factor is always meant as zero.
+                        Some(0.0) => return self.constant_node(0.0),
+                        _ => {}
+                    }
+                }
+                // Pull negations out so that they can fold into an add or an
+                // accumulation: (-x) * y = -(x * y).
+                if let Node::Unary(Func::Neg, na) = self.node(a) {
+                    let m = self.binary(Op::Mul, na, b);
+                    return self.neg(m);
+                }
+                if let Node::Unary(Func::Neg, nb) = self.node(b) {
+                    let m = self.binary(Op::Mul, a, nb);
+                    return self.neg(m);
+                }
+            }
+            Op::Div => {
+                if cb == Some(1.0) {
+                    return a;
+                }
+                if cb == Some(-1.0) {
+                    return self.neg(a);
+                }
+                if ca == Some(0.0) {
+                    return self.constant_node(0.0);
+                }
+                // 1 / sqrt(x) = rsqrt(x): one instruction on the GPU.
+                if ca == Some(1.0) {
+                    if let Node::Unary(Func::Sqrt, x) = self.node(b) {
+                        return self.unary(Func::Rsqrt, x);
+                    }
+                }
+                // x / c = x * (1/c): a multiplication instead of a division
+                // (exact when c is a power of two, within an ulp otherwise,
+                // as a compiler with fast math would do).
+                if let Some(c) = cb {
+                    let inv = 1.0 / c;
+                    if c != 0.0 && inv.is_finite() && inv != 0.0 {
+                        let k = self.constant_node(inv);
+                        return self.binary(Op::Mul, a, k);
+                    }
+                }
+                if let Node::Unary(Func::Neg, na) = self.node(a) {
+                    let d = self.binary(Op::Div, na, b);
+                    return self.neg(d);
+                }
+            }
+            Op::Min | Op::Max => {
+                if a == b {
+                    return a;
+                }
+            }
+        }
+        let (a, b) = if is_commutative(op) && b < a {
+            (b, a)
+        } else {
+            (a, b)
+        };
+        self.intern(Node::Binary(op, a, b))
+    }
+
+    pub fn add(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.binary(Op::Add, a, b)
+    }
+
+    pub fn sub(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.binary(Op::Sub, a, b)
+    }
+
+    pub fn mul(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.binary(Op::Mul, a, b)
+    }
+
+    pub fn div(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.binary(Op::Div, a, b)
+    }
+
+    pub fn compare(&mut self, c: Cmp, a: NodeId, b: NodeId) -> NodeId {
+        self.intern(Node::Compare(c, a, b))
+    }
+
+    pub fn and(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        let (a, b) = if b < a { (b, a) } else { (a, b) };
+        self.intern(Node::And(a, b))
+    }
+
+    pub fn or(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        let (a, b) = if b < a { (b, a) } else { (a, b) };
+        self.intern(Node::Or(a, b))
+    }
+
+    pub fn not(&mut self, a: NodeId) -> NodeId {
+        if let Node::Not(x) = self.node(a) {
+            return x;
+        }
+        self.intern(Node::Not(a))
+    }
+
+    pub fn select(&mut self, c: NodeId, a: NodeId, b: NodeId) -> NodeId {
+        if a == b {
+            return a;
+        }
+        self.intern(Node::Select(c, a, b))
+    }
+
+    /// `x^n` for an integer `n`, by repeated squaring (what a compiler would
+    /// do for `powi`): `x^5 = (x^2)^2 * x` costs three multiplications.
+    pub fn powi(&mut self, x: NodeId, n: i32) -> NodeId {
+        if n == 0 {
+            return self.constant_node(1.0);
+        }
+        if n < 0 {
+            let p = self.powi(x, -n);
+            let one = self.constant_node(1.0);
+            return self.div(one, p);
+        }
+        if n == 1 {
+            return x;
+        }
+        let half = self.powi(x, n / 2);
+        let sq = self.mul(half, half);
+        if n % 2 == 1 {
+            self.mul(sq, x)
+        } else {
+            sq
+        }
+    }
+
+    /// The stage of every node (see [`Stage`]).
+    pub fn stages(&self) -> Vec<Stage> {
+        let mut out: Vec<Stage> = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let s = match node {
+                Node::Const(_) => Stage::Const,
+                Node::Param(_) => Stage::Param,
+                Node::Tgt(_) | Node::TgtPos(_) => Stage::Target,
+                Node::Src(_) | Node::SrcPos(_) => Stage::Pair,
+                n => n
+                    .children()
+                    .iter()
+                    .map(|c| out[c.index()])
+                    .max()
+                    .unwrap_or(Stage::Const),
+            };
+            out.push(s);
+        }
+        out
+    }
+
+    /// Marks the nodes reachable from `roots`.
+    pub fn reachable(&self, roots: &[NodeId]) -> Vec<bool> {
+        let mut live = vec![false; self.nodes.len()];
+        for r in roots {
+            live[r.index()] = true;
+        }
+        for i in (0..self.nodes.len()).rev() {
+            if live[i] {
+                for c in self.nodes[i].children() {
+                    live[c.index()] = true;
+                }
+            }
+        }
+        live
+    }
+
+    /// How many live nodes use each node as an operand.
+    pub fn use_counts(&self, live: &[bool]) -> Vec<u32> {
+        let mut uses = vec![0u32; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            if live[i] {
+                for c in n.children() {
+                    uses[c.index()] += 1;
+                }
+            }
+        }
+        uses
+    }
+}
+
+fn is_commutative(op: Op) -> bool {
+    matches!(op, Op::Add | Op::Mul | Op::Min | Op::Max)
+}
+
+/// Folds a unary function of a constant; `None` leaves it to run time
+/// (never happens for finite inputs, kept for NaN-producing cases such as
+/// `sqrt(-1)`, which should reach the checks instead of vanishing).
+pub fn fold_unary(f: Func, x: f64) -> Option<f64> {
+    let v = eval_unary(f, x);
+    v.is_finite().then_some(v)
+}
+
+pub fn eval_unary(f: Func, x: f64) -> f64 {
+    match f {
+        Func::Neg => -x,
+        Func::Sqrt => x.sqrt(),
+        Func::Rsqrt => 1.0 / x.sqrt(),
+        Func::Exp => x.exp(),
+        Func::Erf => libm::erf(x),
+        Func::Log => x.ln(),
+        Func::Abs => x.abs(),
+    }
+}
+
+pub fn fold_binary(op: Op, x: f64, y: f64) -> f64 {
+    match op {
+        Op::Add => x + y,
+        Op::Sub => x - y,
+        Op::Mul => x * y,
+        Op::Div => x / y,
+        Op::Min => x.min(y),
+        Op::Max => x.max(y),
+    }
+}
+
+pub fn eval_compare(c: Cmp, x: f64, y: f64) -> bool {
+    match c {
+        Cmp::Lt => x < y,
+        Cmp::Le => x <= y,
+        Cmp::Gt => x > y,
+        Cmp::Ge => x >= y,
+        Cmp::Eq => x == y,
+        Cmp::Ne => x != y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sharing_and_commutativity() {
+        let mut g = Graph::new();
+        let a = g.leaf(Node::Src(0));
+        let b = g.leaf(Node::Param(0));
+        let ab = g.mul(a, b);
+        let ba = g.mul(b, a);
+        assert_eq!(ab, ba);
+        let s1 = g.sub(a, b);
+        let s2 = g.sub(b, a);
+        assert_ne!(s1, s2, "subtraction is not commutative");
+    }
+
+    #[test]
+    fn folding() {
+        let mut g = Graph::new();
+        let two = g.constant_node(2.0);
+        let three = g.constant_node(3.0);
+        let six = g.mul(two, three);
+        assert_eq!(g.constant(six), Some(6.0));
+        let x = g.leaf(Node::Src(0));
+        let one = g.constant_node(1.0);
+        assert_eq!(g.mul(x, one), x);
+        let zero = g.constant_node(0.0);
+        assert_eq!(g.add(zero, x), x);
+        let nx = g.neg(x);
+        assert_eq!(g.neg(nx), x);
+        let y = g.leaf(Node::Src(1));
+        let sum = g.add(y, nx);
+        assert_eq!(g.node(sum), Node::Binary(Op::Sub, y, x));
+        let half = g.div(x, two);
+        assert!(matches!(g.node(half), Node::Binary(Op::Mul, _, _)));
+    }
+
+    #[test]
+    fn powi_uses_squaring() {
+        let mut g = Graph::new();
+        let x = g.leaf(Node::Src(0));
+        let before = g.nodes.len();
+        g.powi(x, 5);
+        assert_eq!(g.nodes.len() - before, 3, "x^2, x^4, x^4*x");
+    }
+
+    #[test]
+    fn stages_propagate() {
+        let mut g = Graph::new();
+        let p = g.leaf(Node::Param(0));
+        let t = g.leaf(Node::TgtPos(0));
+        let s = g.leaf(Node::SrcPos(0));
+        let pp = g.mul(p, p);
+        let tp = g.add(t, pp);
+        let d = g.sub(tp, s);
+        let st = g.stages();
+        assert_eq!(st[pp.index()], Stage::Param);
+        assert_eq!(st[tp.index()], Stage::Target);
+        assert_eq!(st[d.index()], Stage::Pair);
+    }
+}

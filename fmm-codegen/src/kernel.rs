@@ -1,0 +1,156 @@
+//! A checked kernel: its layout (names and shapes of every slot) and the IR
+//! of one pairwise interaction. This is the single source of truth the
+//! emitters, the flop counter and the runtime read.
+
+use crate::ast::Shape;
+use crate::ir::{Graph, NodeId};
+
+/// A named slot group: a parameter, a field or an output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub shape: Shape,
+    /// First flattened scalar slot of this field.
+    pub offset: usize,
+}
+
+impl Field {
+    /// The names of its scalar slots: `m`, or `acc_x`, `acc_y`, `acc_z`.
+    pub fn slot_names(&self) -> Vec<String> {
+        match self.shape {
+            Shape::Scalar => vec![self.name.clone()],
+            Shape::Vec3 => ["x", "y", "z"]
+                .iter()
+                .map(|c| format!("{}_{}", self.name, c))
+                .collect(),
+        }
+    }
+}
+
+/// Total number of scalar slots of a list of fields.
+pub fn slot_count(fields: &[Field]) -> usize {
+    fields.iter().map(|f| f.shape.slots()).sum()
+}
+
+/// A Laplace quantity of `Phi(x_i) = sum_j q_j / |x_i - x_j|`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Term {
+    Potential,
+    Gradient,
+    Curl,
+    /// Stretching with the target vector field of this index in `targets`.
+    Stretching(usize),
+}
+
+/// One output's far field: `outputs[output] = coefficient * term`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FarTerm {
+    pub output: usize,
+    pub coefficient: f64,
+    pub term: Term,
+}
+
+/// How the far field of a kernel is represented.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FarField {
+    /// Direct summation and pseudo-particles only.
+    None,
+    /// Laplace expansions of the source field `strength` (index in `sources`).
+    Laplace {
+        strength: usize,
+        terms: Vec<FarTerm>,
+    },
+}
+
+impl FarField {
+    /// A short name for logs and tables.
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            FarField::None => "none",
+            FarField::Laplace { terms, .. } => {
+                if terms.iter().any(|t| matches!(t.term, Term::Stretching(_))) {
+                    "laplace-stretching"
+                } else if terms.iter().any(|t| t.term == Term::Curl) {
+                    "laplace-curl"
+                } else {
+                    "laplace-potential"
+                }
+            }
+        }
+    }
+}
+
+/// A kernel after checking and lowering.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelDef {
+    /// The type name given in the declaration (`Gravity`).
+    pub name: String,
+    /// The doc comment of the declaration.
+    pub doc: String,
+    pub params: Vec<Field>,
+    pub sources: Vec<Field>,
+    pub targets: Vec<Field>,
+    pub outputs: Vec<Field>,
+    pub graph: Graph,
+    /// What one source adds to each flattened output slot of one target.
+    pub contributions: Vec<NodeId>,
+    pub far_field: FarField,
+}
+
+impl KernelDef {
+    pub fn n_params(&self) -> usize {
+        slot_count(&self.params)
+    }
+
+    pub fn n_sources(&self) -> usize {
+        slot_count(&self.sources)
+    }
+
+    pub fn n_targets(&self) -> usize {
+        slot_count(&self.targets)
+    }
+
+    pub fn n_outputs(&self) -> usize {
+        slot_count(&self.outputs)
+    }
+
+    /// The snake_case name used for generated symbols (`gravity`,
+    /// `biot_savart`).
+    pub fn symbol(&self) -> String {
+        snake_case(&self.name)
+    }
+}
+
+/// `BiotSavart` -> `biot_savart`, `Gravity` -> `gravity`.
+pub fn snake_case(name: &str) -> String {
+    let mut out = String::new();
+    let chars: Vec<char> = name.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_uppercase() {
+            let prev_lower =
+                i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if i > 0 && (prev_lower || (next_lower && chars[i - 1].is_uppercase())) {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snake_case;
+
+    #[test]
+    fn snake() {
+        assert_eq!(snake_case("Gravity"), "gravity");
+        assert_eq!(snake_case("BiotSavart"), "biot_savart");
+        assert_eq!(snake_case("HuBiotSavart"), "hu_biot_savart");
+        assert_eq!(snake_case("P2PKernel"), "p2p_kernel");
+        assert_eq!(snake_case("already_snake"), "already_snake");
+    }
+}

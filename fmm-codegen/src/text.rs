@@ -1,0 +1,263 @@
+//! A line-based text form of a [`KernelDef`].
+//!
+//! The `kernel!` macro checks and lowers a declaration at compile time and
+//! embeds this text in the generated type; the runtime reads it back to emit
+//! the variants it needs (CUDA entry points, later list-driven kernels) from
+//! the same IR. Reading reproduces the graph exactly: constants are stored
+//! by their bits, nodes in their order.
+
+use crate::ast::Shape;
+use crate::ir::{Cmp, Func, Graph, Node, NodeId, Op};
+use crate::kernel::{FarField, FarTerm, Field, KernelDef, Term};
+
+fn shape_name(s: Shape) -> &'static str {
+    s.name()
+}
+
+fn func_name(f: Func) -> &'static str {
+    match f {
+        Func::Neg => "neg",
+        Func::Sqrt => "sqrt",
+        Func::Rsqrt => "rsqrt",
+        Func::Exp => "exp",
+        Func::Erf => "erf",
+        Func::Log => "log",
+        Func::Abs => "abs",
+    }
+}
+
+const FUNCS: [Func; 7] = [
+    Func::Neg,
+    Func::Sqrt,
+    Func::Rsqrt,
+    Func::Exp,
+    Func::Erf,
+    Func::Log,
+    Func::Abs,
+];
+const OPS: [(Op, &str); 6] = [
+    (Op::Add, "add"),
+    (Op::Sub, "sub"),
+    (Op::Mul, "mul"),
+    (Op::Div, "div"),
+    (Op::Min, "min"),
+    (Op::Max, "max"),
+];
+const CMPS: [(Cmp, &str); 6] = [
+    (Cmp::Lt, "lt"),
+    (Cmp::Le, "le"),
+    (Cmp::Gt, "gt"),
+    (Cmp::Ge, "ge"),
+    (Cmp::Eq, "eq"),
+    (Cmp::Ne, "ne"),
+];
+
+/// Writes the text form.
+pub fn write(def: &KernelDef) -> String {
+    let mut o = format!("kernel {}\n", def.name);
+    for line in def.doc.lines() {
+        o.push_str(&format!("doc {line}\n"));
+    }
+    for (kw, fields) in [
+        ("param", &def.params),
+        ("source", &def.sources),
+        ("target", &def.targets),
+        ("output", &def.outputs),
+    ] {
+        for f in fields {
+            o.push_str(&format!("{kw} {} {}\n", f.name, shape_name(f.shape)));
+        }
+    }
+    match &def.far_field {
+        FarField::None => o.push_str("far none\n"),
+        FarField::Laplace { strength, terms } => {
+            o.push_str(&format!("far laplace {strength}\n"));
+            for t in terms {
+                let term = match t.term {
+                    Term::Potential => "potential".to_string(),
+                    Term::Gradient => "gradient".to_string(),
+                    Term::Curl => "curl".to_string(),
+                    Term::Stretching(k) => format!("stretching {k}"),
+                };
+                o.push_str(&format!(
+                    "term {} {:016x} {term}\n",
+                    t.output,
+                    t.coefficient.to_bits()
+                ));
+            }
+        }
+    }
+    for n in &def.graph.nodes {
+        let line = match *n {
+            Node::Const(c) => format!("const {:016x}", c.to_bits()),
+            Node::Param(k) => format!("param {k}"),
+            Node::Src(k) => format!("src {k}"),
+            Node::Tgt(k) => format!("tgt {k}"),
+            Node::SrcPos(c) => format!("spos {c}"),
+            Node::TgtPos(c) => format!("tpos {c}"),
+            Node::Unary(f, a) => format!("{} {}", func_name(f), a.0),
+            Node::Binary(op, a, b) => {
+                let name = OPS.iter().find(|x| x.0 == op).map(|x| x.1).unwrap_or("?");
+                format!("{name} {} {}", a.0, b.0)
+            }
+            Node::Compare(c, a, b) => {
+                let name = CMPS.iter().find(|x| x.0 == c).map(|x| x.1).unwrap_or("?");
+                format!("{name} {} {}", a.0, b.0)
+            }
+            Node::And(a, b) => format!("and {} {}", a.0, b.0),
+            Node::Or(a, b) => format!("or {} {}", a.0, b.0),
+            Node::Not(a) => format!("not {}", a.0),
+            Node::Select(c, a, b) => format!("sel {} {} {}", c.0, a.0, b.0),
+        };
+        o.push_str(&format!("node {line}\n"));
+    }
+    let c: Vec<String> = def.contributions.iter().map(|c| c.0.to_string()).collect();
+    o.push_str(&format!("contrib {}\n", c.join(" ")));
+    o
+}
+
+/// Reads the text form back; the error names the line at fault.
+pub fn read(text: &str) -> Result<KernelDef, String> {
+    let mut def = KernelDef {
+        name: String::new(),
+        doc: String::new(),
+        params: vec![],
+        sources: vec![],
+        targets: vec![],
+        outputs: vec![],
+        graph: Graph::new(),
+        contributions: vec![],
+        far_field: FarField::None,
+    };
+    let mut doc: Vec<&str> = Vec::new();
+    for (lineno, line) in text.lines().enumerate() {
+        let bad = |what: &str| format!("kernel IR text, line {}: {what}: `{line}`", lineno + 1);
+        let (kw, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let num = |i: usize| -> Result<u32, String> {
+            words
+                .get(i)
+                .and_then(|w| w.parse::<u32>().ok())
+                .ok_or_else(|| bad("expected a number"))
+        };
+        let id = |i: usize| -> Result<NodeId, String> {
+            let k = num(i)?;
+            Ok(NodeId(k))
+        };
+        let bits = |i: usize| -> Result<f64, String> {
+            words
+                .get(i)
+                .and_then(|w| u64::from_str_radix(w, 16).ok())
+                .map(f64::from_bits)
+                .ok_or_else(|| bad("expected a hexadecimal constant"))
+        };
+        match kw {
+            "kernel" => def.name = rest.to_string(),
+            "doc" => doc.push(rest),
+            "param" | "source" | "target" | "output" => {
+                let shape = match words.get(1) {
+                    Some(&"scalar") => Shape::Scalar,
+                    Some(&"vec3") => Shape::Vec3,
+                    _ => return Err(bad("expected a shape")),
+                };
+                let list = match kw {
+                    "param" => &mut def.params,
+                    "source" => &mut def.sources,
+                    "target" => &mut def.targets,
+                    _ => &mut def.outputs,
+                };
+                let offset = crate::kernel::slot_count(list);
+                list.push(Field {
+                    name: words
+                        .first()
+                        .ok_or_else(|| bad("expected a name"))?
+                        .to_string(),
+                    shape,
+                    offset,
+                });
+            }
+            "far" => {
+                def.far_field = match words.first() {
+                    Some(&"none") => FarField::None,
+                    Some(&"laplace") => FarField::Laplace {
+                        strength: num(1)? as usize,
+                        terms: vec![],
+                    },
+                    _ => return Err(bad("expected `none` or `laplace`")),
+                }
+            }
+            "term" => {
+                let FarField::Laplace { terms, .. } = &mut def.far_field else {
+                    return Err(bad("a term outside a laplace far field"));
+                };
+                let term = match words.get(2) {
+                    Some(&"potential") => Term::Potential,
+                    Some(&"gradient") => Term::Gradient,
+                    Some(&"curl") => Term::Curl,
+                    Some(&"stretching") => Term::Stretching(num(3)? as usize),
+                    _ => return Err(bad("expected a Laplace term")),
+                };
+                terms.push(FarTerm {
+                    output: num(0)? as usize,
+                    coefficient: bits(1)?,
+                    term,
+                });
+            }
+            "node" => {
+                let op = *words.first().ok_or_else(|| bad("expected an operation"))?;
+                let words: Vec<&str> = words[1..].to_vec();
+                let w = |i: usize| -> Result<u32, String> {
+                    words
+                        .get(i)
+                        .and_then(|w| w.parse::<u32>().ok())
+                        .ok_or_else(|| bad("expected a number"))
+                };
+                let n = |i: usize| -> Result<NodeId, String> { w(i).map(NodeId) };
+                let node = if let Some(f) = FUNCS.iter().find(|f| func_name(**f) == op) {
+                    Node::Unary(*f, n(0)?)
+                } else if let Some((o, _)) = OPS.iter().find(|x| x.1 == op) {
+                    Node::Binary(*o, n(0)?, n(1)?)
+                } else if let Some((c, _)) = CMPS.iter().find(|x| x.1 == op) {
+                    Node::Compare(*c, n(0)?, n(1)?)
+                } else {
+                    match op {
+                        "const" => Node::Const(
+                            words
+                                .first()
+                                .and_then(|w| u64::from_str_radix(w, 16).ok())
+                                .map(f64::from_bits)
+                                .ok_or_else(|| bad("expected a hexadecimal constant"))?,
+                        ),
+                        "param" => Node::Param(w(0)? as u16),
+                        "src" => Node::Src(w(0)? as u16),
+                        "tgt" => Node::Tgt(w(0)? as u16),
+                        "spos" => Node::SrcPos(w(0)? as u8),
+                        "tpos" => Node::TgtPos(w(0)? as u8),
+                        "and" => Node::And(n(0)?, n(1)?),
+                        "or" => Node::Or(n(0)?, n(1)?),
+                        "not" => Node::Not(n(0)?),
+                        "sel" => Node::Select(n(0)?, n(1)?, n(2)?),
+                        _ => return Err(bad("unknown operation")),
+                    }
+                };
+                let next = def.graph.nodes.len() as u32;
+                if node.children().iter().any(|c| c.0 >= next) {
+                    return Err(bad("an operand refers to a later node"));
+                }
+                def.graph.push_raw(node);
+            }
+            "contrib" => {
+                def.contributions = (0..words.len()).map(id).collect::<Result<_, _>>()?;
+            }
+            "" => {}
+            _ => return Err(bad("unknown line")),
+        }
+    }
+    def.doc = doc.join("\n");
+    let nodes = def.graph.nodes.len() as u32;
+    if def.contributions.len() != def.n_outputs() || def.contributions.iter().any(|c| c.0 >= nodes)
+    {
+        return Err("kernel IR text: the contributions do not match the outputs".into());
+    }
+    Ok(def)
+}

@@ -1,0 +1,52 @@
+//! Errors of the runtime: each names the input at fault.
+
+/// What can go wrong in an evaluation.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum Error {
+    #[error("{what}: {got} values given, {expected} expected")]
+    LengthMismatch {
+        what: String,
+        got: usize,
+        expected: usize,
+    },
+    #[error("{what} {index} is not finite ({value})")]
+    NonFinite {
+        what: String,
+        index: usize,
+        value: f64,
+    },
+    #[error("kernel {kernel} has no {role} field `{name}`; its {role} fields are: {known}")]
+    UnknownField {
+        kernel: String,
+        role: &'static str,
+        name: String,
+        known: String,
+    },
+    #[error("field `{name}` is declared as a {declared}, but a {given} was given")]
+    FieldShape {
+        name: String,
+        declared: &'static str,
+        given: &'static str,
+    },
+    #[error(
+        "kernel {kernel} needs its own {expected}s, but these particles were made as {made_for}"
+    )]
+    WrongParticles {
+        kernel: String,
+        expected: &'static str,
+        made_for: String,
+    },
+    #[error("kernel {kernel} takes {expected} parameter value(s) ({names}), but {got} were given")]
+    Params {
+        kernel: String,
+        expected: usize,
+        names: String,
+        got: usize,
+    },
+    #[error("kernel {kernel} has no output `{name}`; its outputs are: {known}")]
+    UnknownOutput {
+        kernel: String,
+        name: String,
+        known: String,
+    },
+}

@@ -1,0 +1,141 @@
+//! The trait every DSL kernel implements, and the source view the CPU
+//! evaluators read.
+
+use crate::real::Real;
+use fmm_codegen::{FlopCount, KernelDef};
+
+/// The most scalar slots a kernel may have in each group (parameters,
+/// source fields, target fields, outputs). Checked by the `kernel!` macro.
+pub const MAX_SLOTS: usize = fmm_codegen::lower::MAX_SLOTS;
+
+/// A pairwise interaction kernel, as the `kernel!` macro generates it.
+///
+/// Everything about the kernel comes from [`Kernel::def`], the checked IR of
+/// the declaration; the CPU evaluator [`Kernel::p2p_target`] is code the
+/// macro generated from that same IR.
+pub trait Kernel: Copy + Default + Send + Sync + 'static {
+    /// The checked IR of the declaration (layout, math, far field).
+    fn def() -> &'static KernelDef;
+
+    /// The CUDA C source of the kernel's entry points (see
+    /// `fmm_codegen::emit::cuda` for their arguments).
+    fn cuda_source() -> &'static str;
+
+    /// Adds the interaction of every source in `src` to the outputs `out`
+    /// of one target at `xi` with target fields `t`; `p` holds the
+    /// parameters. All are flattened slots in declaration order.
+    fn p2p_target<R: Real>(p: &[R], xi: [R; 3], t: &[R], src: SourceSlices<'_, R>, out: &mut [R]);
+
+    /// The type name of the declaration.
+    fn name() -> &'static str {
+        &Self::def().name
+    }
+
+    /// Flops of one interaction, plain and weighted (yokota2009 Table 2).
+    fn flops() -> FlopCount {
+        fmm_codegen::flops::count(Self::def())
+    }
+}
+
+/// A run of sources: positions and field slots as parallel slices of one
+/// length. A fixed array of slices, so a view of a sub-range costs no
+/// allocation (the tree codes take many).
+#[derive(Clone, Copy, Debug)]
+pub struct SourceSlices<'a, R> {
+    pub pos: [&'a [R]; 3],
+    /// Field slots; only the first `n_fields` are meaningful.
+    pub fields: [&'a [R]; MAX_SLOTS],
+    pub n_fields: usize,
+}
+
+impl<'a, R> SourceSlices<'a, R> {
+    /// Number of sources.
+    pub fn len(&self) -> usize {
+        self.pos[0].len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The sources `lo..hi`.
+    pub fn range(&self, lo: usize, hi: usize) -> SourceSlices<'a, R> {
+        let mut fields = self.fields;
+        for f in fields.iter_mut().take(self.n_fields) {
+            *f = &f[lo..hi];
+        }
+        SourceSlices {
+            pos: self.pos.map(|p| &p[lo..hi]),
+            fields,
+            n_fields: self.n_fields,
+        }
+    }
+}
+
+/// Sources processed side by side in [`sum_sources`]: enough independent
+/// partial sums for 256-bit SIMD in f32.
+pub const LANES: usize = 8;
+/// Sources summed into one block partial before it joins the total.
+pub const BLOCK: usize = 256;
+
+/// Sums `pair(j)` over `j in 0..n`, output slot by output slot.
+///
+/// The generated evaluators put their per-pair math in `pair`. `LANES`
+/// independent partial sums break the dependency chain of one running sum
+/// (floating-point addition is not reassociated by the compiler, so this is
+/// what lets it vectorise), and summing `BLOCK` sources at a time before
+/// adding to the total keeps f32 sums of millions of terms accurate (the
+/// same trick as the per-tile partial sums of the CUDA kernel).
+// Index loops on purpose: lane `l` of every output is one SIMD lane.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub fn sum_sources<R: Real, const NO: usize>(n: usize, pair: impl Fn(usize) -> [R; NO]) -> [R; NO] {
+    let mut total = [R::zero(); NO];
+    let mut start = 0;
+    while start < n {
+        let end = (start + BLOCK).min(n);
+        let full = start + (end - start) / LANES * LANES;
+        let mut lanes = [[R::zero(); LANES]; NO];
+        let mut j = start;
+        while j < full {
+            for l in 0..LANES {
+                let v = pair(j + l);
+                for k in 0..NO {
+                    lanes[k][l] += v[k];
+                }
+            }
+            j += LANES;
+        }
+        let mut block = [R::zero(); NO];
+        for k in 0..NO {
+            for l in 0..LANES {
+                block[k] += lanes[k][l];
+            }
+        }
+        for jj in full..end {
+            let v = pair(jj);
+            for k in 0..NO {
+                block[k] += v[k];
+            }
+        }
+        for k in 0..NO {
+            total[k] += block[k];
+        }
+        start = end;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sum_sources_matches_a_plain_sum_at_every_length() {
+        for n in [0usize, 1, 7, 8, 9, 255, 256, 257, 1000] {
+            let got = sum_sources::<f64, 2>(n, |j| [j as f64, 1.0]);
+            let want = (n * n.saturating_sub(1) / 2) as f64;
+            assert_eq!(got, [want, n as f64], "n = {n}");
+        }
+    }
+}

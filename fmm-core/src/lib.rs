@@ -1,0 +1,25 @@
+//! The runtime of the N-body kernel compiler, generic over kernels
+//! declared with [`kernel!`].
+//!
+//! A kernel is declared once; this crate runs it. Today: direct summation
+//! on the CPU ([`direct_cpu`]), parallel over targets with rayon, in f32 or
+//! f64. The built-in kernels of the papers are in [`kernels`].
+
+// The built-in kernels are declared with the crate's own macro, whose
+// expansion names `::fmm_core`.
+extern crate self as fmm_core;
+
+pub mod direct;
+pub mod error;
+pub mod kernel;
+pub mod kernels;
+pub mod particles;
+pub mod real;
+
+pub use direct::{check_params, direct_cpu, Outputs};
+pub use error::Error;
+pub use fmm_codegen;
+pub use fmm_macros::kernel;
+pub use kernel::{sum_sources, Kernel, SourceSlices, MAX_SLOTS};
+pub use particles::Particles;
+pub use real::Real;

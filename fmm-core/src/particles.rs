@@ -1,0 +1,239 @@
+//! Particle sets as structure of arrays, laid out for one kernel.
+
+use crate::error::Error;
+use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
+use crate::real::Real;
+use fmm_codegen::ast::Shape;
+use fmm_codegen::Field;
+
+/// Whether a particle set holds sources or targets of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Sources,
+    Targets,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Sources => "source",
+            Role::Targets => "target",
+        }
+    }
+}
+
+/// Positions and per-particle fields, one array per scalar slot.
+///
+/// Made for one kernel's source or target layout, so that fields are set
+/// by name and every mistake (an unknown field, a wrong length, a value
+/// that is not finite) is reported when it is made.
+#[derive(Clone, Debug)]
+pub struct Particles<R> {
+    pub(crate) kernel: &'static str,
+    pub(crate) role: Role,
+    pub(crate) layout: Vec<Field>,
+    pub(crate) pos: [Vec<R>; 3],
+    pub(crate) slots: Vec<Vec<R>>,
+}
+
+impl<R: Real> Particles<R> {
+    /// Sources of kernel `K` at `positions`, every field zero.
+    pub fn sources<K: Kernel>(positions: &[[R; 3]]) -> Result<Self, Error> {
+        Self::new(
+            K::def().name.as_str(),
+            Role::Sources,
+            &K::def().sources,
+            positions,
+        )
+    }
+
+    /// Targets of kernel `K` at `positions`, every field zero.
+    pub fn targets<K: Kernel>(positions: &[[R; 3]]) -> Result<Self, Error> {
+        Self::new(
+            K::def().name.as_str(),
+            Role::Targets,
+            &K::def().targets,
+            positions,
+        )
+    }
+
+    fn new(
+        kernel: &'static str,
+        role: Role,
+        layout: &[Field],
+        positions: &[[R; 3]],
+    ) -> Result<Self, Error> {
+        if let Some(i) = positions
+            .iter()
+            .position(|p| p.iter().any(|c| !c.is_finite()))
+        {
+            return Err(Error::NonFinite {
+                what: format!("{} position", role.name()),
+                index: i,
+                value: positions[i]
+                    .iter()
+                    .find(|c| !c.is_finite())
+                    .map_or(f64::NAN, |c| c.to_f64()),
+            });
+        }
+        let n = positions.len();
+        let pos = [0, 1, 2].map(|c| positions.iter().map(|p| p[c]).collect());
+        let slots = vec![vec![R::zero(); n]; fmm_codegen::kernel::slot_count(layout)];
+        Ok(Particles {
+            kernel,
+            role,
+            layout: layout.to_vec(),
+            pos,
+            slots,
+        })
+    }
+
+    /// Number of particles.
+    pub fn len(&self) -> usize {
+        self.pos[0].len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The position of particle `i`.
+    pub fn position(&self, i: usize) -> [R; 3] {
+        [self.pos[0][i], self.pos[1][i], self.pos[2][i]]
+    }
+
+    /// The positions, one array per coordinate.
+    pub fn positions(&self) -> [&[R]; 3] {
+        [&self.pos[0], &self.pos[1], &self.pos[2]]
+    }
+
+    fn field(&self, name: &str, shape: Shape) -> Result<&Field, Error> {
+        let f = self
+            .layout
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| Error::UnknownField {
+                kernel: self.kernel.to_string(),
+                role: self.role.name(),
+                name: name.to_string(),
+                known: self
+                    .layout
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        if f.shape != shape {
+            return Err(Error::FieldShape {
+                name: name.to_string(),
+                declared: f.shape.name(),
+                given: shape.name(),
+            });
+        }
+        Ok(f)
+    }
+
+    fn check_len(&self, name: &str, len: usize) -> Result<(), Error> {
+        if len != self.len() {
+            return Err(Error::LengthMismatch {
+                what: format!("{} field `{name}`", self.role.name()),
+                got: len,
+                expected: self.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets a scalar field.
+    pub fn set(&mut self, name: &str, values: &[R]) -> Result<&mut Self, Error> {
+        let off = self.field(name, Shape::Scalar)?.offset;
+        self.check_len(name, values.len())?;
+        check_finite(
+            &format!("{} field `{name}`", self.role.name()),
+            values.iter(),
+        )?;
+        self.slots[off].copy_from_slice(values);
+        Ok(self)
+    }
+
+    /// Sets a vec3 field.
+    pub fn set_vec3(&mut self, name: &str, values: &[[R; 3]]) -> Result<&mut Self, Error> {
+        let off = self.field(name, Shape::Vec3)?.offset;
+        self.check_len(name, values.len())?;
+        if let Some(i) = values.iter().position(|v| v.iter().any(|c| !c.is_finite())) {
+            return Err(Error::NonFinite {
+                what: format!("{} field `{name}`", self.role.name()),
+                index: i,
+                value: values[i]
+                    .iter()
+                    .find(|c| !c.is_finite())
+                    .map_or(f64::NAN, |c| c.to_f64()),
+            });
+        }
+        for c in 0..3 {
+            for (dst, v) in self.slots[off + c].iter_mut().zip(values) {
+                *dst = v[c];
+            }
+        }
+        Ok(self)
+    }
+
+    /// The scalar slots of the fields, in layout order.
+    pub fn slots(&self) -> &[Vec<R>] {
+        &self.slots
+    }
+
+    /// The whole set as a source view.
+    pub fn source_slices(&self) -> SourceSlices<'_, R> {
+        let mut fields: [&[R]; MAX_SLOTS] = [&[]; MAX_SLOTS];
+        for (f, s) in fields.iter_mut().zip(&self.slots) {
+            *f = s;
+        }
+        SourceSlices {
+            pos: self.positions(),
+            fields,
+            n_fields: self.slots.len(),
+        }
+    }
+
+    /// The target slots of particle `i`, into `buf`.
+    pub(crate) fn target_slots(&self, i: usize, buf: &mut [R; MAX_SLOTS]) {
+        for (b, s) in buf.iter_mut().zip(&self.slots) {
+            *b = s[i];
+        }
+    }
+
+    /// Checks that this set was made for kernel `K` in the given role.
+    pub(crate) fn check_for<K: Kernel>(&self, role: Role) -> Result<(), Error> {
+        let def = K::def();
+        let layout = match role {
+            Role::Sources => &def.sources,
+            Role::Targets => &def.targets,
+        };
+        if self.role != role || self.kernel != def.name || &self.layout != layout {
+            return Err(Error::WrongParticles {
+                kernel: def.name.clone(),
+                expected: role.name(),
+                made_for: format!("{} {}s", self.kernel, self.role.name()),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Fails on the first value that is not finite, naming it.
+pub(crate) fn check_finite<'a, R: Real>(
+    what: &str,
+    values: impl Iterator<Item = &'a R>,
+) -> Result<(), Error> {
+    for (i, v) in values.enumerate() {
+        if !v.is_finite() {
+            return Err(Error::NonFinite {
+                what: what.to_string(),
+                index: i,
+                value: v.to_f64(),
+            });
+        }
+    }
+    Ok(())
+}
