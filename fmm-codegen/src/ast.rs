@@ -119,6 +119,18 @@ pub enum Stmt {
     },
 }
 
+impl LaplaceTerm {
+    /// The term as it is written in the DSL.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LaplaceTerm::Potential => "potential",
+            LaplaceTerm::Gradient => "gradient",
+            LaplaceTerm::Curl => "curl",
+            LaplaceTerm::Stretching(_) => "stretching",
+        }
+    }
+}
+
 /// What a far-field output is, in terms of the Laplace sum
 /// `Phi(x_i) = sum_j q_j / |x_i - x_j|` of the declared strength `q`.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,6 +152,9 @@ pub struct FarOutput {
     pub output: String,
     pub coefficient: Expr,
     pub term: LaplaceTerm,
+    /// Where the term (`gradient` ...) is written.
+    pub term_span: Span,
+    /// The whole entry.
     pub span: Span,
 }
 

@@ -127,8 +127,7 @@ pub fn snake_case(name: &str) -> String {
     let chars: Vec<char> = name.chars().collect();
     for (i, &c) in chars.iter().enumerate() {
         if c.is_uppercase() {
-            let prev_lower =
-                i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let prev_lower = i > 0 && chars[i - 1].is_lowercase();
             let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
             if i > 0 && (prev_lower || (next_lower && chars[i - 1].is_uppercase())) {
                 out.push('_');

@@ -219,7 +219,7 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
         contributions,
         far_field,
     };
-    check_self_interaction(&def, spec.name_span)?;
+    check_self_interaction(&def, spec)?;
     Ok(def)
 }
 
@@ -345,7 +345,9 @@ impl Lowerer {
             return Ok(Value::Scalar(r));
         }
         let mut known: Vec<&str> = self.names.keys().map(|s| s.as_str()).collect();
-        known.push("r");
+        if self.lazy_r {
+            known.push("r");
+        }
         known.sort();
         known.dedup();
         err(
@@ -493,7 +495,7 @@ impl Lowerer {
                 Ok(Vec3(v.map(|x| g.mul(x, inv))))
             }
             (Bool(_), _) | (_, Bool(_)) => err(
-                span,
+                if matches!(va, Bool(_)) { a.span() } else { b.span() },
                 "a comparison is a boolean and can only be used as a condition (in select or if)",
             ),
             (a, b) => err(
@@ -648,7 +650,18 @@ fn lower_far_field(
     let mut terms = Vec::new();
     for fo in far_outputs {
         let Some(oi) = outputs.iter().position(|o| o.name == fo.output) else {
-            return err(fo.span, format!("`{}` is not an output", fo.output));
+            let list = outputs
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return err(
+                fo.span,
+                format!(
+                    "`{}` is not an output; the declared outputs are: {list}",
+                    fo.output
+                ),
+            );
         };
         if terms.iter().any(|t: &FarTerm| t.output == oi) {
             return err(
@@ -664,7 +677,7 @@ fn lower_far_field(
             LaplaceTerm::Stretching(t) => {
                 let Some(ti) = targets.iter().position(|f| &f.name == t) else {
                     return err(
-                        fo.span,
+                        fo.term_span,
                         format!(
                             "stretching needs a target vec3 field, and `{t}` is not a target field"
                         ),
@@ -672,18 +685,23 @@ fn lower_far_field(
                 };
                 if targets[ti].shape != Shape::Vec3 {
                     return err(
-                        fo.span,
+                        fo.term_span,
                         format!("stretching needs a target vec3 field, and `{t}` is a scalar"),
                     );
                 }
                 (Term::Stretching(ti), Shape::Vec3, Shape::Vec3)
             }
         };
+        let tname = fo.term.name();
         if want_strength != strength_shape {
+            let hint = match strength_shape {
+                Shape::Vec3 => "a vec3 strength has `potential`, `curl` and `stretching(FIELD)`",
+                Shape::Scalar => "a scalar strength has `potential` and `gradient`",
+            };
             return err(
-                fo.span,
+                fo.term_span,
                 format!(
-                    "this far-field term needs a {} strength, but `{strength}` is a {}",
+                    "`{tname}` needs a {} strength, but `{strength}` is a {}; {hint}",
                     want_strength.name(),
                     strength_shape.name()
                 ),
@@ -691,9 +709,9 @@ fn lower_far_field(
         }
         if want_out != out_shape {
             return err(
-                fo.span,
+                fo.term_span,
                 format!(
-                    "this far-field term is a {}, but output `{}` is a {}",
+                    "`{tname}` of `{strength}` is a {}, but output `{}` is a {}",
                     want_out.name(),
                     fo.output,
                     out_shape.name()
@@ -721,8 +739,28 @@ fn lower_far_field(
     })
 }
 
+/// The first name in an expression other than `PI`.
+fn first_name(e: &Expr) -> Option<(&str, Span)> {
+    match e {
+        Expr::Num(..) => None,
+        Expr::Name(n, s) => (n != "PI").then_some((n.as_str(), *s)),
+        Expr::Unary(_, a, _) | Expr::Component(a, _, _) => first_name(a),
+        Expr::Binary(_, a, b, _) => first_name(a).or_else(|| first_name(b)),
+        Expr::Call(_, args, _) => args.iter().find_map(first_name),
+        Expr::If(c, a, b, _) => first_name(c)
+            .or_else(|| first_name(a))
+            .or_else(|| first_name(b)),
+    }
+}
+
 /// Evaluates an expression that may only use numbers and `PI`.
 fn constant_expr(e: &Expr) -> Result<f64, Error> {
+    if let Some((name, span)) = first_name(e) {
+        return err(
+            span,
+            format!("a far-field coefficient must be a constant (numbers and `PI` only), but it uses `{name}`"),
+        );
+    }
     let mut lw = Lowerer {
         g: Graph::new(),
         names: HashMap::new(),
@@ -749,7 +787,7 @@ fn constant_expr(e: &Expr) -> Result<f64, Error> {
 /// (r = 0), so that the self-interaction drops out of every sum and
 /// coincident particles never produce NaN. Checked by evaluating the IR
 /// at d = 0 with two sets of sample inputs.
-fn check_self_interaction(def: &KernelDef, span: Span) -> Result<(), Error> {
+fn check_self_interaction(def: &KernelDef, spec: &KernelSpec) -> Result<(), Error> {
     for value in [0.75f64, 1.25] {
         let fill =
             |n: usize, base: f64| -> Vec<f64> { (0..n).map(|k| base + 0.125 * k as f64).collect() };
@@ -771,10 +809,22 @@ fn check_self_interaction(def: &KernelDef, span: Span) -> Result<(), Error> {
             for (c, slot) in f.slot_names().iter().enumerate() {
                 let v = out[f.offset + c];
                 if v != 0.0 {
+                    // Point at the first accumulation into this output.
+                    let span = spec
+                        .body
+                        .iter()
+                        .find_map(|s| match s {
+                            Stmt::Accumulate { output, value, .. } if *output == f.name => {
+                                Some(value.span())
+                            }
+                            _ => None,
+                        })
+                        .unwrap_or(spec.name_span);
                     return err(
                         span,
                         format!(
-                            "when a source sits on the target (r = 0) this kernel adds {v} to `{slot}`; it must add exactly 0 \
+                            "when a source sits on the target (r = 0) this kernel adds a non-zero or non-finite value to `{slot}` \
+                             ({v} for sample inputs); it must add exactly 0 \
                              (the self-interaction, and coincident particles). Guard the singular part, for example \
                              `select(r2 > 0.0, value, 0.0)`"
                         ),

@@ -101,6 +101,27 @@ pub fn check_params<K: Kernel, R: Real>(params: &[f64]) -> Result<Vec<R>, Error>
     Ok(params.iter().map(|&p| R::c(p)).collect())
 }
 
+/// Direct summation of kernel `K` on the backend `backend` (see
+/// [`crate::resolve`]): the GPU when asked for or when `Auto` finds one,
+/// else the CPU. Same contract as [`direct_cpu`].
+pub fn direct<K: Kernel, R: Real>(
+    backend: crate::Backend,
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> Result<Outputs<R>, Error> {
+    match crate::backend::resolve(backend)? {
+        crate::backend::Resolved::Cpu => direct_cpu::<K, R>(params, targets, sources),
+        crate::backend::Resolved::Cuda(gpu) => crate::cuda::direct::direct_cuda::<K, R>(
+            gpu,
+            params,
+            targets,
+            sources,
+            &Default::default(),
+        ),
+    }
+}
+
 /// Direct summation of kernel `K` on the CPU: every source to every target.
 ///
 /// `params` are the kernel's parameters in declaration order (a vec3 takes

@@ -49,4 +49,16 @@ pub enum Error {
         name: String,
         known: String,
     },
+    #[error("no CUDA GPU can be used: {0}")]
+    CudaUnavailable(String),
+    #[error("CUDA error: {0}")]
+    Cuda(String),
+    #[error("NVRTC could not compile the generated CUDA for kernel {kernel}:\n{log}")]
+    Nvrtc { kernel: String, log: String },
+    #[error(
+        "the GPU has {available} bytes free, but even the smallest chunk of this problem needs {needed} bytes"
+    )]
+    OutOfMemory { needed: usize, available: usize },
+    #[error("unknown backend `{0}` (FMM_BACKEND or the API option): use cpu, cuda or auto")]
+    UnknownBackend(String),
 }

@@ -125,7 +125,7 @@ kernel! {
 kernel! {
     /// Singular Biot-Savart law with polynomial smoothing (hu2011 eqs 5,
     /// 13-14): `v(y) = sum_i q_i x (y - x_i) / |y - x_i|^3 K(|y - x_i|, eps)`,
-    /// `K(d, eps) = d^2 / eps^2` for `d <= eps`, 1 otherwise. No 1/(4 pi):
+    /// `K(d, eps) = d^2 / eps^2` for `d < eps`, 1 otherwise (equal at `d = eps`; `eps = 0` is the singular law). No 1/(4 pi):
     /// hu2011 folds it into the strengths `q`. Sources (vortex elements) and
     /// targets (dust particles) are usually different sets.
     pub kernel HuBiotSavart {
@@ -136,7 +136,7 @@ kernel! {
             v = curl;
         }
         let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
-        let smoothing = if r2 <= eps * eps { r2 / (eps * eps) } else { 1.0 };
+        let smoothing = if r2 < eps * eps { r2 / (eps * eps) } else { 1.0 };
         v += smoothing * inv_r * inv_r * inv_r * cross(q, d);
     }
 }

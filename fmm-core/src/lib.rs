@@ -2,13 +2,17 @@
 //! declared with [`kernel!`].
 //!
 //! A kernel is declared once; this crate runs it. Today: direct summation
-//! on the CPU ([`direct_cpu`]), parallel over targets with rayon, in f32 or
+//! ([`direct`]) on the GPU through CUDA when one is there ([`cuda`]: the
+//! generated source compiled at run time by NVRTC, cached on disk), else on
+//! the CPU ([`direct_cpu`]: parallel over targets with rayon), in f32 or
 //! f64. The built-in kernels of the papers are in [`kernels`].
 
 // The built-in kernels are declared with the crate's own macro, whose
 // expansion names `::fmm_core`.
 extern crate self as fmm_core;
 
+pub mod backend;
+pub mod cuda;
 pub mod direct;
 pub mod error;
 pub mod kernel;
@@ -16,7 +20,8 @@ pub mod kernels;
 pub mod particles;
 pub mod real;
 
-pub use direct::{check_params, direct_cpu, Outputs};
+pub use backend::{resolve, Backend};
+pub use direct::{check_params, direct, direct_cpu, Outputs};
 pub use error::Error;
 pub use fmm_codegen;
 pub use fmm_macros::kernel;

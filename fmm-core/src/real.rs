@@ -22,6 +22,8 @@ pub trait Real:
     + Neg<Output = Self>
     + AddAssign
     + SubAssign
+    + cudarc::driver::DeviceRepr
+    + cudarc::driver::ValidAsZeroBits
     + 'static
 {
     /// `"f32"` or `"f64"`.

@@ -48,15 +48,15 @@ pub fn kernel(input: TokenStream) -> TokenStream {
 
 fn expand(input: TokenStream2) -> syn::Result<TokenStream2> {
     let parsed = parse::parse_kernel(input)?;
-    let span_of = |s: fmm_codegen::ast::Span| -> Span {
+    let range_of = |s: fmm_codegen::ast::Span| -> (Span, Span) {
         parsed
             .spans
             .get(s.0 as usize)
             .copied()
-            .unwrap_or_else(Span::call_site)
+            .unwrap_or_else(|| (Span::call_site(), Span::call_site()))
     };
-    let def = fmm_codegen::lower(&parsed.spec)
-        .map_err(|e| syn::Error::new(span_of(e.span), &e.message))?;
+    let def =
+        fmm_codegen::lower(&parsed.spec).map_err(|e| error_at(range_of(e.span), &e.message))?;
 
     let ir_text = fmm_codegen::text::write(&def);
     let cuda = emit::cuda::emit(&def, &emit::cuda::CudaOptions::default());
@@ -74,7 +74,7 @@ fn expand(input: TokenStream2) -> syn::Result<TokenStream2> {
         )
     })?;
 
-    let name = format_ident!("{}", def.name, span = span_of(parsed.spec.name_span));
+    let name = format_ident!("{}", def.name, span = range_of(parsed.spec.name_span).0);
     let vis = &parsed.vis;
     let attrs = &parsed.attrs;
     let mut doc: Vec<String> = def.doc.lines().map(|l| format!(" {l}")).collect();
@@ -102,6 +102,26 @@ fn expand(input: TokenStream2) -> syn::Result<TokenStream2> {
             #p2p
         }
     })
+}
+
+/// An error underlining the tokens `first ..= last`: `syn::Error::new_spanned`
+/// covers the range from the first to the last token of what it is given,
+/// which works on a stable compiler where spans cannot be joined.
+fn error_at((first, last): (Span, Span), message: &str) -> syn::Error {
+    let mut tokens = TokenStream2::new();
+    tokens.extend([
+        proc_macro2::TokenTree::Punct(proc_macro2::Punct::new('<', proc_macro2::Spacing::Alone)),
+        proc_macro2::TokenTree::Punct(proc_macro2::Punct::new('>', proc_macro2::Spacing::Alone)),
+    ]);
+    let tokens: TokenStream2 = tokens
+        .into_iter()
+        .zip([first, last])
+        .map(|(mut t, span)| {
+            t.set_span(span);
+            t
+        })
+        .collect();
+    syn::Error::new_spanned(tokens, message)
 }
 
 /// The part of the type's documentation the macro writes: layout, far

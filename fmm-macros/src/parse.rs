@@ -55,8 +55,10 @@ pub struct Parsed {
     /// passed through to the generated type. Doc comments go to `spec.doc`.
     pub attrs: Vec<syn::Attribute>,
     pub spec: KernelSpec,
-    /// `ast::Span(k)` refers to `spans[k]`.
-    pub spans: Vec<proc_macro2::Span>,
+    /// `ast::Span(k)` refers to `spans[k]`: the first and last token of
+    /// the syntax, so errors underline all of it (a stable compiler cannot
+    /// join two spans into one, but an error can cover a token range).
+    pub spans: Vec<(Span, Span)>,
 }
 
 /// Parses the whole macro input.
@@ -71,29 +73,43 @@ pub fn parse_kernel(input: TokenStream) -> syn::Result<Parsed> {
     })
 }
 
-/// The span table that `ast::Span` indexes.
+/// The span table that `ast::Span` indexes: token ranges.
 #[derive(Default)]
-struct Spans(Vec<Span>);
+struct Spans(Vec<(Span, Span)>);
 
 impl Spans {
+    /// Records one token.
     fn push(&mut self, span: Span) -> ast::Span {
+        self.push_range(span, span)
+    }
+
+    /// Records the tokens `first ..= last`.
+    fn push_range(&mut self, first: Span, last: Span) -> ast::Span {
         let k = u32::try_from(self.0.len()).expect("more than u32::MAX spans");
-        self.0.push(span);
+        self.0.push((first, last));
         ast::Span(k)
     }
 
-    /// The compiler span of an AST span (for errors raised after conversion).
+    /// Records all the tokens of a piece of syntax.
+    fn range(&mut self, syntax: &impl ToTokens) -> ast::Span {
+        let (first, last) = token_range(syntax);
+        self.push_range(first, last)
+    }
+
+    /// The first token of an AST span (for errors raised after conversion).
     fn get(&self, span: ast::Span) -> Span {
         self.0
             .get(span.0 as usize)
-            .copied()
-            .unwrap_or_else(Span::call_site)
+            .map_or_else(Span::call_site, |r| r.0)
     }
 }
 
-/// `first ..= last` where the compiler can join spans, else `anchor`.
-fn join_or(first: Span, last: Span, anchor: Span) -> Span {
-    first.join(last).unwrap_or(anchor)
+/// The spans of the first and last token of a piece of syntax.
+pub fn token_range(syntax: &impl ToTokens) -> (Span, Span) {
+    let mut tokens = syntax.to_token_stream().into_iter();
+    let first = tokens.next().map_or_else(Span::call_site, |t| t.span());
+    let last = tokens.last().map_or(first, |t| t.span());
+    (first, last)
 }
 
 /// The accepted statement forms, quoted by several errors.
@@ -248,7 +264,7 @@ fn parse_decl(input: ParseStream, sp: &mut Spans, what: &str) -> syn::Result<Dec
     Ok(Decl {
         name: name.to_string(),
         shape,
-        span: sp.push(join_or(name.span(), semi, name.span())),
+        span: sp.push_range(name.span(), semi),
     })
 }
 
@@ -353,20 +369,22 @@ fn parse_far_output(input: ParseStream, sp: &mut Spans) -> syn::Result<FarOutput
     let semi = expect_semi(input, value.span(), "this far-field entry")?;
 
     let converted = convert_expr(&value, sp)?;
-    let (coefficient, term) = match count_terms(&converted) {
+    let (coefficient, term, term_span) = match count_terms(&converted) {
         1 => match split_term(converted, sp)? {
-            Part::Term { coef, term, span } => (coef.unwrap_or(ast::Expr::Num(1.0, span)), term),
+            Part::Term { coef, term, span } => {
+                (coef.unwrap_or(ast::Expr::Num(1.0, span)), term, span)
+            }
             Part::Const(_) => unreachable!("an expression with one term splits into a term"),
         },
         0 => {
-            return Err(syn::Error::new(
-                value.span(),
+            return Err(syn::Error::new_spanned(
+                &value,
                 format!("the far field of `{output}` names no Laplace term; {FAR_FORMS}"),
             ))
         }
         n => {
-            return Err(syn::Error::new(
-                value.span(),
+            return Err(syn::Error::new_spanned(
+                &value,
                 format!(
                     "the far field of `{output}` names {n} Laplace terms, but exactly one is \
                      allowed; {FAR_FORMS}"
@@ -378,7 +396,8 @@ fn parse_far_output(input: ParseStream, sp: &mut Spans) -> syn::Result<FarOutput
         output: output.to_string(),
         coefficient,
         term,
-        span: sp.push(join_or(output.span(), semi, output.span())),
+        term_span,
+        span: sp.push_range(output.span(), semi),
     })
 }
 
@@ -581,7 +600,7 @@ fn parse_stmt(input: ParseStream, sp: &mut Spans) -> syn::Result<Stmt> {
                  with `let NAME = EXPR;`",
             ));
         }
-        return Err(syn::Error::new(expr.span(), STMT_FORMS));
+        return Err(syn::Error::new_spanned(&expr, STMT_FORMS));
     };
     let negate = match bin.op {
         syn::BinOp::AddAssign(_) => false,
@@ -594,8 +613,8 @@ fn parse_stmt(input: ParseStream, sp: &mut Spans) -> syn::Result<Stmt> {
         | syn::BinOp::BitOrAssign(_)
         | syn::BinOp::ShlAssign(_)
         | syn::BinOp::ShrAssign(_) => {
-            return Err(syn::Error::new(
-                bin.op.span(),
+            return Err(syn::Error::new_spanned(
+                bin.op,
                 format!(
                     "`{}` is not supported: outputs are sums over sources, so only `+=` and `-=` \
                      accumulate into them",
@@ -603,13 +622,13 @@ fn parse_stmt(input: ParseStream, sp: &mut Spans) -> syn::Result<Stmt> {
                 ),
             ))
         }
-        _ => return Err(syn::Error::new(expr.span(), STMT_FORMS)),
+        _ => return Err(syn::Error::new_spanned(&expr, STMT_FORMS)),
     };
     let output = match plain_name(&bin.left) {
         Some(id) => id.clone(),
         None => {
-            return Err(syn::Error::new(
-                bin.left.span(),
+            return Err(syn::Error::new_spanned(
+                &bin.left,
                 format!(
                     "the left side of `{}` must be the name of an output",
                     bin.op.to_token_stream()
@@ -623,7 +642,7 @@ fn parse_stmt(input: ParseStream, sp: &mut Spans) -> syn::Result<Stmt> {
         output: output.to_string(),
         negate,
         value,
-        span: sp.push(join_or(output.span(), semi, output.span())),
+        span: sp.push_range(output.span(), semi),
     })
 }
 
@@ -637,8 +656,8 @@ fn parse_let(input: ParseStream, sp: &mut Spans) -> syn::Result<Stmt> {
             p.ident.clone()
         }
         _ => {
-            return Err(syn::Error::new(
-                pat.span(),
+            return Err(syn::Error::new_spanned(
+                &pat,
                 "a `let` in a kernel body binds one plain name: `let NAME = EXPR;` \
                  (no patterns, no `mut`: bindings are never reassigned)",
             ))
@@ -668,7 +687,7 @@ fn parse_let(input: ParseStream, sp: &mut Spans) -> syn::Result<Stmt> {
     Ok(Stmt::Let {
         name: name.to_string(),
         value,
-        span: sp.push(join_or(name.span(), semi, name.span())),
+        span: sp.push_range(name.span(), semi),
     })
 }
 
@@ -699,19 +718,19 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
                     i.base10_parse::<f64>()?
                 }
                 other => {
-                    return Err(syn::Error::new(
-                        other.span(),
+                    return Err(syn::Error::new_spanned(
+                        other,
                         "only numeric literals are supported in a kernel body",
                     ))
                 }
             };
-            ast::Expr::Num(value, sp.push(e.span()))
+            ast::Expr::Num(value, sp.range(e))
         }
         syn::Expr::Path(p) => match plain_name(e) {
             Some(id) => ast::Expr::Name(id.to_string(), sp.push(id.span())),
             None => {
-                return Err(syn::Error::new(
-                    p.span(),
+                return Err(syn::Error::new_spanned(
+                    p,
                     "paths are not supported in a kernel body: write a plain name \
                      (e.g. `PI`, not `std::f64::consts::PI`)",
                 ))
@@ -722,8 +741,8 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
                 syn::UnOp::Neg(_) => UnOp::Neg,
                 syn::UnOp::Not(_) => UnOp::Not,
                 _ => {
-                    return Err(syn::Error::new(
-                        u.op.span(),
+                    return Err(syn::Error::new_spanned(
+                        u.op,
                         format!(
                             "the operator `{}` is not supported in a kernel body; only unary \
                              `-` and `!` are",
@@ -733,21 +752,20 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
                 }
             };
             let inner = convert_expr(&u.expr, sp)?;
-            ast::Expr::Unary(op, Box::new(inner), sp.push(e.span()))
+            ast::Expr::Unary(op, Box::new(inner), sp.range(e))
         }
         syn::Expr::Binary(b) => {
             let op = convert_bin_op(&b.op)?;
             let l = convert_expr(&b.left, sp)?;
             let r = convert_expr(&b.right, sp)?;
-            let span = join_or(b.left.span(), b.right.span(), b.op.span());
-            ast::Expr::Binary(op, Box::new(l), Box::new(r), sp.push(span))
+            ast::Expr::Binary(op, Box::new(l), Box::new(r), sp.range(e))
         }
         syn::Expr::Paren(p) => convert_expr(&p.expr, sp)?,
         syn::Expr::Group(g) => convert_expr(&g.expr, sp)?,
         syn::Expr::Call(c) => {
             let Some(name) = plain_name(&c.func) else {
-                return Err(syn::Error::new(
-                    c.func.span(),
+                return Err(syn::Error::new_spanned(
+                    &c.func,
                     "only built-in functions called by a plain name are supported: `f(x, ..)`",
                 ));
             };
@@ -756,12 +774,12 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
                 .iter()
                 .map(|a| convert_expr(a, sp))
                 .collect::<syn::Result<Vec<_>>>()?;
-            ast::Expr::Call(name.to_string(), args, sp.push(e.span()))
+            ast::Expr::Call(name.to_string(), args, sp.range(e))
         }
         syn::Expr::MethodCall(m) => {
             if let Some(turbofish) = &m.turbofish {
-                return Err(syn::Error::new(
-                    turbofish.span(),
+                return Err(syn::Error::new_spanned(
+                    turbofish,
                     "generic arguments are not supported in a kernel body",
                 ));
             }
@@ -770,12 +788,7 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
             for a in &m.args {
                 args.push(convert_expr(a, sp)?);
             }
-            let span = join_or(
-                m.receiver.span(),
-                m.paren_token.span.close(),
-                m.method.span(),
-            );
-            ast::Expr::Call(m.method.to_string(), args, sp.push(span))
+            ast::Expr::Call(m.method.to_string(), args, sp.range(e))
         }
         syn::Expr::Field(f) => {
             let component = match &f.member {
@@ -783,8 +796,8 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
                     id.to_string()
                 }
                 other => {
-                    return Err(syn::Error::new(
-                        other.span(),
+                    return Err(syn::Error::new_spanned(
+                        other,
                         format!(
                             "`.{}` is not supported: only `.x`, `.y`, `.z` select a component of \
                              a vector",
@@ -794,8 +807,7 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
                 }
             };
             let base = convert_expr(&f.base, sp)?;
-            let span = join_or(f.base.span(), f.member.span(), f.member.span());
-            ast::Expr::Component(Box::new(base), component, sp.push(span))
+            ast::Expr::Component(Box::new(base), component, sp.range(e))
         }
         syn::Expr::If(i) => {
             let cond = convert_expr(&i.cond, sp)?;
@@ -804,7 +816,7 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
                 match &i.else_branch {
                     None => return Err(syn::Error::new(
                         i.if_token.span,
-                        "an if in a kernel body needs an else branch: both sides are evaluated \
+                        "an `if` in a kernel body needs an else branch: both sides are evaluated \
                          and one is kept",
                     )),
                     Some((_, els)) => match &**els {
@@ -820,7 +832,7 @@ fn convert_expr(e: &syn::Expr, sp: &mut Spans) -> syn::Result<ast::Expr> {
                 Box::new(cond),
                 Box::new(then),
                 Box::new(otherwise),
-                sp.push(e.span()),
+                sp.range(e),
             )
         }
         other => return Err(unsupported(other)),
@@ -875,8 +887,8 @@ fn convert_bin_op(op: &syn::BinOp) -> syn::Result<BinOp> {
         | syn::BinOp::BitOrAssign(_)
         | syn::BinOp::ShlAssign(_)
         | syn::BinOp::ShrAssign(_) => {
-            return Err(syn::Error::new(
-                op.span(),
+            return Err(syn::Error::new_spanned(
+                op,
                 format!(
                     "`{}` cannot appear inside an expression: accumulation `OUTPUT += EXPR;` \
                      is a statement of its own",
@@ -885,8 +897,8 @@ fn convert_bin_op(op: &syn::BinOp) -> syn::Result<BinOp> {
             ))
         }
         _ => {
-            return Err(syn::Error::new(
-                op.span(),
+            return Err(syn::Error::new_spanned(
+                op,
                 format!(
                     "the operator `{}` is not supported in a kernel body; supported are \
                      `+ - * /`, comparisons `< <= > >= == !=`, and `&&` / `||`",
@@ -929,8 +941,8 @@ fn unsupported(e: &syn::Expr) -> syn::Error {
         syn::Expr::Yield(_) => "`yield`",
         _ => "this kind of expression",
     };
-    syn::Error::new(
-        e.span(),
+    syn::Error::new_spanned(
+        e,
         format!("unsupported expression in a kernel body: {what}; {EXPR_FORMS}"),
     )
 }

@@ -1,0 +1,246 @@
+//! The CUDA backend: a GPU context, run-time compilation of the generated
+//! kernels (NVRTC, to CUBIN, cached on disk), and direct summation.
+//!
+//! The CUDA libraries are loaded at run time (cudarc's dynamic loading), so
+//! everything builds and the CPU path runs on machines without CUDA; asking
+//! for the GPU there is a clear error, and [`crate::Backend::Auto`] falls
+//! back to the CPU and says so.
+
+pub mod cache;
+pub mod direct;
+pub mod nvrtc;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::Error;
+pub use cache::{CacheKey, CacheOutcome, ModuleCache};
+
+/// What the backend knows about its GPU.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    pub ordinal: usize,
+    pub name: String,
+    /// Compute capability as one number: 90 for 9.0 (Hopper).
+    pub arch: i32,
+    pub multiprocessors: i32,
+    pub total_memory: usize,
+    /// The driver's CUDA version, as CUDA writes it (13000 for 13.0).
+    pub driver_version: i32,
+    pub nvrtc_version: (i32, i32),
+}
+
+impl std::fmt::Display for GpuInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (device {}, sm_{}, {} SMs, {:.1} GiB), driver CUDA {}.{}, NVRTC {}.{}",
+            self.name,
+            self.ordinal,
+            self.arch,
+            self.multiprocessors,
+            self.total_memory as f64 / (1u64 << 30) as f64,
+            self.driver_version / 1000,
+            self.driver_version % 1000 / 10,
+            self.nvrtc_version.0,
+            self.nvrtc_version.1
+        )
+    }
+}
+
+/// Where the last module came from, for logs and benchmarks.
+#[derive(Clone, Debug)]
+pub struct ModuleReport {
+    pub kernel: String,
+    pub outcome: CacheOutcome,
+    pub seconds: f64,
+}
+
+/// Which tuned launch shape: kernel symbol, precision, log2 of the target
+/// count (the shape depends on how many blocks fill the GPU).
+pub type ShapeKey = (String, &'static str, u32);
+
+/// One GPU: its context and stream, compiled modules and tuned launch
+/// shapes.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    info: GpuInfo,
+    cache: ModuleCache,
+    modules: Mutex<HashMap<String, (Arc<CudaModule>, ModuleReport)>>,
+    /// Launch shape per (kernel, precision, log2 of the target count).
+    shapes: Mutex<HashMap<ShapeKey, (u32, u32)>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu").field("info", &self.info).finish()
+    }
+}
+
+fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+    move |e| Error::Cuda(format!("{what}: {e}"))
+}
+
+/// Whether the CUDA driver library can be loaded.
+pub fn driver_available() -> bool {
+    // SAFETY: only tries to open the shared library.
+    unsafe { sys::is_culib_present() }
+}
+
+impl Gpu {
+    /// Opens GPU `ordinal`, with the module cache from the environment
+    /// (see [`ModuleCache::from_env`]).
+    pub fn new(ordinal: usize) -> Result<Gpu, Error> {
+        if !driver_available() {
+            return Err(Error::CudaUnavailable(
+                "the CUDA driver library (libcuda.so) was not found on the loader path".into(),
+            ));
+        }
+        let nvrtc_version = nvrtc::version()?;
+        let count = CudaContext::device_count()
+            .map_err(|e| Error::CudaUnavailable(format!("no CUDA device ({e})")))?;
+        if count <= 0 {
+            return Err(Error::CudaUnavailable(
+                "the CUDA driver reports no device".into(),
+            ));
+        }
+        if ordinal >= count as usize {
+            return Err(Error::CudaUnavailable(format!(
+                "device {ordinal} was asked for, but there are {count}"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver_err("opening the device"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(driver_err("compute capability"))?;
+        let mut driver_version = 0;
+        // SAFETY: the driver library is loaded; the pointer is valid.
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) };
+        let info = GpuInfo {
+            ordinal,
+            name: ctx.name().map_err(driver_err("device name"))?,
+            arch: major * 10 + minor,
+            multiprocessors: ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(driver_err("multiprocessor count"))?,
+            total_memory: ctx.total_mem().map_err(driver_err("memory size"))?,
+            driver_version,
+            nvrtc_version,
+        };
+        let stream = ctx.default_stream();
+        Ok(Gpu {
+            ctx,
+            stream,
+            info,
+            cache: ModuleCache::from_env(),
+            modules: Mutex::new(HashMap::new()),
+            shapes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The process's GPU: device `FMM_CUDA_DEVICE` (default 0), opened once.
+    pub fn shared() -> Result<&'static Gpu, Error> {
+        static GPU: OnceLock<Result<Gpu, Error>> = OnceLock::new();
+        GPU.get_or_init(|| {
+            let ordinal = std::env::var("FMM_CUDA_DEVICE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            Gpu::new(ordinal)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+    }
+
+    pub fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Replaces the module cache (tests use a private directory).
+    pub fn set_cache(&mut self, cache: ModuleCache) {
+        self.cache = cache;
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), Error> {
+        self.ctx.mem_get_info().map_err(driver_err("memory info"))
+    }
+
+    /// The module compiled from `source` (kernel `name`): from this
+    /// process's modules, else from the disk cache, else compiled now.
+    pub fn module(
+        &self,
+        name: &str,
+        source: &str,
+    ) -> Result<(Arc<CudaModule>, ModuleReport), Error> {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((m, r)) = modules.get(name) {
+            return Ok((m.clone(), r.clone()));
+        }
+        let t0 = std::time::Instant::now();
+        let options = nvrtc::default_options();
+        let key = CacheKey::new(
+            &[
+                ("arch", format!("sm_{}", self.info.arch)),
+                ("options", options.join(" ")),
+                (
+                    "nvrtc",
+                    format!(
+                        "{}.{}",
+                        self.info.nvrtc_version.0, self.info.nvrtc_version.1
+                    ),
+                ),
+                ("driver", self.info.driver_version.to_string()),
+            ],
+            source,
+        );
+        let (cubin, outcome) = self.cache.get_or_build(&key, || {
+            nvrtc::compile_cubin(name, source, self.info.arch, &options)
+        })?;
+        let module = self
+            .ctx
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(driver_err("loading the compiled module"))?;
+        let report = ModuleReport {
+            kernel: name.to_string(),
+            outcome,
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        modules.insert(name.to_string(), (module.clone(), report.clone()));
+        Ok((module, report))
+    }
+
+    /// An entry point of a module.
+    pub fn function(&self, module: &Arc<CudaModule>, entry: &str) -> Result<CudaFunction, Error> {
+        module
+            .load_function(entry)
+            .map_err(|e| Error::Cuda(format!("entry point `{entry}` in the compiled module: {e}")))
+    }
+
+    fn tuned_shape(&self, key: &ShapeKey) -> Option<(u32, u32)> {
+        self.shapes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .copied()
+    }
+
+    fn remember_shape(&self, key: ShapeKey, shape: (u32, u32)) {
+        self.shapes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, shape);
+    }
+}

@@ -1,0 +1,14 @@
+// A far-field coefficient may only use numbers and `PI`, not a parameter.
+fmm_core::kernel! {
+    kernel FarFieldCoefficientNotConstant {
+        param g;
+        source m;
+        output phi;
+        far_field laplace(m) {
+            phi = g * potential;
+        }
+        phi += g * m * select(r2 > 0.0, rsqrt(r2), 0.0);
+    }
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+// The gradient term needs a scalar strength; `q` is a vec3.
+fmm_core::kernel! {
+    kernel FarFieldGradientOfVector {
+        source q: vec3;
+        output u: vec3;
+        far_field laplace(q) {
+            u = gradient;
+        }
+        let inv = select(r2 > 0.0, rsqrt(r2), 0.0);
+        u += inv * inv * inv * cross(q, d);
+    }
+}
+
+fn main() {}

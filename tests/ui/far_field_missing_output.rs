@@ -1,0 +1,16 @@
+// Every output needs a far-field expression; `acc` has none.
+fmm_core::kernel! {
+    kernel FarFieldMissingOutput {
+        source m;
+        output phi;
+        output acc: vec3;
+        far_field laplace(m) {
+            phi = potential;
+        }
+        let inv = select(r2 > 0.0, rsqrt(r2), 0.0);
+        phi += m * inv;
+        acc += m * inv * inv * inv * d;
+    }
+}
+
+fn main() {}

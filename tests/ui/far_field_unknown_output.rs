@@ -1,0 +1,14 @@
+// A far-field entry for a name that is not an output.
+fmm_core::kernel! {
+    kernel FarFieldUnknownOutput {
+        source m;
+        output phi;
+        far_field laplace(m) {
+            phi = potential;
+            psi = potential;
+        }
+        phi += m * select(r2 > 0.0, rsqrt(r2), 0.0);
+    }
+}
+
+fn main() {}
