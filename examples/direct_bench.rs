@@ -10,6 +10,9 @@
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
+use fmm_core::backend::Resolved;
+use fmm_core::cuda::direct::{direct_cuda_report, CudaReport, CudaRunOptions};
+use fmm_core::cuda::Gpu;
 use fmm_core::kernels::*;
 use fmm_core::{direct_cpu, Kernel, Particles, Real};
 use rand::rngs::StdRng;
@@ -29,6 +32,8 @@ enum KernelName {
 enum Backend {
     Cpu,
     Cuda,
+    /// The GPU when there is one, else the CPU.
+    Auto,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
@@ -172,23 +177,71 @@ fn set_field<R: Real>(
 }
 
 struct Report {
+    /// Median time per evaluation, end to end (transfers included).
     seconds: f64,
+    /// Median time in the GPU kernels (device events), when on the GPU.
+    kernel_seconds: Option<f64>,
+    /// What the GPU run did: launch shape, module origin and compile time.
+    gpu_note: Option<String>,
     error: Option<f64>,
 }
 
-fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Error>> {
+/// One evaluation on the chosen backend; the kernel time when on the GPU.
+fn evaluate<K: Kernel, R: Real>(
+    gpu: Option<&Gpu>,
+    params: &[f64],
+    tgt: &Particles<R>,
+    src: &Particles<R>,
+) -> Result<(fmm_core::Outputs<R>, Option<CudaReport>), fmm_core::Error> {
+    match gpu {
+        None => Ok((direct_cpu::<K, R>(params, tgt, src)?, None)),
+        Some(g) => {
+            let (out, report) =
+                direct_cuda_report::<K, R>(g, params, tgt, src, &CudaRunOptions::default())?;
+            Ok((out, Some(report)))
+        }
+    }
+}
+
+fn run<K: Kernel, R: Real>(
+    args: &Args,
+    gpu: Option<&Gpu>,
+) -> Result<Report, Box<dyn std::error::Error>> {
     let prob = Problem::new::<K>(args.n, args.m, args.seed);
     let (tgt, src) = prob.particles::<K, R>(None)?;
-    // Warm-up, then the median of the timed runs.
-    let mut out = direct_cpu::<K, R>(&prob.params, &tgt, &src)?;
+    // Warm-up (on the GPU: compilation or cache load, and the launch-shape
+    // tuning), then the median of the timed runs.
+    let t0 = Instant::now();
+    let (mut out, first) = evaluate::<K, R>(gpu, &prob.params, &tgt, &src)?;
+    let warmup = t0.elapsed().as_secs_f64();
     let mut times = Vec::new();
+    let mut kernel_times = Vec::new();
+    let mut last = None;
     for _ in 0..args.repeat.max(1) {
         let t0 = Instant::now();
-        out = direct_cpu::<K, R>(&prob.params, &tgt, &src)?;
+        let (o, report) = evaluate::<K, R>(gpu, &prob.params, &tgt, &src)?;
         times.push(t0.elapsed().as_secs_f64());
+        if let Some(r) = &report {
+            kernel_times.push(r.kernel_seconds);
+        }
+        out = o;
+        last = report;
     }
-    times.sort_by(f64::total_cmp);
-    let seconds = times[times.len() / 2];
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let seconds = median(times);
+    let kernel_seconds = (!kernel_times.is_empty()).then(|| median(kernel_times));
+    let gpu_note = last.map(|r| {
+        let module = first.and_then(|f| f.module).map_or(String::new(), |m| {
+            format!("module {:?} in {:.3} s, ", m.outcome, m.seconds)
+        });
+        format!(
+            "{module}first call {warmup:.3} s, launch shape {}x{}",
+            r.shape.0, r.shape.1
+        )
+    });
     let error = if args.check {
         let m = tgt.len();
         let mut rng = StdRng::seed_from_u64(args.seed ^ 0xc0ffee);
@@ -209,15 +262,25 @@ fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Er
     } else {
         None
     };
-    Ok(Report { seconds, error })
+    Ok(Report {
+        seconds,
+        kernel_seconds,
+        gpu_note,
+        error,
+    })
 }
 
 fn dispatch<R: Real>(
     args: &Args,
+    gpu: Option<&Gpu>,
 ) -> Result<(Report, fmm_core::fmm_codegen::FlopCount, String), Box<dyn std::error::Error>> {
     macro_rules! go {
         ($k:ty) => {
-            (run::<$k, R>(args)?, <$k>::flops(), <$k>::name().to_string())
+            (
+                run::<$k, R>(args, gpu)?,
+                <$k>::flops(),
+                <$k>::name().to_string(),
+            )
         };
     }
     Ok(match args.kernel {
@@ -230,28 +293,51 @@ fn dispatch<R: Real>(
     })
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
-    if args.backend == Backend::Cuda {
-        return Err("the CUDA backend is not built yet (issue 3: NVRTC and direct summation on the GPU); use --backend cpu".into());
+fn main() {
+    if let Err(e) = bench(Args::parse()) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
     }
+}
+
+fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let requested = match args.backend {
+        Backend::Cpu => fmm_core::Backend::Cpu,
+        Backend::Cuda => fmm_core::Backend::Cuda,
+        Backend::Auto => fmm_core::Backend::Auto,
+    };
+    let gpu = match fmm_core::resolve(requested)? {
+        Resolved::Cpu => None,
+        Resolved::Cuda(g) => Some(g),
+    };
     let (report, flops, name) = match args.precision {
-        Precision::F32 => dispatch::<f32>(&args)?,
-        Precision::F64 => dispatch::<f64>(&args)?,
+        Precision::F32 => dispatch::<f32>(&args, gpu)?,
+        Precision::F64 => dispatch::<f64>(&args, gpu)?,
     };
     let m = args.m.unwrap_or(args.n);
     let interactions = (m as f64) * (args.n as f64);
-    let rate = interactions / report.seconds;
+    // On the GPU the rate is over the kernel time; end to end is printed too.
+    let seconds = report.kernel_seconds.unwrap_or(report.seconds);
+    let rate = interactions / seconds;
     let gflops = rate * flops.plain as f64 / 1e9;
     let gflops_weighted = rate * flops.weighted as f64 / 1e9;
-    let threads = rayon_threads();
+    let device = match gpu {
+        Some(g) => format!("cuda ({})", g.info().name),
+        None => format!("cpu ({} threads)", rayon_threads()),
+    };
+    let precision = format!("{:?}", args.precision).to_lowercase();
     println!(
-        "kernel {name}  backend cpu ({threads} threads)  {}  M = {m}  N = {}",
-        format!("{:?}", args.precision).to_lowercase(),
+        "kernel {name}  backend {device}  {precision}  M = {m}  N = {}",
         args.n
     );
+    if let Some(k) = report.kernel_seconds {
+        println!(
+            "kernel time           {k:.6} s (median of {}, device events)",
+            args.repeat.max(1)
+        );
+    }
     println!(
-        "time per evaluation   {:.4} s (median of {})",
+        "time per evaluation   {:.6} s (median of {}, end to end)",
         report.seconds,
         args.repeat.max(1)
     );
@@ -264,26 +350,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "GFLOP/s weighted      {gflops_weighted:.2} ({} weighted flops/interaction)",
         flops.weighted
     );
+    if let Some(note) = &report.gpu_note {
+        println!("gpu                   {note}");
+    }
     if let Some(e) = report.error {
         println!(
-            "relative L2 error     {e:.3e} (against f64 on {} sampled targets)",
+            "relative L2 error     {e:.3e} (against f64 CPU on {} sampled targets)",
             args.samples.min(m)
         );
     }
     if let Some(path) = &args.json {
+        let opt = |v: Option<f64>| v.map_or("null".to_string(), |x| x.to_string());
         let json = format!(
-            "{{\"kernel\": \"{name}\", \"backend\": \"cpu\", \"threads\": {threads}, \"precision\": \"{:?}\", \"m\": {m}, \"n\": {}, \
-             \"seconds\": {}, \"interactions_per_s\": {rate}, \"flops_per_interaction\": {}, \"weighted_flops_per_interaction\": {}, \
-             \"gflops\": {gflops}, \"gflops_weighted\": {gflops_weighted}, \"relative_l2_error\": {}}}\n",
-            args.precision,
+            "{{\"kernel\": \"{name}\", \"backend\": \"{device}\", \"precision\": \"{precision}\", \"m\": {m}, \"n\": {}, \
+             \"seconds\": {}, \"kernel_seconds\": {}, \"interactions_per_s\": {rate}, \"flops_per_interaction\": {}, \
+             \"weighted_flops_per_interaction\": {}, \"gflops\": {gflops}, \"gflops_weighted\": {gflops_weighted}, \
+             \"relative_l2_error\": {}, \"gpu_note\": {}}}\n",
             args.n,
             report.seconds,
+            opt(report.kernel_seconds),
             flops.plain,
             flops.weighted,
-            report.error.map_or("null".to_string(), |e| e.to_string())
-        )
-        .replace("\"F32\"", "\"f32\"")
-        .replace("\"F64\"", "\"f64\"");
+            opt(report.error),
+            report.gpu_note.as_ref().map_or("null".to_string(), |n| format!("\"{n}\"")),
+        );
         std::fs::write(path, json)?;
     }
     Ok(())

@@ -248,8 +248,15 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     o.push_str("template <typename T, int P, int Q>\n");
     o.push_str(&format!("__device__ __forceinline__ void {sym}_p2p(\n"));
     o.push_str(&format!("    {})\n{{\n", declare("T")));
-    for (name, _) in &source_loads {
-        o.push_str(&format!("    __shared__ T sh_{name}[P * Q];\n"));
+    // Source slots travel through shared memory in packs of four, so one
+    // 16-byte load (LDS.128) brings x, y, z and a strength, as nyland2007's
+    // float4 bodies do.
+    let packs: Vec<&[(String, String)]> = source_loads.chunks(4).collect();
+    if !packs.is_empty() {
+        o.push_str("    struct __align__(4 * sizeof(T)) Pack { T a, b, c, d; };\n");
+    }
+    for k in 0..packs.len() {
+        o.push_str(&format!("    __shared__ Pack sh{k}[P * Q];\n"));
     }
     o.push_str("    const int row = threadIdx.y;\n");
     o.push_str("    const int i = blockIdx.x * P + threadIdx.x;\n");
@@ -284,8 +291,14 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     o.push_str("        const int j = base + tid;\n");
     if !source_loads.is_empty() {
         o.push_str("        if (j < n_sources) {\n");
-        for (name, ptr) in &source_loads {
-            o.push_str(&format!("            sh_{name}[tid] = {ptr}[j];\n"));
+        for (k, pack) in packs.iter().enumerate() {
+            let mut members: Vec<String> =
+                pack.iter().map(|(_, ptr)| format!("{ptr}[j]")).collect();
+            members.resize(4, "T(0)".into());
+            o.push_str(&format!(
+                "            sh{k}[tid] = Pack{{{}}};\n",
+                members.join(", ")
+            ));
         }
         o.push_str("        }\n");
     }
@@ -298,8 +311,11 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     }
     o.push_str("        // The interaction of one source, from the kernel declaration.\n");
     o.push_str("        auto pair = [&](const int k) {\n");
-    for (name, _) in &source_loads {
-        o.push_str(&format!("            const T {name} = sh_{name}[k];\n"));
+    for (k, pack) in packs.iter().enumerate() {
+        o.push_str(&format!("            const Pack p{k} = sh{k}[k];\n"));
+        for ((name, _), member) in pack.iter().zip(["a", "b", "c", "d"]) {
+            o.push_str(&format!("            const T {name} = p{k}.{member};\n"));
+        }
     }
     for id in sch.temps(Stage::Pair) {
         o.push_str(&format!(

@@ -66,12 +66,25 @@ impl<'a> Schedule<'a> {
             };
             uses[r.index()] += 1;
         }
+        // The value operands of a select are computed before it, so the
+        // select is a plain blend: a compiler that sees an expression inside
+        // a conditional may predicate it and recompute its hoisted operands
+        // there (seen with NVRTC 13: `eps * eps` reloaded per interaction).
+        let mut select_operand = vec![false; g.nodes.len()];
+        for (i, n) in g.nodes.iter().enumerate() {
+            if let (true, Node::Select(_, a, b)) = (live[i], n) {
+                select_operand[a.index()] = true;
+                select_operand[b.index()] = true;
+            }
+        }
         let temp = (0..g.nodes.len())
             .map(|i| {
                 let n = g.nodes[i];
                 live[i]
                     && !n.children().is_empty()
-                    && (uses[i] > 1 || (crosses[i] && stages[i] != Stage::Const))
+                    && (uses[i] > 1
+                        || select_operand[i]
+                        || (crosses[i] && stages[i] != Stage::Const))
             })
             .collect();
         Schedule {

@@ -25,6 +25,9 @@ pub struct CudaRunOptions {
     /// Launch shape `(P, Q)` to use instead of the tuned one: `P` targets
     /// per block, `Q` threads per target.
     pub shape: Option<(u32, u32)>,
+    /// Fill the outputs with NaN before the launch, so that an element the
+    /// kernel fails to write shows up (tests).
+    pub poison: bool,
 }
 
 /// Particle arrays on the device: positions and field slots.
@@ -162,19 +165,45 @@ pub fn direct_cuda<K: Kernel, R: Real>(
     sources: &Particles<R>,
     opts: &CudaRunOptions,
 ) -> Result<Outputs<R>, Error> {
+    direct_cuda_report::<K, R>(gpu, params, targets, sources, opts).map(|r| r.0)
+}
+
+/// What a GPU evaluation did, for benchmarks and logs.
+#[derive(Clone, Debug, Default)]
+pub struct CudaReport {
+    /// The launch shape `(P, Q)` used.
+    pub shape: (u32, u32),
+    /// Target and source chunk sizes.
+    pub chunks: Option<Chunks>,
+    /// Time in the kernel launches, measured with device events
+    /// (transfers excluded).
+    pub kernel_seconds: f64,
+    /// Where the module came from (cache hit, compiled ...).
+    pub module: Option<super::ModuleReport>,
+}
+
+/// [`direct_cuda`], also returning what it did.
+pub fn direct_cuda_report<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &CudaRunOptions,
+) -> Result<(Outputs<R>, CudaReport), Error> {
     let def = K::def();
     let p = check_params::<K, R>(params)?;
     targets.check_for::<K>(Role::Targets)?;
     sources.check_for::<K>(Role::Sources)?;
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
-    if m == 0 || no == 0 {
-        return Ok(Outputs::new(
-            def.name.as_str(),
-            &def.outputs,
-            vec![Vec::new(); no],
+    if m == 0 || n == 0 || no == 0 {
+        // Nothing to launch: no targets, or sums over no sources.
+        let zeros = vec![vec![R::zero(); m]; no];
+        return Ok((
+            Outputs::new(def.name.as_str(), &def.outputs, zeros),
+            CudaReport::default(),
         ));
     }
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let (module, module_report) = gpu.module(&def.symbol(), K::cuda_source())?;
 
     let size = std::mem::size_of::<R>();
     let target_bytes = (3 + def.n_targets() + no) * size;
@@ -223,26 +252,26 @@ pub fn direct_cuda<K: Kernel, R: Real>(
     };
 
     let stream = gpu.stream();
+    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let event_err = |e| Error::Cuda(format!("timing events: {e}"));
+    let mut events = Vec::new();
     let mut result: Vec<Vec<R>> = vec![Vec::with_capacity(m); no];
     for t0 in (0..m).step_by(chunks.targets) {
         let t1 = (t0 + chunks.targets).min(m);
         let tgt = upload(gpu, targets, t0, t1)?;
-        // SAFETY: every element is written by the first launch below
-        // (`accumulate` = 0 overwrites), also when there are no sources.
-        let mut out: Vec<CudaSlice<R>> = (0..no)
-            .map(|_| unsafe { stream.alloc::<R>(t1 - t0) })
-            .collect::<Result<_, _>>()
-            .map_err(|e| Error::Cuda(format!("allocating outputs: {e}")))?;
-        if n == 0 {
-            launch.run(
-                t1 - t0,
-                &tgt,
-                0,
-                whole_sources.as_ref().expect("no sources fit"),
-                &mut out,
-                false,
-            )?;
+        let mut out: Vec<CudaSlice<R>> = if opts.poison {
+            let nan = vec![R::c(f64::NAN); t1 - t0];
+            (0..no)
+                .map(|_| stream.clone_htod(&nan))
+                .collect::<Result<_, _>>()
+        } else {
+            // SAFETY: every element is written by the first launch below
+            // (`accumulate` = 0 overwrites), also when there are no sources.
+            (0..no)
+                .map(|_| unsafe { stream.alloc::<R>(t1 - t0) })
+                .collect::<Result<_, _>>()
         }
+        .map_err(|e| Error::Cuda(format!("allocating outputs: {e}")))?;
         for s0 in (0..n).step_by(chunks.sources) {
             let s1 = (s0 + chunks.sources).min(n);
             let chunk;
@@ -253,7 +282,12 @@ pub fn direct_cuda<K: Kernel, R: Real>(
                     &chunk
                 }
             };
+            let start = gpu.context().new_event(timing).map_err(event_err)?;
+            let end = gpu.context().new_event(timing).map_err(event_err)?;
+            start.record(stream).map_err(event_err)?;
             launch.run(t1 - t0, &tgt, s1 - s0, src, &mut out, s0 > 0)?;
+            end.record(stream).map_err(event_err)?;
+            events.push((start, end));
         }
         for (k, o) in out.iter().enumerate() {
             let host = stream
@@ -262,7 +296,20 @@ pub fn direct_cuda<K: Kernel, R: Real>(
             result[k].extend_from_slice(&host);
         }
     }
-    Ok(Outputs::new(def.name.as_str(), &def.outputs, result))
+    let mut kernel_ms = 0.0;
+    for (start, end) in &events {
+        kernel_ms += start.elapsed_ms(end).map_err(event_err)? as f64;
+    }
+    let report = CudaReport {
+        shape,
+        chunks: Some(chunks),
+        kernel_seconds: kernel_ms / 1e3,
+        module: Some(module_report),
+    };
+    Ok((
+        Outputs::new(def.name.as_str(), &def.outputs, result),
+        report,
+    ))
 }
 
 /// Times every launch shape on this problem's targets against a slice of

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds what a GPU run needs (release test executables and benchmarks) on
+# the development machine and stages them, stripped, in .gpu/ (ignored by
+# git). The device tool carries .gpu/ and scripts/gpu_check.sh runs there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .gpu && mkdir -p .gpu
+cargo build --release --example direct_bench --example custom_kernel
+cp target/release/examples/direct_bench target/release/examples/custom_kernel .gpu/
+# Test executables: cargo names them; keep the ones with GPU or NVRTC tests.
+cargo test --release -p fmm-tests --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys, shutil
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("gpu", "nvrtc_compile"):
+        shutil.copy(m["executable"], ".gpu/" + m["target"]["name"])
+'
+strip .gpu/*
+ls -la .gpu

@@ -1,0 +1,259 @@
+//! GPU tests: every built-in kernel and a user kernel on the GPU agree
+//! with the CPU evaluator in f64 on fresh random inputs, in f32 and f64,
+//! for target counts 1, 31, 4097 and 100003 against other source counts,
+//! with the outputs poisoned (NaN) before each run so that an element the
+//! GPU does not write cannot pass. Also: every launch shape, chunking when
+//! memory is short, empty inputs, and the module cache.
+//!
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu -- --ignored`.
+
+use fmm_core::cuda::direct::{direct_cuda, CudaRunOptions};
+use fmm_core::cuda::{CacheOutcome, Gpu, ModuleCache};
+use fmm_core::fmm_codegen::ast::Shape;
+use fmm_core::fmm_codegen::emit::cuda::CudaOptions;
+use fmm_core::kernels::*;
+use fmm_core::{direct_cpu, kernel, Kernel, Particles, Real};
+use fmm_tests::rel_l2;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+kernel! {
+    /// Screened Coulomb (Yukawa): the user kernel of examples/custom_kernel.rs.
+    pub kernel Yukawa {
+        param kappa;
+        source q;
+        output phi;
+        output e: vec3;
+        let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
+        let screened = q * exp(-kappa * r) * inv_r;
+        phi += screened;
+        e += screened * (1.0 + kappa * r) * inv_r * inv_r * d;
+    }
+}
+
+fn gpu() -> &'static Gpu {
+    Gpu::shared().expect("these tests need a CUDA GPU")
+}
+
+/// Random positions in the unit cube and fields for kernel `K`, in f64.
+struct Set {
+    pos: Vec<[f64; 3]>,
+    fields: Vec<(String, Shape, Vec<[f64; 3]>)>,
+}
+
+fn random_set<K: Kernel>(rng: &mut StdRng, n: usize, sources: bool) -> Set {
+    let def = K::def();
+    let layout = if sources { &def.sources } else { &def.targets };
+    let pos = (0..n)
+        .map(|_| [0, 1, 2].map(|_| rng.gen::<f64>()))
+        .collect();
+    let fields = layout
+        .iter()
+        .map(|f| {
+            let v = (0..n)
+                .map(|_| {
+                    if f.name == "sigma" {
+                        [rng.gen_range(0.01..0.03); 3]
+                    } else {
+                        [0, 1, 2].map(|_| rng.gen_range(-1.0..1.0))
+                    }
+                })
+                .collect();
+            (f.name.clone(), f.shape, v)
+        })
+        .collect();
+    Set { pos, fields }
+}
+
+fn particles<K: Kernel, R: Real>(s: &Set, sources: bool) -> Particles<R> {
+    let pos: Vec<[R; 3]> = s.pos.iter().map(|p| p.map(R::c)).collect();
+    let mut p = if sources {
+        Particles::sources::<K>(&pos).unwrap()
+    } else {
+        Particles::targets::<K>(&pos).unwrap()
+    };
+    for (name, shape, v) in &s.fields {
+        match shape {
+            Shape::Scalar => p
+                .set(name, &v.iter().map(|x| R::c(x[0])).collect::<Vec<_>>())
+                .unwrap(),
+            Shape::Vec3 => p
+                .set_vec3(name, &v.iter().map(|x| x.map(R::c)).collect::<Vec<_>>())
+                .unwrap(),
+        };
+    }
+    p
+}
+
+/// Worst relative L2 error over the output slots.
+fn worst(got: &[Vec<f64>], want: &[Vec<f64>]) -> f64 {
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| rel_l2(g, w))
+        .fold(0.0, f64::max)
+}
+
+fn to_f64<R: Real>(slots: &[Vec<R>]) -> Vec<Vec<f64>> {
+    slots
+        .iter()
+        .map(|s| s.iter().map(|v| v.to_f64()).collect())
+        .collect()
+}
+
+fn poisoned() -> CudaRunOptions {
+    CudaRunOptions {
+        poison: true,
+        ..Default::default()
+    }
+}
+
+/// GPU (f32 and f64) against the CPU in f64 for several sizes.
+fn agrees_with_cpu<K: Kernel>(params: &[f64], tol_f32: f64, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (m, n) in [(1, 1000), (31, 3), (4097, 5000), (100_003, 777)] {
+        let t = random_set::<K>(&mut rng, m, false);
+        let s = random_set::<K>(&mut rng, n, true);
+        let want = direct_cpu::<K, f64>(
+            params,
+            &particles::<K, f64>(&t, false),
+            &particles::<K, f64>(&s, true),
+        )
+        .unwrap();
+        let want = want.slots().to_vec();
+
+        let got64 = direct_cuda::<K, f64>(
+            gpu(),
+            params,
+            &particles::<K, f64>(&t, false),
+            &particles::<K, f64>(&s, true),
+            &poisoned(),
+        )
+        .unwrap();
+        let e64 = worst(got64.slots(), &want);
+        let got32 = direct_cuda::<K, f32>(
+            gpu(),
+            params,
+            &particles::<K, f32>(&t, false),
+            &particles::<K, f32>(&s, true),
+            &poisoned(),
+        )
+        .unwrap();
+        let e32 = worst(&to_f64(got32.slots()), &want);
+        println!(
+            "{:20} M = {m:6} N = {n:5}: f64 {e64:.2e}  f32 {e32:.2e}",
+            K::name()
+        );
+        assert!(e64 < 1e-12, "{} f64 M = {m} N = {n}: {e64:e}", K::name());
+        assert!(e32 < tol_f32, "{} f32 M = {m} N = {n}: {e32:e}", K::name());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_builtin_and_a_user_kernel_agree_with_the_cpu() {
+    agrees_with_cpu::<Gravity>(&[0.01], 1e-5, 1);
+    agrees_with_cpu::<Coulomb>(&[], 1e-4, 2);
+    agrees_with_cpu::<BiotSavart>(&[], 1e-4, 3);
+    agrees_with_cpu::<Stretching>(&[], 1e-4, 4);
+    agrees_with_cpu::<VelocityStretching>(&[], 1e-4, 5);
+    agrees_with_cpu::<HuBiotSavart>(&[0.02], 1e-4, 6);
+    agrees_with_cpu::<Yukawa>(&[2.0], 1e-4, 7);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_launch_shape_gives_the_same_sums() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let (t, s) = (
+        random_set::<VelocityStretching>(&mut rng, 1031, false),
+        random_set::<VelocityStretching>(&mut rng, 2049, true),
+    );
+    let (tp, sp) = (
+        particles::<VelocityStretching, f64>(&t, false),
+        particles::<VelocityStretching, f64>(&s, true),
+    );
+    let want = direct_cpu::<VelocityStretching, f64>(&[], &tp, &sp).unwrap();
+    for shape in CudaOptions::default().shapes {
+        let opts = CudaRunOptions {
+            shape: Some(shape),
+            poison: true,
+            ..Default::default()
+        };
+        let got = direct_cuda::<VelocityStretching, f64>(gpu(), &[], &tp, &sp, &opts).unwrap();
+        let e = worst(got.slots(), want.slots());
+        assert!(e < 1e-12, "shape {shape:?}: {e:e}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn chunks_add_up_to_the_whole() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let (t, s) = (
+        random_set::<Gravity>(&mut rng, 20_000, false),
+        random_set::<Gravity>(&mut rng, 30_000, true),
+    );
+    let (tp, sp) = (
+        particles::<Gravity, f64>(&t, false),
+        particles::<Gravity, f64>(&s, true),
+    );
+    let whole = direct_cuda::<Gravity, f64>(gpu(), &[0.01], &tp, &sp, &poisoned()).unwrap();
+    // 7 slots of 8 bytes per target, 4 per source: about 4000 targets and
+    // 5000 sources per chunk, so 5 x 6 chunks.
+    let opts = CudaRunOptions {
+        max_device_bytes: Some(400_000),
+        poison: true,
+        ..Default::default()
+    };
+    let chunked = direct_cuda::<Gravity, f64>(gpu(), &[0.01], &tp, &sp, &opts).unwrap();
+    let e = worst(chunked.slots(), whole.slots());
+    assert!(e < 1e-13, "{e:e}");
+    let e = direct_cuda::<Gravity, f64>(
+        gpu(),
+        &[0.01],
+        &tp,
+        &sp,
+        &CudaRunOptions {
+            max_device_bytes: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("needs"), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn empty_inputs_on_the_gpu() {
+    let none = Particles::<f32>::targets::<Gravity>(&[]).unwrap();
+    let mut one = Particles::<f32>::sources::<Gravity>(&[[0.5; 3]]).unwrap();
+    one.set("m", &[2.0]).unwrap();
+    let out = direct_cuda::<Gravity, f32>(gpu(), &[0.1], &none, &one, &poisoned()).unwrap();
+    assert_eq!(out.len(), 0);
+    let t = Particles::<f32>::targets::<Gravity>(&[[0.5; 3], [1.5, 0.5, 0.5]]).unwrap();
+    let zero = Particles::<f32>::sources::<Gravity>(&[]).unwrap();
+    let out = direct_cuda::<Gravity, f32>(gpu(), &[0.1], &t, &zero, &poisoned()).unwrap();
+    assert_eq!(out.scalar("phi").unwrap(), &[0.0, 0.0]);
+    // One source on the first target: nothing there, -m / sqrt(1 + eps^2) at the second.
+    let out = direct_cuda::<Gravity, f32>(gpu(), &[0.1], &t, &one, &poisoned()).unwrap();
+    let phi = out.scalar("phi").unwrap();
+    assert_eq!(phi[0], 0.0);
+    assert!((phi[1] + 2.0 / (1.01f32).sqrt()).abs() < 1e-6, "{phi:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn compiled_modules_come_back_from_the_disk_cache() {
+    let dir = std::env::temp_dir().join(format!("fmm-gpu-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut first = Gpu::new(0).unwrap();
+    first.set_cache(ModuleCache::at(&dir));
+    let (_, r) = first.module("coulomb", Coulomb::cuda_source()).unwrap();
+    assert_eq!(r.outcome, CacheOutcome::Miss);
+    let mut second = Gpu::new(0).unwrap();
+    second.set_cache(ModuleCache::at(&dir));
+    let (_, r2) = second.module("coulomb", Coulomb::cuda_source()).unwrap();
+    assert_eq!(r2.outcome, CacheOutcome::Hit);
+    println!("compile {:.3} s, cache hit {:.3} s", r.seconds, r2.seconds);
+    let _ = std::fs::remove_dir_all(&dir);
+}

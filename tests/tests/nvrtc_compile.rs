@@ -1,0 +1,62 @@
+//! The generated CUDA of every built-in kernel compiles with NVRTC, for
+//! the GPU architectures we target. NVRTC needs no GPU, only its library:
+//! `pip install nvidia-cuda-nvrtc` provides one, and `.ci/run` does so and
+//! runs these with `--ignored`; the GPU host runs them too.
+
+use fmm_core::cuda::nvrtc;
+use fmm_core::kernels::*;
+use fmm_core::Kernel;
+
+fn compile<K: Kernel>(arch: i32) {
+    let def = K::def();
+    let cubin = nvrtc::compile_cubin(
+        &def.symbol(),
+        K::cuda_source(),
+        arch,
+        &nvrtc::default_options(),
+    )
+    .unwrap_or_else(|e| panic!("{} for sm_{arch}: {e}", def.name));
+    // An ELF image, with every entry point the runtime may launch.
+    assert_eq!(&cubin[..4], b"\x7fELF", "{}", def.name);
+    let text = String::from_utf8_lossy(&cubin);
+    for (prec, _) in fmm_core::fmm_codegen::emit::cuda::PRECISIONS {
+        for shape in fmm_core::fmm_codegen::emit::cuda::CudaOptions::default().shapes {
+            let entry = fmm_core::fmm_codegen::emit::cuda::entry_name(def, prec, shape);
+            assert!(
+                text.contains(&entry),
+                "{entry} missing from the sm_{arch} module"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
+fn nvrtc_compiles_every_builtin_for_hopper_and_ampere() {
+    for arch in [90, 80] {
+        compile::<Gravity>(arch);
+        compile::<Coulomb>(arch);
+        compile::<BiotSavart>(arch);
+        compile::<Stretching>(arch);
+        compile::<VelocityStretching>(arch);
+        compile::<HuBiotSavart>(arch);
+    }
+}
+
+#[test]
+#[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
+fn nvrtc_errors_show_the_generated_line() {
+    let source =
+        "extern \"C\" __global__ void broken(float* x) {\n    x[0] = not_a_function(1.0f);\n}\n";
+    let e = nvrtc::compile_cubin("broken", source, 90, &nvrtc::default_options()).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("NVRTC could not compile the generated CUDA for kernel broken"),
+        "{text}"
+    );
+    assert!(text.contains("not_a_function"), "{text}");
+    assert!(
+        text.contains("      2 |     x[0] = not_a_function(1.0f);"),
+        "{text}"
+    );
+}
