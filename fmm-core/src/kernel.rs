@@ -72,70 +72,10 @@ impl<'a, R> SourceSlices<'a, R> {
     }
 }
 
-/// Sources processed side by side in [`sum_sources`]: enough independent
-/// partial sums for 256-bit SIMD in f32.
+/// Sources processed side by side by the generated CPU evaluators: enough
+/// independent partial sums for 256-bit SIMD in f32.
 pub const LANES: usize = 8;
-/// Sources summed into one block partial before it joins the total.
+/// Sources summed into one block partial before it joins the total (the
+/// same trick as the per-tile partial sums of the CUDA kernel: f32 sums of
+/// millions of terms stay accurate).
 pub const BLOCK: usize = 256;
-
-/// Sums `pair(j)` over `j in 0..n`, output slot by output slot.
-///
-/// The generated evaluators put their per-pair math in `pair`. `LANES`
-/// independent partial sums break the dependency chain of one running sum
-/// (floating-point addition is not reassociated by the compiler, so this is
-/// what lets it vectorise), and summing `BLOCK` sources at a time before
-/// adding to the total keeps f32 sums of millions of terms accurate (the
-/// same trick as the per-tile partial sums of the CUDA kernel).
-// Index loops on purpose: lane `l` of every output is one SIMD lane.
-#[allow(clippy::needless_range_loop)]
-#[inline(always)]
-pub fn sum_sources<R: Real, const NO: usize>(n: usize, pair: impl Fn(usize) -> [R; NO]) -> [R; NO] {
-    let mut total = [R::zero(); NO];
-    let mut start = 0;
-    while start < n {
-        let end = (start + BLOCK).min(n);
-        let full = start + (end - start) / LANES * LANES;
-        let mut lanes = [[R::zero(); LANES]; NO];
-        let mut j = start;
-        while j < full {
-            for l in 0..LANES {
-                let v = pair(j + l);
-                for k in 0..NO {
-                    lanes[k][l] += v[k];
-                }
-            }
-            j += LANES;
-        }
-        let mut block = [R::zero(); NO];
-        for k in 0..NO {
-            for l in 0..LANES {
-                block[k] += lanes[k][l];
-            }
-        }
-        for jj in full..end {
-            let v = pair(jj);
-            for k in 0..NO {
-                block[k] += v[k];
-            }
-        }
-        for k in 0..NO {
-            total[k] += block[k];
-        }
-        start = end;
-    }
-    total
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sum_sources_matches_a_plain_sum_at_every_length() {
-        for n in [0usize, 1, 7, 8, 9, 255, 256, 257, 1000] {
-            let got = sum_sources::<f64, 2>(n, |j| [j as f64, 1.0]);
-            let want = (n * n.saturating_sub(1) / 2) as f64;
-            assert_eq!(got, [want, n as f64], "n = {n}");
-        }
-    }
-}

@@ -25,6 +25,6 @@ pub use direct::{check_params, direct, direct_cpu, Outputs};
 pub use error::Error;
 pub use fmm_codegen;
 pub use fmm_macros::kernel;
-pub use kernel::{sum_sources, Kernel, SourceSlices, MAX_SLOTS};
+pub use kernel::{Kernel, SourceSlices, BLOCK, LANES, MAX_SLOTS};
 pub use particles::Particles;
 pub use real::Real;

