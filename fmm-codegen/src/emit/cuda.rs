@@ -152,12 +152,16 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
 
     // Precision-overloaded math, only what the kernel uses.
     let mut helpers: Vec<(&str, &str, &str)> = Vec::new();
+    // In f32 the exponential and logarithm are the hardware's (`__expf`:
+    // one multiplication and one MUFU.EX2, relative error about 2^-21 for
+    // moderate arguments, against nine instructions for `expf`); f64 keeps
+    // the accurate library functions.
     for (f, f32_name, f64_name) in [
         (Func::Sqrt, "sqrtf", "sqrt"),
         (Func::Rsqrt, "rsqrtf", "rsqrt"),
-        (Func::Exp, "expf", "exp"),
+        (Func::Exp, "__expf", "exp"),
         (Func::Erf, "erff", "erf"),
-        (Func::Log, "logf", "log"),
+        (Func::Log, "__logf", "log"),
         (Func::Abs, "fabsf", "fabs"),
     ] {
         if sch.uses_func(f) {

@@ -190,6 +190,26 @@ impl Gpu {
             return Ok((m.clone(), r.clone()));
         }
         let t0 = std::time::Instant::now();
+        // A developer's hook for tuning: compile `<dir>/<name>.cu` instead
+        // of the generated source (the cache key follows the source).
+        let replaced;
+        let source = match std::env::var_os("FMM_CUDA_SOURCE_DIR") {
+            Some(dir) => {
+                match std::fs::read_to_string(std::path::Path::new(&dir).join(format!("{name}.cu")))
+                {
+                    Ok(s) => {
+                        eprintln!(
+                            "[fmm] FMM_CUDA_SOURCE_DIR: compiling {name}.cu from {}",
+                            dir.to_string_lossy()
+                        );
+                        replaced = s;
+                        replaced.as_str()
+                    }
+                    Err(_) => source,
+                }
+            }
+            None => source,
+        };
         let options = nvrtc::default_options();
         let key = CacheKey::new(
             &[
