@@ -143,15 +143,30 @@ impl Node {
     }
 }
 
-/// What a node's value depends on, ordered from cheapest to hoist to not
-/// hoistable. The emitters compute `Param` nodes once per launch, `Target`
-/// nodes once per target and only `Pair` nodes in the inner loop.
+/// What a node's value depends on. The emitters compute `Param` nodes once
+/// per launch, `Target` nodes once per target, `Source` nodes once per
+/// source (the GPU kernel does it while loading a tile into shared memory)
+/// and only `Pair` nodes in the inner loop.
+///
+/// The order is that of hoisting cost, but `Target` and `Source` are not
+/// comparable: a node depending on both is a `Pair` node ([`Stage::join`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Stage {
     Const,
     Param,
     Target,
+    Source,
     Pair,
+}
+
+impl Stage {
+    /// The stage of a node whose operands are of stages `self` and `other`.
+    pub fn join(self, other: Stage) -> Stage {
+        match (self, other) {
+            (Stage::Target, Stage::Source) | (Stage::Source, Stage::Target) => Stage::Pair,
+            (a, b) => a.max(b),
+        }
+    }
 }
 
 /// A hash-consed DAG of scalar nodes.
@@ -159,6 +174,8 @@ pub enum Stage {
 pub struct Graph {
     pub nodes: Vec<Node>,
     index: HashMap<Key, NodeId>,
+    /// The stage of every node, kept as nodes are added.
+    stage: Vec<Stage>,
 }
 
 impl PartialEq for Graph {
@@ -190,7 +207,9 @@ impl Graph {
             return id;
         }
         let id = NodeId(self.nodes.len() as u32);
+        let stage = self.stage_of(&node, &self.stage);
         self.nodes.push(node);
+        self.stage.push(stage);
         self.index.insert(key, id);
         id
     }
@@ -305,6 +324,18 @@ impl Graph {
                 if ca == Some(0.0) {
                     return self.constant_node(0.0);
                 }
+                // a / b = a * (1 / b) when b is computed less often than
+                // the quotient (b depends on the parameters, the target or
+                // the source alone, a on the pair): the reciprocal is then
+                // hoisted out of the pair loop or, on the GPU, computed once
+                // per source (`r / sigma_j`, `e / sigma_j^3` in the vortex
+                // kernels, `r2 / eps^2` in hu2011's smoothing).
+                let (sa, sb) = (self.stage(a), self.stage(b));
+                if ca != Some(1.0) && cb.is_none() && sa.join(sb) != sb {
+                    let one = self.constant_node(1.0);
+                    let inv = self.div(one, b);
+                    return self.mul(a, inv);
+                }
                 // 1 / sqrt(x) = rsqrt(x): one instruction on the GPU.
                 if ca == Some(1.0) {
                     if let Node::Unary(Func::Sqrt, x) = self.node(b) {
@@ -409,23 +440,27 @@ impl Graph {
 
     /// The stage of every node (see [`Stage`]).
     pub fn stages(&self) -> Vec<Stage> {
-        let mut out: Vec<Stage> = Vec::with_capacity(self.nodes.len());
-        for node in &self.nodes {
-            let s = match node {
-                Node::Const(_) => Stage::Const,
-                Node::Param(_) => Stage::Param,
-                Node::Tgt(_) | Node::TgtPos(_) => Stage::Target,
-                Node::Src(_) | Node::SrcPos(_) => Stage::Pair,
-                n => n
-                    .children()
-                    .iter()
-                    .map(|c| out[c.index()])
-                    .max()
-                    .unwrap_or(Stage::Const),
-            };
-            out.push(s);
+        self.stage.clone()
+    }
+
+    /// The stage of one node.
+    pub fn stage(&self, id: NodeId) -> Stage {
+        self.stage[id.index()]
+    }
+
+    /// The stage of `node`, given the stages of the nodes before it.
+    fn stage_of(&self, node: &Node, before: &[Stage]) -> Stage {
+        match node {
+            Node::Const(_) => Stage::Const,
+            Node::Param(_) => Stage::Param,
+            Node::Tgt(_) | Node::TgtPos(_) => Stage::Target,
+            Node::Src(_) | Node::SrcPos(_) => Stage::Source,
+            n => n
+                .children()
+                .iter()
+                .map(|c| before[c.index()])
+                .fold(Stage::Const, Stage::join),
         }
-        out
     }
 
     /// Marks the nodes reachable from `roots`.
@@ -543,6 +578,22 @@ mod tests {
     }
 
     #[test]
+    fn division_by_a_source_value_becomes_a_per_source_reciprocal() {
+        let mut g = Graph::new();
+        let r = {
+            let t = g.leaf(Node::TgtPos(0));
+            let s = g.leaf(Node::SrcPos(0));
+            g.sub(t, s)
+        };
+        let sigma = g.leaf(Node::Src(0));
+        let q = g.div(r, sigma);
+        let Node::Binary(Op::Mul, _, inv) = g.node(q) else {
+            panic!("{:?}", g.node(q))
+        };
+        assert_eq!(g.stage(inv), Stage::Source);
+    }
+
+    #[test]
     fn powi_uses_squaring() {
         let mut g = Graph::new();
         let x = g.leaf(Node::Src(0));
@@ -564,5 +615,9 @@ mod tests {
         assert_eq!(st[pp.index()], Stage::Param);
         assert_eq!(st[tp.index()], Stage::Target);
         assert_eq!(st[d.index()], Stage::Pair);
+        let sp = g.mul(s, p);
+        assert_eq!(g.stages()[sp.index()], Stage::Source);
+        assert_eq!(g.stage(sp), Stage::Source);
+        assert_eq!(g.stage(d), Stage::Pair);
     }
 }

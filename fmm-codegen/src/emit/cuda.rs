@@ -232,18 +232,41 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
         .collect::<Vec<_>>()
         .join(", ");
 
-    // Which source slots the interaction reads: only those go to shared memory.
-    let mut source_loads: Vec<(String, String)> = Vec::new(); // (leaf name, pointer)
+    // What the pair loop reads of each source: the source slots it uses
+    // directly, and the values of the source alone that it uses (`1 /
+    // sigma_j`), which are computed once per source when the tile is loaded.
+    // (name, expression at load time)
+    let mut source_leaves: Vec<(String, String)> = Vec::new();
+    let mut columns: Vec<(String, String)> = Vec::new();
+    let mut leaves = Vec::new();
     for (c, a) in ["x", "y", "z"].iter().enumerate() {
-        if sch.uses_leaf(Node::SrcPos(c as u8)) {
-            source_loads.push((format!("{a}_j"), format!("{a}_j_ptr")));
-        }
+        leaves.push((
+            Node::SrcPos(c as u8),
+            format!("{a}_j"),
+            format!("{a}_j_ptr[j]"),
+        ));
     }
     for f in &def.sources {
         for (c, name) in f.slot_names().iter().enumerate() {
-            if sch.uses_leaf(Node::Src((f.offset + c) as u16)) {
-                source_loads.push((format!("s_{name}"), format!("s_{name}_ptr")));
+            leaves.push((
+                Node::Src((f.offset + c) as u16),
+                format!("s_{name}"),
+                format!("s_{name}_ptr[j]"),
+            ));
+        }
+    }
+    for (leaf, name, load) in leaves {
+        if let Some(id) = sch.leaf_node(leaf) {
+            source_leaves.push((name.clone(), load));
+            if sch.used_in_pair(id) {
+                columns.push((name.clone(), name));
             }
+        }
+    }
+    let source_temps = sch.temps(Stage::Source);
+    for &id in &source_temps {
+        if sch.used_in_pair(id) {
+            columns.push((sch.temp_name(id), sch.temp_name(id)));
         }
     }
     let no = def.n_outputs();
@@ -255,7 +278,7 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     // Source slots travel through shared memory in packs of four, so one
     // 16-byte load (LDS.128) brings x, y, z and a strength, as nyland2007's
     // float4 bodies do.
-    let packs: Vec<&[(String, String)]> = source_loads.chunks(4).collect();
+    let packs: Vec<&[(String, String)]> = columns.chunks(4).collect();
     if !packs.is_empty() {
         o.push_str("    struct __align__(4 * sizeof(T)) Pack { T a, b, c, d; };\n");
     }
@@ -293,11 +316,20 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     }
     o.push_str("    for (int base = 0; base < n_sources; base += P * Q) {\n");
     o.push_str("        const int j = base + tid;\n");
-    if !source_loads.is_empty() {
+    if !columns.is_empty() {
         o.push_str("        if (j < n_sources) {\n");
+        for (name, load) in &source_leaves {
+            o.push_str(&format!("            const T {name} = {load};\n"));
+        }
+        for &id in &source_temps {
+            o.push_str(&format!(
+                "            const T {} = {};\n",
+                sch.temp_name(id),
+                sch.body(&syn, id)
+            ));
+        }
         for (k, pack) in packs.iter().enumerate() {
-            let mut members: Vec<String> =
-                pack.iter().map(|(_, ptr)| format!("{ptr}[j]")).collect();
+            let mut members: Vec<String> = pack.iter().map(|(_, value)| value.clone()).collect();
             members.resize(4, "T(0)".into());
             o.push_str(&format!(
                 "            sh{k}[tid] = Pack{{{}}};\n",

@@ -41,6 +41,9 @@ pub struct Schedule<'a> {
     live: Vec<bool>,
     pub stages: Vec<Stage>,
     temp: Vec<bool>,
+    /// Read by a per-pair node or accumulated: what a per-source value
+    /// must carry into the pair loop.
+    pair_use: Vec<bool>,
 }
 
 impl<'a> Schedule<'a> {
@@ -50,11 +53,15 @@ impl<'a> Schedule<'a> {
         let stages = g.stages();
         let mut uses = g.use_counts(&live);
         let mut crosses = vec![false; g.nodes.len()];
+        let mut pair_use = vec![false; g.nodes.len()];
         for (i, n) in g.nodes.iter().enumerate() {
             if live[i] {
                 for c in n.children() {
                     if stages[c.index()] < stages[i] {
                         crosses[c.index()] = true;
+                    }
+                    if stages[i] == Stage::Pair {
+                        pair_use[c.index()] = true;
                     }
                 }
             }
@@ -65,6 +72,7 @@ impl<'a> Schedule<'a> {
                 _ => root,
             };
             uses[r.index()] += 1;
+            pair_use[r.index()] = true;
         }
         // The value operands of a select are computed before it, so the
         // select is a plain blend: a compiler that sees an expression inside
@@ -92,6 +100,7 @@ impl<'a> Schedule<'a> {
             live,
             stages,
             temp,
+            pair_use,
         }
     }
 
@@ -114,6 +123,29 @@ impl<'a> Schedule<'a> {
             .filter(|&i| self.temp[i] && self.stages[i] == stage)
             .map(|i| NodeId(i as u32))
             .collect()
+    }
+
+    /// The temporaries of several stages, in evaluation order.
+    pub fn temps_in(&self, stages: &[Stage]) -> Vec<NodeId> {
+        (0..self.graph().nodes.len())
+            .filter(|&i| self.temp[i] && stages.contains(&self.stages[i]))
+            .map(|i| NodeId(i as u32))
+            .collect()
+    }
+
+    /// Whether a node is read by a per-pair node or accumulated.
+    pub fn used_in_pair(&self, id: NodeId) -> bool {
+        self.pair_use[id.index()]
+    }
+
+    /// The node of a leaf, if the live graph has it.
+    pub fn leaf_node(&self, leaf: Node) -> Option<NodeId> {
+        self.graph()
+            .nodes
+            .iter()
+            .enumerate()
+            .find(|(i, n)| self.live[*i] && **n == leaf)
+            .map(|(i, _)| NodeId(i as u32))
     }
 
     /// The name of a temporary.

@@ -140,7 +140,9 @@ pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
         "    let pair = |{}| -> [R; {no}] {{\n",
         args.join(", ")
     ));
-    for id in sch.temps(Stage::Pair) {
+    // Values of the source alone are computed per pair on the CPU: there is
+    // no tile to compute them once for.
+    for id in sch.temps_in(&[Stage::Source, Stage::Pair]) {
         o.push_str(&format!(
             "        let {} = {};\n",
             sch.temp_name(id),
