@@ -68,6 +68,10 @@ struct Args {
     samples: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// GPU launch shape `PxQ` (P targets per block, Q threads per target)
+    /// instead of the tuned one.
+    #[arg(long)]
+    shape: Option<String>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -189,6 +193,7 @@ struct Report {
 /// One evaluation on the chosen backend; the kernel time when on the GPU.
 fn evaluate<K: Kernel, R: Real>(
     gpu: Option<&Gpu>,
+    shape: Option<(u32, u32)>,
     params: &[f64],
     tgt: &Particles<R>,
     src: &Particles<R>,
@@ -196,8 +201,16 @@ fn evaluate<K: Kernel, R: Real>(
     match gpu {
         None => Ok((direct_cpu::<K, R>(params, tgt, src)?, None)),
         Some(g) => {
-            let (out, report) =
-                direct_cuda_report::<K, R>(g, params, tgt, src, &CudaRunOptions::default())?;
+            let (out, report) = direct_cuda_report::<K, R>(
+                g,
+                params,
+                tgt,
+                src,
+                &CudaRunOptions {
+                    shape,
+                    ..Default::default()
+                },
+            )?;
             Ok((out, Some(report)))
         }
     }
@@ -209,17 +222,26 @@ fn run<K: Kernel, R: Real>(
 ) -> Result<Report, Box<dyn std::error::Error>> {
     let prob = Problem::new::<K>(args.n, args.m, args.seed);
     let (tgt, src) = prob.particles::<K, R>(None)?;
+    let shape = match &args.shape {
+        None => None,
+        Some(s) => {
+            let (p, q) = s
+                .split_once('x')
+                .ok_or("--shape takes PxQ, for example 256x1")?;
+            Some((p.parse()?, q.parse()?))
+        }
+    };
     // Warm-up (on the GPU: compilation or cache load, and the launch-shape
     // tuning), then the median of the timed runs.
     let t0 = Instant::now();
-    let (mut out, first) = evaluate::<K, R>(gpu, &prob.params, &tgt, &src)?;
+    let (mut out, first) = evaluate::<K, R>(gpu, shape, &prob.params, &tgt, &src)?;
     let warmup = t0.elapsed().as_secs_f64();
     let mut times = Vec::new();
     let mut kernel_times = Vec::new();
     let mut last = None;
     for _ in 0..args.repeat.max(1) {
         let t0 = Instant::now();
-        let (o, report) = evaluate::<K, R>(gpu, &prob.params, &tgt, &src)?;
+        let (o, report) = evaluate::<K, R>(gpu, shape, &prob.params, &tgt, &src)?;
         times.push(t0.elapsed().as_secs_f64());
         if let Some(r) = &report {
             kernel_times.push(r.kernel_seconds);

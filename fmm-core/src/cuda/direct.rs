@@ -222,7 +222,21 @@ pub fn direct_cuda_report<K: Kernel, R: Real>(
     };
 
     let shape = match opts.shape {
-        Some(s) => s,
+        Some(s) => {
+            let shapes = CudaOptions::default().shapes;
+            if !shapes.contains(&s) {
+                let list = shapes
+                    .iter()
+                    .map(|(p, q)| format!("{p}x{q}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(Error::Cuda(format!(
+                    "launch shape {}x{} is not one the kernel is compiled for ({list})",
+                    s.0, s.1
+                )));
+            }
+            s
+        }
         None => {
             let key = (def.symbol(), R::NAME, ceil_log2(m));
             match gpu.tuned_shape(&key) {
