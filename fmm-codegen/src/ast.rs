@@ -184,5 +184,18 @@ pub struct KernelSpec {
     pub targets: Vec<Decl>,
     pub outputs: Vec<Decl>,
     pub far_field: FarFieldSpec,
+    /// Conditions on the inputs (`require sigma > 0.0;`), checked by the
+    /// runtime before an evaluation.
+    pub requires: Vec<Require>,
     pub body: Vec<Stmt>,
+}
+
+/// `require COND;`: a condition every evaluation checks on its inputs. It
+/// may use the parameters and the fields of one side (sources or targets).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Require {
+    pub cond: Expr,
+    /// The condition as written, for the error message.
+    pub text: String,
+    pub span: Span,
 }

@@ -19,7 +19,15 @@ pub struct PairInputs<'a> {
 
 /// Value of every node of `graph` for one pair (booleans as 0.0 / 1.0).
 pub fn eval_nodes(graph: &Graph, inp: &PairInputs) -> Vec<f64> {
-    let mut v: Vec<f64> = Vec::with_capacity(graph.nodes.len());
+    let mut v = Vec::with_capacity(graph.nodes.len());
+    eval_nodes_into(graph, inp, &mut v);
+    v
+}
+
+/// [`eval_nodes`] into a buffer the caller reuses (checks over millions of
+/// particles allocate nothing per particle).
+pub fn eval_nodes_into(graph: &Graph, inp: &PairInputs, v: &mut Vec<f64>) {
+    v.clear();
     let b = |x: f64| x != 0.0;
     let f = |x: bool| if x { 1.0 } else { 0.0 };
     for node in &graph.nodes {
@@ -47,7 +55,6 @@ pub fn eval_nodes(graph: &Graph, inp: &PairInputs) -> Vec<f64> {
         };
         v.push(x);
     }
-    v
 }
 
 /// What one source adds to each flattened output slot of one target.

@@ -95,6 +95,18 @@ pub struct KernelDef {
     /// What one source adds to each flattened output slot of one target.
     pub contributions: Vec<NodeId>,
     pub far_field: FarField,
+    /// Conditions on the inputs, checked before every evaluation.
+    pub requirements: Vec<Requirement>,
+}
+
+/// `require COND;` of a declaration: a boolean over the parameters and the
+/// fields of one side, in a graph of its own.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Requirement {
+    /// The condition as written (`sigma > 0.0`).
+    pub text: String,
+    pub graph: Graph,
+    pub root: NodeId,
 }
 
 impl KernelDef {

@@ -98,27 +98,14 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
     let targets = layout(&spec.targets);
     let outputs = layout(&spec.outputs);
 
-    let mut lw = Lowerer {
-        g: Graph::new(),
-        names: HashMap::new(),
-        lazy_r: true,
-    };
-    let leaf_value = |g: &mut Graph, f: &Field, make: fn(u16) -> Node| match f.shape {
-        Shape::Scalar => Value::Scalar(g.leaf(make(f.offset as u16))),
-        Shape::Vec3 => Value::Vec3([0, 1, 2].map(|c| g.leaf(make((f.offset + c) as u16)))),
-    };
-    for f in &params {
-        let v = leaf_value(&mut lw.g, f, Node::Param);
-        lw.names.insert(f.name.clone(), v);
-    }
-    for f in &targets {
-        let v = leaf_value(&mut lw.g, f, Node::Tgt);
-        lw.names.insert(f.name.clone(), v);
-    }
-    for f in &sources {
-        let v = leaf_value(&mut lw.g, f, Node::Src);
-        lw.names.insert(f.name.clone(), v);
-    }
+    let requirements = spec
+        .requires
+        .iter()
+        .map(|r| lower_requirement(r, &params, &targets, &sources))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut lw = Lowerer::with_fields(&params, &targets, &sources);
+    lw.lazy_r = true;
     // d = x_i - x_j and r2 = |d|^2, shared by every use.
     let d = [0u8, 1, 2].map(|c| {
         let xi = lw.g.leaf(Node::TgtPos(c));
@@ -128,9 +115,6 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
     let r2 = dot(&mut lw.g, d, d);
     lw.names.insert("d".into(), Value::Vec3(d));
     lw.names.insert("r2".into(), Value::Scalar(r2));
-    let pi = lw.g.constant_node(std::f64::consts::PI);
-    lw.names.insert("PI".into(), Value::Scalar(pi));
-
     let zero = lw.g.constant_node(0.0);
     let mut contributions = vec![zero; slot_count_of(&outputs)];
     let mut accumulated = vec![false; outputs.len()];
@@ -218,6 +202,7 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
         graph,
         contributions,
         far_field,
+        requirements,
     };
     check_self_interaction(&def, spec)?;
     Ok(def)
@@ -331,7 +316,58 @@ fn cross(g: &mut Graph, a: [NodeId; 3], b: [NodeId; 3]) -> [NodeId; 3] {
     [c(1, 2), c(2, 0), c(0, 1)]
 }
 
+/// Lowers `require COND;` into a graph of its own: a boolean over the
+/// parameters and the fields of one side.
+fn lower_requirement(
+    r: &crate::ast::Require,
+    params: &[Field],
+    targets: &[Field],
+    sources: &[Field],
+) -> Result<crate::kernel::Requirement, Error> {
+    let mut lw = Lowerer::with_fields(params, targets, sources);
+    let root = lw.boolean(&r.cond, "a requirement")?;
+    if lw.g.stage(root) == crate::ir::Stage::Pair {
+        return err(
+            r.span,
+            "a requirement may use the parameters and the fields of the sources or of the targets, not both",
+        );
+    }
+    let (graph, roots) = prune(&lw.g, &[root]);
+    Ok(crate::kernel::Requirement {
+        text: r.text.clone(),
+        graph,
+        root: roots[0],
+    })
+}
+
 impl Lowerer {
+    /// A lowerer with the declared parameters and fields, and `PI`, in scope.
+    fn with_fields(params: &[Field], targets: &[Field], sources: &[Field]) -> Lowerer {
+        let mut lw = Lowerer {
+            g: Graph::new(),
+            names: HashMap::new(),
+            lazy_r: false,
+        };
+        for (fields, make) in [
+            (params, Node::Param as fn(u16) -> Node),
+            (targets, Node::Tgt),
+            (sources, Node::Src),
+        ] {
+            for f in fields {
+                let v = match f.shape {
+                    Shape::Scalar => Value::Scalar(lw.g.leaf(make(f.offset as u16))),
+                    Shape::Vec3 => {
+                        Value::Vec3([0, 1, 2].map(|c| lw.g.leaf(make((f.offset + c) as u16))))
+                    }
+                };
+                lw.names.insert(f.name.clone(), v);
+            }
+        }
+        let pi = lw.g.constant_node(std::f64::consts::PI);
+        lw.names.insert("PI".into(), Value::Scalar(pi));
+        lw
+    }
+
     fn name(&mut self, name: &str, span: Span) -> Result<Value, Error> {
         if let Some(v) = self.names.get(name) {
             return Ok(*v);

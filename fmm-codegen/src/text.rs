@@ -8,7 +8,7 @@
 
 use crate::ast::Shape;
 use crate::ir::{Cmp, Func, Graph, Node, NodeId, Op};
-use crate::kernel::{FarField, FarTerm, Field, KernelDef, Term};
+use crate::kernel::{FarField, FarTerm, Field, KernelDef, Requirement, Term};
 
 fn shape_name(s: Shape) -> &'static str {
     s.name()
@@ -88,32 +88,88 @@ pub fn write(def: &KernelDef) -> String {
         }
     }
     for n in &def.graph.nodes {
-        let line = match *n {
-            Node::Const(c) => format!("const {:016x}", c.to_bits()),
-            Node::Param(k) => format!("param {k}"),
-            Node::Src(k) => format!("src {k}"),
-            Node::Tgt(k) => format!("tgt {k}"),
-            Node::SrcPos(c) => format!("spos {c}"),
-            Node::TgtPos(c) => format!("tpos {c}"),
-            Node::Unary(f, a) => format!("{} {}", func_name(f), a.0),
-            Node::Binary(op, a, b) => {
-                let name = OPS.iter().find(|x| x.0 == op).map(|x| x.1).unwrap_or("?");
-                format!("{name} {} {}", a.0, b.0)
-            }
-            Node::Compare(c, a, b) => {
-                let name = CMPS.iter().find(|x| x.0 == c).map(|x| x.1).unwrap_or("?");
-                format!("{name} {} {}", a.0, b.0)
-            }
-            Node::And(a, b) => format!("and {} {}", a.0, b.0),
-            Node::Or(a, b) => format!("or {} {}", a.0, b.0),
-            Node::Not(a) => format!("not {}", a.0),
-            Node::Select(c, a, b) => format!("sel {} {} {}", c.0, a.0, b.0),
-        };
-        o.push_str(&format!("node {line}\n"));
+        o.push_str(&format!("node {}\n", node_line(n)));
     }
     let c: Vec<String> = def.contributions.iter().map(|c| c.0.to_string()).collect();
     o.push_str(&format!("contrib {}\n", c.join(" ")));
+    for r in &def.requirements {
+        o.push_str(&format!("require {}\n", r.text));
+        for n in &r.graph.nodes {
+            o.push_str(&format!("rnode {}\n", node_line(n)));
+        }
+        o.push_str(&format!("rroot {}\n", r.root.0));
+    }
     o
+}
+
+/// One node as text: the operation and its operands.
+fn node_line(n: &Node) -> String {
+    match *n {
+        Node::Const(c) => format!("const {:016x}", c.to_bits()),
+        Node::Param(k) => format!("param {k}"),
+        Node::Src(k) => format!("src {k}"),
+        Node::Tgt(k) => format!("tgt {k}"),
+        Node::SrcPos(c) => format!("spos {c}"),
+        Node::TgtPos(c) => format!("tpos {c}"),
+        Node::Unary(f, a) => format!("{} {}", func_name(f), a.0),
+        Node::Binary(op, a, b) => {
+            let name = OPS.iter().find(|x| x.0 == op).map(|x| x.1).unwrap_or("?");
+            format!("{name} {} {}", a.0, b.0)
+        }
+        Node::Compare(c, a, b) => {
+            let name = CMPS.iter().find(|x| x.0 == c).map(|x| x.1).unwrap_or("?");
+            format!("{name} {} {}", a.0, b.0)
+        }
+        Node::And(a, b) => format!("and {} {}", a.0, b.0),
+        Node::Or(a, b) => format!("or {} {}", a.0, b.0),
+        Node::Not(a) => format!("not {}", a.0),
+        Node::Select(c, a, b) => format!("sel {} {} {}", c.0, a.0, b.0),
+    }
+}
+
+/// Reads a node line's words (after `node`/`rnode`) into a node of a graph
+/// that has `next` nodes so far.
+fn parse_node(words: &[&str], next: u32) -> Result<Node, &'static str> {
+    let op = *words.first().ok_or("expected an operation")?;
+    let words = &words[1..];
+    let w = |i: usize| -> Result<u32, &'static str> {
+        words
+            .get(i)
+            .and_then(|w| w.parse::<u32>().ok())
+            .ok_or("expected a number")
+    };
+    let n = |i: usize| -> Result<NodeId, &'static str> { w(i).map(NodeId) };
+    let node = if let Some(f) = FUNCS.iter().find(|f| func_name(**f) == op) {
+        Node::Unary(*f, n(0)?)
+    } else if let Some((o, _)) = OPS.iter().find(|x| x.1 == op) {
+        Node::Binary(*o, n(0)?, n(1)?)
+    } else if let Some((c, _)) = CMPS.iter().find(|x| x.1 == op) {
+        Node::Compare(*c, n(0)?, n(1)?)
+    } else {
+        match op {
+            "const" => Node::Const(
+                words
+                    .first()
+                    .and_then(|w| u64::from_str_radix(w, 16).ok())
+                    .map(f64::from_bits)
+                    .ok_or("expected a hexadecimal constant")?,
+            ),
+            "param" => Node::Param(w(0)? as u16),
+            "src" => Node::Src(w(0)? as u16),
+            "tgt" => Node::Tgt(w(0)? as u16),
+            "spos" => Node::SrcPos(w(0)? as u8),
+            "tpos" => Node::TgtPos(w(0)? as u8),
+            "and" => Node::And(n(0)?, n(1)?),
+            "or" => Node::Or(n(0)?, n(1)?),
+            "not" => Node::Not(n(0)?),
+            "sel" => Node::Select(n(0)?, n(1)?, n(2)?),
+            _ => return Err("unknown operation"),
+        }
+    };
+    if node.children().iter().any(|c| c.0 >= next) {
+        return Err("an operand refers to a later node");
+    }
+    Ok(node)
 }
 
 /// Reads the text form back; the error names the line at fault.
@@ -128,6 +184,7 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
         graph: Graph::new(),
         contributions: vec![],
         far_field: FarField::None,
+        requirements: vec![],
     };
     let mut doc: Vec<&str> = Vec::new();
     for (lineno, line) in text.lines().enumerate() {
@@ -204,47 +261,31 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
                 });
             }
             "node" => {
-                let op = *words.first().ok_or_else(|| bad("expected an operation"))?;
-                let words: Vec<&str> = words[1..].to_vec();
-                let w = |i: usize| -> Result<u32, String> {
-                    words
-                        .get(i)
-                        .and_then(|w| w.parse::<u32>().ok())
-                        .ok_or_else(|| bad("expected a number"))
-                };
-                let n = |i: usize| -> Result<NodeId, String> { w(i).map(NodeId) };
-                let node = if let Some(f) = FUNCS.iter().find(|f| func_name(**f) == op) {
-                    Node::Unary(*f, n(0)?)
-                } else if let Some((o, _)) = OPS.iter().find(|x| x.1 == op) {
-                    Node::Binary(*o, n(0)?, n(1)?)
-                } else if let Some((c, _)) = CMPS.iter().find(|x| x.1 == op) {
-                    Node::Compare(*c, n(0)?, n(1)?)
-                } else {
-                    match op {
-                        "const" => Node::Const(
-                            words
-                                .first()
-                                .and_then(|w| u64::from_str_radix(w, 16).ok())
-                                .map(f64::from_bits)
-                                .ok_or_else(|| bad("expected a hexadecimal constant"))?,
-                        ),
-                        "param" => Node::Param(w(0)? as u16),
-                        "src" => Node::Src(w(0)? as u16),
-                        "tgt" => Node::Tgt(w(0)? as u16),
-                        "spos" => Node::SrcPos(w(0)? as u8),
-                        "tpos" => Node::TgtPos(w(0)? as u8),
-                        "and" => Node::And(n(0)?, n(1)?),
-                        "or" => Node::Or(n(0)?, n(1)?),
-                        "not" => Node::Not(n(0)?),
-                        "sel" => Node::Select(n(0)?, n(1)?, n(2)?),
-                        _ => return Err(bad("unknown operation")),
-                    }
-                };
-                let next = def.graph.nodes.len() as u32;
-                if node.children().iter().any(|c| c.0 >= next) {
-                    return Err(bad("an operand refers to a later node"));
-                }
+                let node = parse_node(&words, def.graph.nodes.len() as u32).map_err(bad)?;
                 def.graph.push_raw(node);
+            }
+            "require" => def.requirements.push(Requirement {
+                text: rest.to_string(),
+                graph: Graph::new(),
+                root: NodeId(0),
+            }),
+            "rnode" => {
+                let r = def
+                    .requirements
+                    .last_mut()
+                    .ok_or_else(|| bad("a node outside a requirement"))?;
+                let node = parse_node(&words, r.graph.nodes.len() as u32).map_err(bad)?;
+                r.graph.push_raw(node);
+            }
+            "rroot" => {
+                let r = def
+                    .requirements
+                    .last_mut()
+                    .ok_or_else(|| bad("a root outside a requirement"))?;
+                r.root = id(0)?;
+                if r.root.index() >= r.graph.nodes.len() {
+                    return Err(bad("the root is not a node of the requirement"));
+                }
             }
             "contrib" => {
                 def.contributions = (0..words.len()).map(id).collect::<Result<_, _>>()?;

@@ -137,6 +137,7 @@ pub fn direct_cpu<K: Kernel, R: Real>(
     let p = check_params::<K, R>(params)?;
     targets.check_for::<K>(Role::Targets)?;
     sources.check_for::<K>(Role::Sources)?;
+    crate::require::check_requirements::<K, R>(params, targets, sources)?;
     let no = def.n_outputs();
     let src = sources.source_slices();
     let mut aos = vec![R::zero(); targets.len() * no];

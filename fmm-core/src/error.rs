@@ -49,6 +49,12 @@ pub enum Error {
         name: String,
         known: String,
     },
+    #[error("kernel {kernel} requires `{requirement}`, but {what}")]
+    Requirement {
+        kernel: String,
+        requirement: String,
+        what: String,
+    },
     #[error("no CUDA GPU can be used: {0}")]
     CudaUnavailable(String),
     #[error("CUDA error: {0}")]

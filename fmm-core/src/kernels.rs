@@ -17,6 +17,7 @@ kernel! {
         source m;
         output phi;
         output acc: vec3;
+        require eps >= 0.0;
         far_field laplace(m) {
             phi = -potential;
             acc = gradient;
@@ -55,6 +56,7 @@ kernel! {
         source alpha: vec3;
         source sigma;
         output u: vec3;
+        require sigma > 0.0;
         far_field laplace(alpha) {
             u = curl / (4.0 * PI);
         }
@@ -78,6 +80,7 @@ kernel! {
         source sigma;
         target alpha_i: vec3;
         output s: vec3;
+        require sigma > 0.0;
         far_field laplace(alpha) {
             s = stretching(alpha_i) / (4.0 * PI);
         }
@@ -104,6 +107,7 @@ kernel! {
         target alpha_i: vec3;
         output u: vec3;
         output s: vec3;
+        require sigma > 0.0;
         far_field laplace(alpha) {
             u = curl / (4.0 * PI);
             s = stretching(alpha_i) / (4.0 * PI);
@@ -132,6 +136,7 @@ kernel! {
         param eps;
         source q: vec3;
         output v: vec3;
+        require eps >= 0.0;
         far_field laplace(q) {
             v = curl;
         }

@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod kernels;
 pub mod particles;
 pub mod real;
+pub mod require;
 
 pub use backend::{resolve, Backend};
 pub use direct::{check_params, direct, direct_cpu, Outputs};

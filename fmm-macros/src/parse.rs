@@ -42,6 +42,7 @@ mod kw {
     syn::custom_keyword!(target);
     syn::custom_keyword!(output);
     syn::custom_keyword!(far_field);
+    syn::custom_keyword!(require);
     syn::custom_keyword!(laplace);
     syn::custom_keyword!(none);
     syn::custom_keyword!(scalar);
@@ -157,6 +158,7 @@ fn parse_top(
         targets: Vec::new(),
         outputs: Vec::new(),
         far_field: FarFieldSpec::None,
+        requires: Vec::new(),
         body: Vec::new(),
     };
     let mut far_field_seen = false;
@@ -231,6 +233,19 @@ fn parse_item(
     } else if starts_decl(input, kw::output) {
         input.parse::<kw::output>()?;
         spec.outputs.push(parse_decl(input, sp, "output")?);
+    } else if starts_decl(input, kw::require) {
+        // `require COND;`: a check of the inputs, not part of the body.
+        input.parse::<kw::require>()?;
+        let cond: syn::Expr = input.parse()?;
+        let semi = expect_semi(input, cond.span(), "the requirement")?;
+        let (first, _) = token_range(&cond);
+        let text = quote::quote!(#cond).to_string();
+        let converted = convert_expr(&cond, sp)?;
+        spec.requires.push(ast::Require {
+            cond: converted,
+            text,
+            span: sp.push_range(first, semi),
+        });
     } else if starts_decl(input, kw::far_field) {
         let keyword = input.parse::<kw::far_field>()?;
         let far = parse_far_field(input, sp)?;

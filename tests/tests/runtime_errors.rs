@@ -106,3 +106,31 @@ fn coincident_particles_give_finite_results_without_singular_softening() {
     let [ex, ey, ez] = out.vec3("e").unwrap();
     assert_eq!((ex[0], ey[0], ez[0]), (-1.0, 0.0, 0.0));
 }
+
+#[test]
+fn requirements_of_the_declaration_are_checked_and_name_the_particle() {
+    // A negative core radius would flip the sign of the velocity silently.
+    let pos = [[0.0; 3], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]];
+    let mut s = Particles::<f64>::sources::<BiotSavart>(&pos).unwrap();
+    s.set_vec3("alpha", &[[0.0, 0.0, 1.0]; 3]).unwrap();
+    s.set("sigma", &[0.1, -0.2, 0.1]).unwrap();
+    let t = Particles::<f64>::targets::<BiotSavart>(&pos).unwrap();
+    let e = direct_cpu::<BiotSavart, f64>(&[], &t, &s).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "kernel BiotSavart requires `sigma > 0.0`, but source 1 has sigma = -0.2"
+    );
+    // Zero core radii are refused too (0 / 0 at the core).
+    s.set("sigma", &[0.1, 0.0, 0.1]).unwrap();
+    assert!(direct_cpu::<BiotSavart, f64>(&[], &t, &s).is_err());
+    s.set("sigma", &[0.1, 0.3, 0.1]).unwrap();
+    assert!(direct_cpu::<BiotSavart, f64>(&[], &t, &s).is_ok());
+
+    // A parameter requirement.
+    let t = Particles::<f64>::targets::<Gravity>(&pos).unwrap();
+    let e = direct_cpu::<Gravity, f64>(&[-0.1], &t, &gravity_sources(&pos)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "kernel Gravity requires `eps >= 0.0`, but the parameters are eps = -0.1"
+    );
+}

@@ -194,6 +194,7 @@ pub fn direct_cuda_report<K: Kernel, R: Real>(
     let p = check_params::<K, R>(params)?;
     targets.check_for::<K>(Role::Targets)?;
     sources.check_for::<K>(Role::Sources)?;
+    crate::require::check_requirements::<K, R>(params, targets, sources)?;
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
     if m == 0 || n == 0 || no == 0 {
         // Nothing to launch: no targets, or sums over no sources.
