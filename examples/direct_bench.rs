@@ -13,20 +13,10 @@ use clap::{Parser, ValueEnum};
 use fmm_core::backend::Resolved;
 use fmm_core::cuda::direct::{direct_cuda_report, CudaReport, CudaRunOptions};
 use fmm_core::cuda::Gpu;
-use fmm_core::kernels::*;
 use fmm_core::{direct_cpu, Kernel, Particles, Real};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum KernelName {
-    Gravity,
-    Coulomb,
-    BiotSavart,
-    Stretching,
-    VelocityStretching,
-    HuBiotSavart,
-}
+mod common;
+use common::{median, sampled_error, Dist, KernelName, Precision, Problem};
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 enum Backend {
@@ -36,17 +26,14 @@ enum Backend {
     Auto,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
-enum Precision {
-    F32,
-    F64,
-}
-
 #[derive(Parser, Debug)]
 #[command(about = "Direct-summation benchmark of the built-in kernels")]
 struct Args {
     #[arg(long, value_enum, default_value = "gravity")]
     kernel: KernelName,
+    /// Where the particles are.
+    #[arg(long, value_enum, default_value = "uniform")]
+    dist: Dist,
     /// Number of sources.
     #[arg(long, default_value_t = 16384)]
     n: usize,
@@ -75,109 +62,6 @@ struct Args {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
-}
-
-/// Random inputs for kernel `K`: particles in the unit cube, strengths in
-/// [-1, 1], core radii (fields named `sigma`) in [0.02, 0.04], and the
-/// parameters given.
-struct Problem {
-    params: Vec<f64>,
-    src_pos: Vec<[f64; 3]>,
-    src_fields: Vec<(String, Vec<[f64; 3]>, bool)>,
-    tgt_pos: Vec<[f64; 3]>,
-    tgt_fields: Vec<(String, Vec<[f64; 3]>, bool)>,
-}
-
-fn random_fields(
-    rng: &mut StdRng,
-    fields: &[fmm_core::fmm_codegen::Field],
-    n: usize,
-) -> Vec<(String, Vec<[f64; 3]>, bool)> {
-    use fmm_core::fmm_codegen::ast::Shape;
-    fields
-        .iter()
-        .map(|f| {
-            let values = (0..n)
-                .map(|_| {
-                    if f.name == "sigma" {
-                        let s = rng.gen_range(0.02..0.04);
-                        [s, s, s]
-                    } else {
-                        [0, 1, 2].map(|_| rng.gen_range(-1.0..1.0))
-                    }
-                })
-                .collect();
-            (f.name.clone(), values, f.shape == Shape::Vec3)
-        })
-        .collect()
-}
-
-impl Problem {
-    fn new<K: Kernel>(n: usize, m: Option<usize>, seed: u64) -> Problem {
-        let def = K::def();
-        let mut rng = StdRng::seed_from_u64(seed);
-        let mut cube = |k: usize| -> Vec<[f64; 3]> {
-            (0..k)
-                .map(|_| [0, 1, 2].map(|_| rng.gen::<f64>()))
-                .collect()
-        };
-        let src_pos = cube(n);
-        let tgt_pos = match m {
-            Some(m) => cube(m),
-            None => src_pos.clone(),
-        };
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-        let src_fields = random_fields(&mut rng, &def.sources, src_pos.len());
-        let tgt_fields = random_fields(&mut rng, &def.targets, tgt_pos.len());
-        // Softening (gravity) or smoothing radius (hu2011): about the mean
-        // spacing of the particles.
-        let params = vec![0.5 / (n.max(1) as f64).cbrt(); def.n_params()];
-        Problem {
-            params,
-            src_pos,
-            src_fields,
-            tgt_pos,
-            tgt_fields,
-        }
-    }
-
-    fn particles<K: Kernel, R: Real>(
-        &self,
-        targets_subset: Option<&[usize]>,
-    ) -> Result<(Particles<R>, Particles<R>), fmm_core::Error> {
-        let conv = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|p| p.map(R::c)).collect() };
-        let mut src = Particles::<R>::sources::<K>(&conv(&self.src_pos))?;
-        for (name, values, vec3) in &self.src_fields {
-            set_field(&mut src, name, values, *vec3)?;
-        }
-        let pick = |v: &[[f64; 3]]| -> Vec<[f64; 3]> {
-            match targets_subset {
-                Some(idx) => idx.iter().map(|&i| v[i]).collect(),
-                None => v.to_vec(),
-            }
-        };
-        let mut tgt = Particles::<R>::targets::<K>(&conv(&pick(&self.tgt_pos)))?;
-        for (name, values, vec3) in &self.tgt_fields {
-            set_field(&mut tgt, name, &pick(values), *vec3)?;
-        }
-        Ok((tgt, src))
-    }
-}
-
-fn set_field<R: Real>(
-    p: &mut Particles<R>,
-    name: &str,
-    values: &[[f64; 3]],
-    vec3: bool,
-) -> Result<(), fmm_core::Error> {
-    if vec3 {
-        let v: Vec<[R; 3]> = values.iter().map(|x| x.map(R::c)).collect();
-        p.set_vec3(name, &v)?;
-    } else {
-        let v: Vec<R> = values.iter().map(|x| R::c(x[0])).collect();
-        p.set(name, &v)?;
-    }
-    Ok(())
 }
 
 struct Report {
@@ -220,7 +104,7 @@ fn run<K: Kernel, R: Real>(
     args: &Args,
     gpu: Option<&Gpu>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
-    let prob = Problem::new::<K>(args.n, args.m, args.seed);
+    let prob = Problem::new::<K>(args.n, args.m, args.seed, args.dist);
     let (tgt, src) = prob.particles::<K, R>(None)?;
     let shape = match &args.shape {
         None => None,
@@ -249,10 +133,6 @@ fn run<K: Kernel, R: Real>(
         out = o;
         last = report;
     }
-    let median = |mut v: Vec<f64>| -> f64 {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let seconds = median(times);
     let kernel_seconds = (!kernel_times.is_empty()).then(|| median(kernel_times));
     let gpu_note = last.map(|r| {
@@ -265,22 +145,7 @@ fn run<K: Kernel, R: Real>(
         )
     });
     let error = if args.check {
-        let m = tgt.len();
-        let mut rng = StdRng::seed_from_u64(args.seed ^ 0xc0ffee);
-        let idx: Vec<usize> = (0..args.samples.min(m))
-            .map(|_| rng.gen_range(0..m))
-            .collect();
-        let (tgt64, src64) = prob.particles::<K, f64>(Some(&idx))?;
-        let reference = direct_cpu::<K, f64>(&prob.params, &tgt64, &src64)?;
-        let (mut num, mut den) = (0.0, 0.0);
-        for (k, want) in reference.slots().iter().enumerate() {
-            for (s, &i) in idx.iter().enumerate() {
-                let got = out.slots()[k][i].to_f64();
-                num += (got - want[s]) * (got - want[s]);
-                den += want[s] * want[s];
-            }
-        }
-        Some((num / den).sqrt())
+        Some(sampled_error::<K, R>(&prob, &out, args.samples, args.seed)?)
     } else {
         None
     };
@@ -296,23 +161,11 @@ fn dispatch<R: Real>(
     args: &Args,
     gpu: Option<&Gpu>,
 ) -> Result<(Report, fmm_core::fmm_codegen::FlopCount, String), Box<dyn std::error::Error>> {
-    macro_rules! go {
-        ($k:ty) => {
-            (
-                run::<$k, R>(args, gpu)?,
-                <$k>::flops(),
-                <$k>::name().to_string(),
-            )
-        };
-    }
-    Ok(match args.kernel {
-        KernelName::Gravity => go!(Gravity),
-        KernelName::Coulomb => go!(Coulomb),
-        KernelName::BiotSavart => go!(BiotSavart),
-        KernelName::Stretching => go!(Stretching),
-        KernelName::VelocityStretching => go!(VelocityStretching),
-        KernelName::HuBiotSavart => go!(HuBiotSavart),
-    })
+    with_kernel!(args.kernel, |K| Ok((
+        run::<K, R>(args, gpu)?,
+        K::flops(),
+        K::name().to_string()
+    )))
 }
 
 fn main() {

@@ -55,6 +55,16 @@ pub enum Error {
         requirement: String,
         what: String,
     },
+    #[error(
+        "kernel {kernel} declares no far field, so {method} cannot approximate distant sources: \
+         declare `far_field laplace(STRENGTH) {{ ... }}`, or use direct summation"
+    )]
+    NoFarField {
+        kernel: String,
+        method: &'static str,
+    },
+    #[error("{0}")]
+    BadOption(String),
     #[error("no CUDA GPU can be used: {0}")]
     CudaUnavailable(String),
     #[error("CUDA error: {0}")]

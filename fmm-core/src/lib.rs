@@ -14,12 +14,14 @@ extern crate self as fmm_core;
 pub mod backend;
 pub mod cuda;
 pub mod direct;
+pub mod distributions;
 pub mod error;
 pub mod kernel;
 pub mod kernels;
 pub mod particles;
 pub mod real;
 pub mod require;
+pub mod tree;
 
 pub use backend::{resolve, Backend};
 pub use direct::{check_params, direct, direct_cpu, Outputs};

@@ -1,0 +1,213 @@
+//! What the benchmark examples share: kernel names, random problems for
+//! any kernel's layout, and the error against an f64 direct sum on sampled
+//! targets.
+
+use clap::ValueEnum;
+use fmm_core::distributions::plummer;
+use fmm_core::{direct_cpu, Kernel, Outputs, Particles, Real};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The built-in kernels, by name on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum KernelName {
+    Gravity,
+    Coulomb,
+    BiotSavart,
+    Stretching,
+    VelocityStretching,
+    HuBiotSavart,
+}
+
+/// Calls `$run::<K, ...>(...)` with `K` the kernel named by `$name`.
+#[macro_export]
+macro_rules! with_kernel {
+    ($name:expr, |$k:ident| $body:expr) => {{
+        use fmm_core::kernels::*;
+        use $crate::common::KernelName;
+        match $name {
+            KernelName::Gravity => {
+                type $k = Gravity;
+                $body
+            }
+            KernelName::Coulomb => {
+                type $k = Coulomb;
+                $body
+            }
+            KernelName::BiotSavart => {
+                type $k = BiotSavart;
+                $body
+            }
+            KernelName::Stretching => {
+                type $k = Stretching;
+                $body
+            }
+            KernelName::VelocityStretching => {
+                type $k = VelocityStretching;
+                $body
+            }
+            KernelName::HuBiotSavart => {
+                type $k = HuBiotSavart;
+                $body
+            }
+        }
+    }};
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+pub enum Precision {
+    F32,
+    F64,
+}
+
+/// Where the particles are.
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+pub enum Dist {
+    /// Uniform in the unit cube; strengths uniform in [-1, 1].
+    Uniform,
+    /// A Plummer sphere in Henon units; masses (field `m`) equal, 1 / N.
+    Plummer,
+}
+
+/// Random inputs for kernel `K`: particles in the unit cube, strengths in
+/// [-1, 1], core radii (fields named `sigma`) in [0.02, 0.04], and the
+/// parameters given.
+pub struct Problem {
+    pub params: Vec<f64>,
+    src_pos: Vec<[f64; 3]>,
+    src_fields: Vec<(String, Vec<[f64; 3]>, bool)>,
+    tgt_pos: Vec<[f64; 3]>,
+    tgt_fields: Vec<(String, Vec<[f64; 3]>, bool)>,
+}
+
+fn random_fields(
+    rng: &mut StdRng,
+    fields: &[fmm_core::fmm_codegen::Field],
+    n: usize,
+) -> Vec<(String, Vec<[f64; 3]>, bool)> {
+    use fmm_core::fmm_codegen::ast::Shape;
+    fields
+        .iter()
+        .map(|f| {
+            let values = (0..n)
+                .map(|_| {
+                    if f.name == "sigma" {
+                        let s = rng.gen_range(0.02..0.04);
+                        [s, s, s]
+                    } else {
+                        [0, 1, 2].map(|_| rng.gen_range(-1.0..1.0))
+                    }
+                })
+                .collect();
+            (f.name.clone(), values, f.shape == Shape::Vec3)
+        })
+        .collect()
+}
+
+impl Problem {
+    pub fn new<K: Kernel>(n: usize, m: Option<usize>, seed: u64, dist: Dist) -> Problem {
+        let def = K::def();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut draw = |k: usize| -> Vec<[f64; 3]> {
+            match dist {
+                Dist::Uniform => (0..k)
+                    .map(|_| [0, 1, 2].map(|_| rng.gen::<f64>()))
+                    .collect(),
+                Dist::Plummer => plummer(k, rng.gen()).0,
+            }
+        };
+        let src_pos = draw(n);
+        let tgt_pos = match m {
+            Some(m) => draw(m),
+            None => src_pos.clone(),
+        };
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+        let mut src_fields = random_fields(&mut rng, &def.sources, src_pos.len());
+        if dist == Dist::Plummer {
+            for (name, values, _) in &mut src_fields {
+                if name == "m" {
+                    values.iter_mut().for_each(|v| *v = [1.0 / n as f64; 3]);
+                }
+            }
+        }
+        let tgt_fields = random_fields(&mut rng, &def.targets, tgt_pos.len());
+        // Softening (gravity) or smoothing radius (hu2011): about the mean
+        // spacing of the particles.
+        let params = vec![0.5 / (n.max(1) as f64).cbrt(); def.n_params()];
+        Problem {
+            params,
+            src_pos,
+            src_fields,
+            tgt_pos,
+            tgt_fields,
+        }
+    }
+
+    pub fn particles<K: Kernel, R: Real>(
+        &self,
+        targets_subset: Option<&[usize]>,
+    ) -> Result<(Particles<R>, Particles<R>), fmm_core::Error> {
+        let conv = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|p| p.map(R::c)).collect() };
+        let mut src = Particles::<R>::sources::<K>(&conv(&self.src_pos))?;
+        for (name, values, vec3) in &self.src_fields {
+            set_field(&mut src, name, values, *vec3)?;
+        }
+        let pick = |v: &[[f64; 3]]| -> Vec<[f64; 3]> {
+            match targets_subset {
+                Some(idx) => idx.iter().map(|&i| v[i]).collect(),
+                None => v.to_vec(),
+            }
+        };
+        let mut tgt = Particles::<R>::targets::<K>(&conv(&pick(&self.tgt_pos)))?;
+        for (name, values, vec3) in &self.tgt_fields {
+            set_field(&mut tgt, name, &pick(values), *vec3)?;
+        }
+        Ok((tgt, src))
+    }
+}
+
+fn set_field<R: Real>(
+    p: &mut Particles<R>,
+    name: &str,
+    values: &[[f64; 3]],
+    vec3: bool,
+) -> Result<(), fmm_core::Error> {
+    if vec3 {
+        let v: Vec<[R; 3]> = values.iter().map(|x| x.map(R::c)).collect();
+        p.set_vec3(name, &v)?;
+    } else {
+        let v: Vec<R> = values.iter().map(|x| R::c(x[0])).collect();
+        p.set(name, &v)?;
+    }
+    Ok(())
+}
+
+/// Relative L2 error of `out` (all targets) against an f64 direct sum on
+/// `samples` targets drawn at random.
+pub fn sampled_error<K: Kernel, R: Real>(
+    prob: &Problem,
+    out: &Outputs<R>,
+    samples: usize,
+    seed: u64,
+) -> Result<f64, fmm_core::Error> {
+    let m = out.len();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xc0ffee);
+    let idx: Vec<usize> = (0..samples.min(m)).map(|_| rng.gen_range(0..m)).collect();
+    let (tgt64, src64) = prob.particles::<K, f64>(Some(&idx))?;
+    let reference = direct_cpu::<K, f64>(&prob.params, &tgt64, &src64)?;
+    let (mut num, mut den) = (0.0, 0.0);
+    for (k, want) in reference.slots().iter().enumerate() {
+        for (s, &i) in idx.iter().enumerate() {
+            let got = out.slots()[k][i].to_f64();
+            num += (got - want[s]) * (got - want[s]);
+            den += want[s] * want[s];
+        }
+    }
+    Ok((num / den).sqrt())
+}
+
+/// The median of some timings.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

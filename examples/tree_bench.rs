@@ -1,0 +1,173 @@
+//! Treecode benchmark: time per evaluation (tree build included, and
+//! separately), interactions counted, and the error against an f64 direct
+//! sum on sampled targets.
+//!
+//! `cargo run --release --example tree_bench -- --method tree --kernel gravity --n 100000 --dist plummer --theta 0.5`
+
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use fmm_core::tree::{treecode_cpu, TreeOptions, TreeStats};
+use fmm_core::{direct_cpu, Kernel, Real};
+
+mod common;
+use common::{median, sampled_error, Dist, KernelName, Precision, Problem};
+
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+enum Method {
+    Direct,
+    Tree,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+enum Backend {
+    Cpu,
+    Cuda,
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "Treecode benchmark of the built-in kernels")]
+struct Args {
+    #[arg(long, value_enum, default_value = "tree")]
+    method: Method,
+    #[arg(long, value_enum, default_value = "gravity")]
+    kernel: KernelName,
+    #[arg(long, default_value_t = 100_000)]
+    n: usize,
+    #[arg(long, value_enum, default_value = "plummer")]
+    dist: Dist,
+    /// Opening angle.
+    #[arg(long, default_value_t = 0.5)]
+    theta: f64,
+    /// Most particles per leaf.
+    #[arg(long, default_value_t = 64)]
+    ncrit: usize,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Precision,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Targets sampled for the error (0: no error).
+    #[arg(long, default_value_t = 256)]
+    samples: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+struct Report {
+    seconds: f64,
+    stats: TreeStats,
+    error: Option<f64>,
+}
+
+fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Error>> {
+    let prob = Problem::new::<K>(args.n, None, args.seed, args.dist);
+    let (tgt, src) = prob.particles::<K, R>(None)?;
+    let opts = TreeOptions {
+        theta: args.theta,
+        ncrit: args.ncrit,
+    };
+    let eval = || -> Result<_, fmm_core::Error> {
+        match args.method {
+            Method::Direct => Ok((
+                direct_cpu::<K, R>(&prob.params, &tgt, &src)?,
+                TreeStats::default(),
+            )),
+            Method::Tree => treecode_cpu::<K, R>(&prob.params, &tgt, &src, &opts),
+        }
+    };
+    let (mut out, mut stats) = eval()?;
+    let mut times = Vec::new();
+    for _ in 0..args.repeat.max(1) {
+        let t0 = Instant::now();
+        (out, stats) = eval()?;
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    let error = (args.samples > 0)
+        .then(|| sampled_error::<K, R>(&prob, &out, args.samples, args.seed))
+        .transpose()?;
+    Ok(Report {
+        seconds: median(times),
+        stats,
+        error,
+    })
+}
+
+fn main() {
+    if let Err(e) = bench(Args::parse()) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    if args.backend == Backend::Cuda {
+        return Err(
+            "the GPU treecode is not built yet (issue 4 in progress): use --backend cpu".into(),
+        );
+    }
+    let (report, name) = match args.precision {
+        Precision::F32 => with_kernel!(args.kernel, |K| (run::<K, f32>(&args)?, K::name())),
+        Precision::F64 => with_kernel!(args.kernel, |K| (run::<K, f64>(&args)?, K::name())),
+    };
+    let s = &report.stats;
+    let precision = format!("{:?}", args.precision).to_lowercase();
+    let method = format!("{:?}", args.method).to_lowercase();
+    println!(
+        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  theta {}  ncrit {}  cpu ({} threads)",
+        args.n,
+        args.dist,
+        args.theta,
+        args.ncrit,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "time per evaluation   {:.4} s (median of {}, tree build included)",
+        report.seconds,
+        args.repeat.max(1)
+    );
+    if args.method == Method::Tree {
+        println!(
+            "tree build            {:.4} s (both trees and the cells' pseudo-sources)",
+            s.build_seconds
+        );
+        println!("walk and evaluation   {:.4} s", s.eval_seconds);
+        println!(
+            "source cells          {}  target groups {}",
+            s.source_cells, s.target_groups
+        );
+        println!(
+            "interactions          {:.3e} particle-particle, {:.3e} particle-cell ({:.2}% of N^2)",
+            s.p2p as f64,
+            s.p2c as f64,
+            100.0 * (s.p2p + s.p2c) as f64 / (args.n as f64 * args.n as f64)
+        );
+    }
+    if let Some(e) = report.error {
+        println!(
+            "relative L2 error     {e:.3e} (against f64 direct on {} sampled targets)",
+            args.samples.min(args.n)
+        );
+    }
+    if let Some(path) = &args.json {
+        let json = format!(
+            "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
+             \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"build_seconds\": {}, \"p2p\": {}, \"p2c\": {}, \"relative_l2_error\": {}}}\n",
+            args.n,
+            args.dist,
+            args.theta,
+            args.ncrit,
+            report.seconds,
+            s.build_seconds,
+            s.p2p,
+            s.p2c,
+            report.error.map_or("null".to_string(), |e| e.to_string())
+        );
+        std::fs::write(path, json)?;
+    }
+    Ok(())
+}

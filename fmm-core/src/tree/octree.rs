@@ -1,0 +1,163 @@
+//! The adaptive octree: cells split until they hold at most `ncrit`
+//! particles, laid out in depth-first order with the `next`/`more` links of
+//! nakasato2009, so that a walk needs no stack: from a cell, `more` goes
+//! into it (its first child) and `next` goes past it (the cell after its
+//! subtree).
+
+use super::morton::{self, Bounds, MAX_LEVEL};
+
+/// One cell. Its particles are `begin..end` in the tree's sorted order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    pub center: [f64; 3],
+    /// Half the side length.
+    pub half: f64,
+    pub level: u32,
+    pub begin: usize,
+    pub end: usize,
+    /// The cell after this one's subtree (`cells.len()` at the end).
+    pub next: usize,
+    /// The first child (equal to `next` for a leaf).
+    pub more: usize,
+    pub n_children: u8,
+}
+
+impl Cell {
+    pub fn is_leaf(&self) -> bool {
+        self.n_children == 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.end - self.begin
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.begin == self.end
+    }
+}
+
+/// An octree over a set of points.
+#[derive(Clone, Debug)]
+pub struct Octree {
+    pub bounds: Bounds,
+    /// `order[k]` is the input index of the `k`-th particle in tree order.
+    pub order: Vec<u32>,
+    /// Morton keys in tree order.
+    pub keys: Vec<u64>,
+    /// Cells in depth-first order; cell 0 is the root.
+    pub cells: Vec<Cell>,
+    pub ncrit: usize,
+}
+
+impl Octree {
+    /// Builds the tree of the points `pos`, leaves of at most `ncrit`
+    /// particles (except at the depth bound, where coincident points share
+    /// a leaf whatever their number).
+    pub fn build(pos: [&[f64]; 3], ncrit: usize) -> Octree {
+        let ncrit = ncrit.max(1);
+        let bounds = Bounds::of(pos);
+        let (keys, order) = morton::sorted_keys(pos, &bounds);
+        let mut tree = Octree {
+            bounds,
+            order,
+            keys,
+            cells: Vec::new(),
+            ncrit,
+        };
+        tree.split(bounds.center, bounds.half, 0, 0, tree.keys.len());
+        tree
+    }
+
+    /// Appends the cell for `begin..end` at `level` and, depth first, its
+    /// subtree; returns its index.
+    fn split(
+        &mut self,
+        center: [f64; 3],
+        half: f64,
+        level: u32,
+        begin: usize,
+        end: usize,
+    ) -> usize {
+        let me = self.cells.len();
+        self.cells.push(Cell {
+            center,
+            half,
+            level,
+            begin,
+            end,
+            next: 0,
+            more: 0,
+            n_children: 0,
+        });
+        if end - begin > self.ncrit && level < MAX_LEVEL {
+            let mut lo = begin;
+            let mut n_children = 0;
+            for oct in 0..8u64 {
+                // Keys are sorted, so each octant is a contiguous run.
+                let hi = lo
+                    + self.keys[lo..end].partition_point(|&k| morton::octant(k, level + 1) <= oct);
+                if hi > lo {
+                    let h = half / 2.0;
+                    let c = [0, 1, 2].map(|a| center[a] + if (oct >> a) & 1 == 1 { h } else { -h });
+                    self.split(c, h, level + 1, lo, hi);
+                    n_children += 1;
+                }
+                lo = hi;
+            }
+            self.cells[me].n_children = n_children;
+        }
+        let next = self.cells.len();
+        let cell = &mut self.cells[me];
+        cell.next = next;
+        cell.more = if cell.n_children > 0 { me + 1 } else { next };
+        me
+    }
+
+    /// The leaves, in tree order.
+    pub fn leaves(&self) -> impl Iterator<Item = (usize, &Cell)> {
+        self.cells.iter().enumerate().filter(|(_, c)| c.is_leaf())
+    }
+
+    /// The children of a cell.
+    pub fn children(&self, cell: usize) -> Vec<usize> {
+        let c = &self.cells[cell];
+        let mut out = Vec::with_capacity(c.n_children as usize);
+        let mut k = c.more;
+        while k < c.next {
+            out.push(k);
+            k = self.cells[k].next;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn points(n: usize) -> [Vec<f64>; 3] {
+        let f = |s: f64| {
+            (0..n)
+                .map(|i| ((i as f64 + 0.5) * s).fract())
+                .collect::<Vec<_>>()
+        };
+        [f(0.618_033_988), f(0.414_213_562), f(0.732_050_807)]
+    }
+
+    #[test]
+    fn leaves_hold_at_most_ncrit() {
+        let p = points(5000);
+        let t = Octree::build([&p[0], &p[1], &p[2]], 32);
+        assert!(t.leaves().all(|(_, c)| c.len() <= 32));
+        assert_eq!(t.cells[0].len(), 5000);
+    }
+
+    #[test]
+    fn coincident_points_stop_at_the_depth_bound() {
+        let x = vec![0.25; 100];
+        let t = Octree::build([&x, &x, &x], 8);
+        let deepest = t.cells.iter().map(|c| c.level).max().unwrap();
+        assert!(deepest <= MAX_LEVEL);
+        assert!(t.leaves().any(|(_, c)| c.len() == 100));
+    }
+}

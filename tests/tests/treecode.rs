@@ -1,0 +1,180 @@
+//! The treecode against the direct sum, and the octree's invariants as
+//! property tests.
+
+use fmm_core::distributions::{plummer, uniform_cube};
+use fmm_core::kernels::*;
+use fmm_core::tree::{treecode_cpu, Octree, TreeOptions};
+use fmm_core::{direct_cpu, kernel, Error, Particles};
+use fmm_tests::rel_l2;
+use proptest::prelude::*;
+
+fn gravity_set(pos: &[[f64; 3]]) -> (Particles<f64>, Particles<f64>) {
+    let mut s = Particles::sources::<Gravity>(pos).unwrap();
+    s.set("m", &vec![1.0 / pos.len() as f64; pos.len()])
+        .unwrap();
+    (Particles::targets::<Gravity>(pos).unwrap(), s)
+}
+
+/// Relative L2 error of the acceleration, treecode against direct.
+fn gravity_error(pos: &[[f64; 3]], theta: f64, eps: f64) -> f64 {
+    let (t, s) = gravity_set(pos);
+    let exact = direct_cpu::<Gravity, f64>(&[eps], &t, &s).unwrap();
+    let (tree, _) =
+        treecode_cpu::<Gravity, f64>(&[eps], &t, &s, &TreeOptions { theta, ncrit: 16 }).unwrap();
+    let flat = |o: &fmm_core::Outputs<f64>| o.vec3("acc").unwrap().concat();
+    rel_l2(&flat(&tree), &flat(&exact))
+}
+
+#[test]
+fn theta_zero_is_the_direct_sum() {
+    let pos = uniform_cube(1500, 1);
+    let e = gravity_error(&pos, 0.0, 0.01);
+    assert!(e < 1e-13, "{e:e}");
+}
+
+#[test]
+fn error_falls_with_theta_on_a_cube_and_a_plummer_sphere() {
+    for (name, pos) in [
+        ("cube", uniform_cube(4000, 2)),
+        ("plummer", plummer(4000, 3).0),
+    ] {
+        let errs: Vec<f64> = [0.9, 0.7, 0.5, 0.3]
+            .iter()
+            .map(|&th| gravity_error(&pos, th, 0.001))
+            .collect();
+        println!("{name}: theta 0.9 0.7 0.5 0.3 -> {errs:?}");
+        for w in errs.windows(2) {
+            assert!(w[1] < w[0], "{name}: error must fall with theta: {errs:?}");
+        }
+        assert!(errs[2] < 5e-3, "{name}: theta 0.5 gives {:e}", errs[2]);
+    }
+}
+
+#[test]
+fn vortex_kernels_run_through_the_tree() {
+    let pos = uniform_cube(3000, 4);
+    let mut s = Particles::<f64>::sources::<BiotSavart>(&pos).unwrap();
+    let alpha: Vec<[f64; 3]> = pos.iter().map(|p| [p[1] - 0.5, 0.5 - p[0], 0.1]).collect();
+    s.set_vec3("alpha", &alpha).unwrap();
+    s.set("sigma", &vec![0.02; pos.len()]).unwrap();
+    let t = Particles::<f64>::targets::<BiotSavart>(&pos).unwrap();
+    let exact = direct_cpu::<BiotSavart, f64>(&[], &t, &s).unwrap();
+    let (tree, stats) = treecode_cpu::<BiotSavart, f64>(
+        &[],
+        &t,
+        &s,
+        &TreeOptions {
+            theta: 0.4,
+            ncrit: 32,
+        },
+    )
+    .unwrap();
+    let e = rel_l2(
+        &tree.vec3("u").unwrap().concat(),
+        &exact.vec3("u").unwrap().concat(),
+    );
+    assert!(e < 1e-2, "{e:e}");
+    assert!(stats.p2c > 0 && stats.p2p < 3000 * 3000, "{stats:?}");
+}
+
+kernel! {
+    /// A kernel without a far field.
+    pub kernel Screened {
+        param kappa;
+        source q;
+        output phi;
+        phi += select(r2 > 0.0, q * exp(-kappa * r) * rsqrt(r2), 0.0);
+    }
+}
+
+#[test]
+fn a_kernel_without_far_field_is_refused_by_name() {
+    let pos = uniform_cube(10, 5);
+    let s = Particles::<f64>::sources::<Screened>(&pos).unwrap();
+    let t = Particles::<f64>::targets::<Screened>(&pos).unwrap();
+    let e = treecode_cpu::<Screened, f64>(&[1.0], &t, &s, &TreeOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::NoFarField { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("kernel Screened declares no far field"),
+        "{e}"
+    );
+    let e = treecode_cpu::<Gravity, f64>(
+        &[0.1],
+        &gravity_set(&pos).0,
+        &gravity_set(&pos).1,
+        &TreeOptions {
+            theta: f64::NAN,
+            ncrit: 8,
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("theta"), "{e}");
+}
+
+#[test]
+fn clustered_inputs_are_handled() {
+    // All on one point, all on a line, and many duplicates.
+    let same = vec![[0.3, 0.3, 0.3]; 500];
+    let line: Vec<[f64; 3]> = (0..500).map(|i| [i as f64 * 1e-3, 0.0, 0.0]).collect();
+    let dups: Vec<[f64; 3]> = uniform_cube(50, 6).into_iter().cycle().take(500).collect();
+    for pos in [same, line, dups] {
+        let e = gravity_error(&pos, 0.5, 0.01);
+        assert!(e.is_finite() && e < 1e-2, "{e:e}");
+    }
+}
+
+fn points() -> impl Strategy<Value = Vec<[f64; 3]>> {
+    let p = [0.0..1.0f64, 0.0..1.0f64, 0.0..1.0f64];
+    // Some duplicates and some tight clusters too.
+    prop::collection::vec(
+        prop_oneof![4 => p.clone(), 1 => Just([0.5, 0.5, 0.5]), 1 => p.prop_map(|x| x.map(|c| 0.5 + 1e-9 * c))],
+        1..600,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn octree_invariants(pts in points(), ncrit in 1usize..40) {
+        let cols: [Vec<f64>; 3] = [0, 1, 2].map(|c| pts.iter().map(|p| p[c]).collect());
+        let t = Octree::build([&cols[0], &cols[1], &cols[2]], ncrit);
+        let n = pts.len();
+        // The order is a permutation.
+        let mut seen = vec![false; n];
+        for &i in &t.order { prop_assert!(!seen[i as usize]); seen[i as usize] = true; }
+        // Leaves partition the particles: every particle in exactly one leaf.
+        let mut next = 0;
+        for (_, leaf) in t.leaves() {
+            prop_assert_eq!(leaf.begin, next);
+            prop_assert!(leaf.len() <= ncrit || leaf.level == fmm_core::tree::morton::MAX_LEVEL);
+            next = leaf.end;
+        }
+        prop_assert_eq!(next, n);
+        for (ci, c) in t.cells.iter().enumerate() {
+            // Cells contain their particles (up to rounding of the box).
+            for k in c.begin..c.end {
+                let p = pts[t.order[k] as usize];
+                for a in 0..3 {
+                    prop_assert!((p[a] - c.center[a]).abs() <= c.half * (1.0 + 1e-9) + 1e-12, "cell {} particle {:?}", ci, p);
+                }
+            }
+            // Children split the parent's range in order.
+            if !c.is_leaf() {
+                let kids = t.children(ci);
+                prop_assert_eq!(kids.len(), c.n_children as usize);
+                prop_assert_eq!(t.cells[kids[0]].begin, c.begin);
+                prop_assert_eq!(t.cells[*kids.last().unwrap()].end, c.end);
+                for w in kids.windows(2) { prop_assert_eq!(t.cells[w[0]].end, t.cells[w[1]].begin); }
+            }
+        }
+        // Following `more` everywhere visits every cell once, in order;
+        // following `next` from the root ends the walk at once.
+        let mut visited = Vec::new();
+        let mut c = 0;
+        while c < t.cells.len() { visited.push(c); c = t.cells[c].more; }
+        prop_assert_eq!(visited, (0..t.cells.len()).collect::<Vec<_>>());
+        prop_assert_eq!(t.cells[0].next, t.cells.len());
+    }
+}
