@@ -39,9 +39,12 @@ struct Args {
     /// Opening angle.
     #[arg(long, default_value_t = 0.5)]
     theta: f64,
-    /// Most particles per leaf.
+    /// Most particles per source leaf.
     #[arg(long, default_value_t = 64)]
     ncrit: usize,
+    /// Most targets per walking group (0: ncrit).
+    #[arg(long, default_value_t = 0)]
+    group: usize,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
     #[arg(long, value_enum, default_value = "f32")]
@@ -70,6 +73,7 @@ fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Er
     let opts = TreeOptions {
         theta: args.theta,
         ncrit: args.ncrit,
+        group: args.group,
     };
     let eval = || -> Result<_, fmm_core::Error> {
         match args.method {

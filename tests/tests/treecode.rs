@@ -19,8 +19,17 @@ fn gravity_set(pos: &[[f64; 3]]) -> (Particles<f64>, Particles<f64>) {
 fn gravity_error(pos: &[[f64; 3]], theta: f64, eps: f64) -> f64 {
     let (t, s) = gravity_set(pos);
     let exact = direct_cpu::<Gravity, f64>(&[eps], &t, &s).unwrap();
-    let (tree, _) =
-        treecode_cpu::<Gravity, f64>(&[eps], &t, &s, &TreeOptions { theta, ncrit: 16 }).unwrap();
+    let (tree, _) = treecode_cpu::<Gravity, f64>(
+        &[eps],
+        &t,
+        &s,
+        &TreeOptions {
+            theta,
+            ncrit: 16,
+            group: 0,
+        },
+    )
+    .unwrap();
     let flat = |o: &fmm_core::Outputs<f64>| o.vec3("acc").unwrap().concat();
     rel_l2(&flat(&tree), &flat(&exact))
 }
@@ -66,6 +75,7 @@ fn vortex_kernels_run_through_the_tree() {
         &TreeOptions {
             theta: 0.4,
             ncrit: 32,
+            group: 0,
         },
     )
     .unwrap();
@@ -106,6 +116,7 @@ fn a_kernel_without_far_field_is_refused_by_name() {
         &TreeOptions {
             theta: f64::NAN,
             ncrit: 8,
+            group: 0,
         },
     )
     .unwrap_err();

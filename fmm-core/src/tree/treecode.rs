@@ -27,8 +27,11 @@ pub struct TreeOptions {
     /// Opening angle: smaller is more accurate; 0 opens every cell (a
     /// direct sum through the tree).
     pub theta: f64,
-    /// Most particles in a leaf (and in a target group).
+    /// Most particles in a source leaf.
     pub ncrit: usize,
+    /// Most targets in a group that walks the tree together (0: `ncrit`).
+    /// Smaller groups accept cells sooner, larger ones share the walk.
+    pub group: usize,
 }
 
 impl Default for TreeOptions {
@@ -36,6 +39,7 @@ impl Default for TreeOptions {
         TreeOptions {
             theta: 0.5,
             ncrit: 64,
+            group: 0,
         }
     }
 }
@@ -283,7 +287,12 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
     let src = sorted(sources, &stree.order);
     let cells = pseudo_sources(&stree, &src, &strength, opts.theta);
     let tpos = positions_f64(targets);
-    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], opts.ncrit);
+    let group = if opts.group == 0 {
+        opts.ncrit
+    } else {
+        opts.group
+    };
+    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], group);
     let tgt = sorted(targets, &ttree.order);
     let groups: Vec<(usize, usize)> = ttree.leaves().map(|(_, c)| (c.begin, c.end)).collect();
     let build_seconds = t0.elapsed().as_secs_f64();
