@@ -59,16 +59,29 @@ struct Args {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Read the particles from this file (`.npy` or CSV, columns x, y, z
+    /// and the kernel's fields) instead of drawing them; --n and --dist are
+    /// then ignored.
+    #[arg(long)]
+    input: Option<std::path::PathBuf>,
+    /// Write the outputs to this file (`.npy` or CSV, one column per slot).
+    #[arg(long)]
+    output: Option<std::path::PathBuf>,
 }
 
 struct Report {
+    /// Number of particles (from --n or the input file).
+    n: usize,
     seconds: f64,
     stats: TreeStats,
     error: Option<f64>,
 }
 
 fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Error>> {
-    let prob = Problem::new::<K>(args.n, None, args.seed, args.dist);
+    let prob = match &args.input {
+        Some(path) => Problem::from_file::<K>(path)?,
+        None => Problem::new::<K>(args.n, None, args.seed, args.dist),
+    };
     let (tgt, src) = prob.particles::<K, R>(None)?;
     let opts = TreeOptions {
         theta: args.theta,
@@ -91,10 +104,19 @@ fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Er
         (out, stats) = eval()?;
         times.push(t0.elapsed().as_secs_f64());
     }
+    if let Some(path) = &args.output {
+        let names: Vec<String> = K::def()
+            .outputs
+            .iter()
+            .flat_map(|f| f.slot_names())
+            .collect();
+        fmm_core::io::write_outputs(path, &out, &names)?;
+    }
     let error = (args.samples > 0)
         .then(|| sampled_error::<K, R>(&prob, &out, args.samples, args.seed))
         .transpose()?;
     Ok(Report {
+        n: tgt.len(),
         seconds: median(times),
         stats,
         error,
@@ -122,9 +144,9 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let precision = format!("{:?}", args.precision).to_lowercase();
     let method = format!("{:?}", args.method).to_lowercase();
     println!(
-        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  theta {}  ncrit {}  cpu ({} threads)",
-        args.n,
-        args.dist,
+        "kernel {name}  method {method}  {precision}  N = {}  {}  theta {}  ncrit {}  cpu ({} threads)",
+        report.n,
+        args.input.as_ref().map_or(format!("dist {:?}", args.dist), |p| format!("input {}", p.display())),
         args.theta,
         args.ncrit,
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -148,20 +170,20 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "interactions          {:.3e} particle-particle, {:.3e} particle-cell ({:.2}% of N^2)",
             s.p2p as f64,
             s.p2c as f64,
-            100.0 * (s.p2p + s.p2c) as f64 / (args.n as f64 * args.n as f64)
+            100.0 * (s.p2p + s.p2c) as f64 / (report.n as f64 * report.n as f64)
         );
     }
     if let Some(e) = report.error {
         println!(
             "relative L2 error     {e:.3e} (against f64 direct on {} sampled targets)",
-            args.samples.min(args.n)
+            args.samples.min(report.n)
         );
     }
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
              \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"build_seconds\": {}, \"p2p\": {}, \"p2c\": {}, \"relative_l2_error\": {}}}\n",
-            args.n,
+            report.n,
             args.dist,
             args.theta,
             args.ncrit,

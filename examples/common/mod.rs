@@ -105,6 +105,47 @@ fn random_fields(
 }
 
 impl Problem {
+    /// Sources and targets from a particle file (`.npy` or CSV, see
+    /// `fmm_core::io`): the same particles are the targets, so the file
+    /// also holds the target fields, if the kernel has any. Parameters as
+    /// for random problems.
+    pub fn from_file<K: Kernel>(path: &std::path::Path) -> Result<Problem, fmm_core::Error> {
+        let def = K::def();
+        let mut names = fmm_core::io::column_names::<K>(true);
+        names.extend(fmm_core::io::column_names::<K>(false).into_iter().skip(3));
+        let table = fmm_core::io::Table::read(path, &names)?;
+        let column = |name: &str| -> Result<Vec<f64>, fmm_core::Error> {
+            let k = table.names.iter().position(|n| n == name).ok_or_else(|| {
+                fmm_core::Error::Io(format!(
+                    "{}: no column `{name}` (the columns are: {})",
+                    path.display(),
+                    table.names.join(", ")
+                ))
+            })?;
+            Ok(table.columns[k].clone())
+        };
+        let (x, y, z) = (column("x")?, column("y")?, column("z")?);
+        let pos: Vec<[f64; 3]> = (0..table.rows()).map(|i| [x[i], y[i], z[i]]).collect();
+        let fields = |layout: &[fmm_core::fmm_codegen::Field]| -> Result<Vec<(String, Vec<[f64; 3]>, bool)>, fmm_core::Error> {
+            layout
+                .iter()
+                .map(|f| {
+                    let cols = f.slot_names().iter().map(|n| column(n)).collect::<Result<Vec<_>, _>>()?;
+                    let values = (0..table.rows()).map(|i| [0, 1, 2].map(|c| cols[c.min(cols.len() - 1)][i])).collect();
+                    Ok((f.name.clone(), values, cols.len() == 3))
+                })
+                .collect()
+        };
+        let n = pos.len();
+        Ok(Problem {
+            params: vec![0.5 / (n.max(1) as f64).cbrt(); def.n_params()],
+            src_fields: fields(&def.sources)?,
+            tgt_fields: fields(&def.targets)?,
+            src_pos: pos.clone(),
+            tgt_pos: pos,
+        })
+    }
+
     pub fn new<K: Kernel>(n: usize, m: Option<usize>, seed: u64, dist: Dist) -> Problem {
         let def = K::def();
         let mut rng = StdRng::seed_from_u64(seed);

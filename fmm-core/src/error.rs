@@ -65,6 +65,8 @@ pub enum Error {
     },
     #[error("{0}")]
     BadOption(String),
+    #[error("{0}")]
+    Io(String),
     #[error("no CUDA GPU can be used: {0}")]
     CudaUnavailable(String),
     #[error("CUDA error: {0}")]

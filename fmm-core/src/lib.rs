@@ -16,6 +16,7 @@ pub mod cuda;
 pub mod direct;
 pub mod distributions;
 pub mod error;
+pub mod io;
 pub mod kernel;
 pub mod kernels;
 pub mod particles;
