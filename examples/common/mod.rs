@@ -1,6 +1,9 @@
 //! What the benchmark examples share: kernel names, random problems for
 //! any kernel's layout, and the error against an f64 direct sum on sampled
 //! targets.
+//!
+//! Each example compiles this module and uses a part of it.
+#![allow(dead_code)]
 
 use clap::ValueEnum;
 use fmm_core::distributions::plummer;
@@ -69,22 +72,25 @@ pub enum Dist {
     Plummer,
 }
 
+/// Per field: name, values (a scalar repeated three times), whether vec3.
+pub type FieldValues = Vec<(String, Vec<[f64; 3]>, bool)>;
+
 /// Random inputs for kernel `K`: particles in the unit cube, strengths in
 /// [-1, 1], core radii (fields named `sigma`) in [0.02, 0.04], and the
 /// parameters given.
 pub struct Problem {
     pub params: Vec<f64>,
     src_pos: Vec<[f64; 3]>,
-    src_fields: Vec<(String, Vec<[f64; 3]>, bool)>,
+    src_fields: FieldValues,
     tgt_pos: Vec<[f64; 3]>,
-    tgt_fields: Vec<(String, Vec<[f64; 3]>, bool)>,
+    tgt_fields: FieldValues,
 }
 
 fn random_fields(
     rng: &mut StdRng,
     fields: &[fmm_core::fmm_codegen::Field],
     n: usize,
-) -> Vec<(String, Vec<[f64; 3]>, bool)> {
+) -> FieldValues {
     use fmm_core::fmm_codegen::ast::Shape;
     fields
         .iter()
@@ -126,16 +132,23 @@ impl Problem {
         };
         let (x, y, z) = (column("x")?, column("y")?, column("z")?);
         let pos: Vec<[f64; 3]> = (0..table.rows()).map(|i| [x[i], y[i], z[i]]).collect();
-        let fields = |layout: &[fmm_core::fmm_codegen::Field]| -> Result<Vec<(String, Vec<[f64; 3]>, bool)>, fmm_core::Error> {
-            layout
-                .iter()
-                .map(|f| {
-                    let cols = f.slot_names().iter().map(|n| column(n)).collect::<Result<Vec<_>, _>>()?;
-                    let values = (0..table.rows()).map(|i| [0, 1, 2].map(|c| cols[c.min(cols.len() - 1)][i])).collect();
-                    Ok((f.name.clone(), values, cols.len() == 3))
-                })
-                .collect()
-        };
+        let fields =
+            |layout: &[fmm_core::fmm_codegen::Field]| -> Result<FieldValues, fmm_core::Error> {
+                layout
+                    .iter()
+                    .map(|f| {
+                        let cols = f
+                            .slot_names()
+                            .iter()
+                            .map(|n| column(n))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        let values = (0..table.rows())
+                            .map(|i| [0, 1, 2].map(|c| cols[c.min(cols.len() - 1)][i]))
+                            .collect();
+                        Ok((f.name.clone(), values, cols.len() == 3))
+                    })
+                    .collect()
+            };
         let n = pos.len();
         Ok(Problem {
             params: vec![0.5 / (n.max(1) as f64).cbrt(); def.n_params()],
