@@ -145,7 +145,7 @@ pub fn direct_cpu<K: Kernel, R: Real>(
         aos.par_chunks_mut(no).enumerate().for_each(|(i, out)| {
             let mut t = [R::zero(); MAX_SLOTS];
             targets.target_slots(i, &mut t);
-            K::p2p_target(&p, targets.position(i), &t, src, out);
+            K::p2p_target(&p, targets.position(i), &t, &src, 0..src.len(), out);
         });
     }
     let slots = (0..no)

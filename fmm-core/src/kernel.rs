@@ -21,10 +21,20 @@ pub trait Kernel: Copy + Default + Send + Sync + 'static {
     /// `fmm_codegen::emit::cuda` for their arguments).
     fn cuda_source() -> &'static str;
 
-    /// Adds the interaction of every source in `src` to the outputs `out`
-    /// of one target at `xi` with target fields `t`; `p` holds the
-    /// parameters. All are flattened slots in declaration order.
-    fn p2p_target<R: Real>(p: &[R], xi: [R; 3], t: &[R], src: SourceSlices<'_, R>, out: &mut [R]);
+    /// Adds the interaction of the sources `sources` (indices into `src`)
+    /// to the outputs `out` of one target at `xi` with target fields `t`;
+    /// `p` holds the parameters. All are flattened slots in declaration
+    /// order. (A range rather than a sub-view: the tree codes call this for
+    /// many short runs, and cutting every slot of a view costs more than
+    /// the interactions of a short run.)
+    fn p2p_target<R: Real>(
+        p: &[R],
+        xi: [R; 3],
+        t: &[R],
+        src: &SourceSlices<'_, R>,
+        sources: std::ops::Range<usize>,
+        out: &mut [R],
+    );
 
     /// The type name of the declaration.
     fn name() -> &'static str {

@@ -83,7 +83,7 @@ pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
     let mut o = String::new();
     o.push_str("#[inline]\n#[allow(unused_variables, clippy::all)]\n");
     o.push_str(&format!(
-        "fn p2p_target<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: {core}::SourceSlices<'_, R>, out: &mut [R]) {{\n"
+        "fn p2p_target<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
     ));
     // Loads of parameters and target values.
     for f in &def.params {
@@ -130,9 +130,9 @@ pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
         }
     }
     // Slices cut to one length, so the loops have no bounds checks.
-    o.push_str("    let n = src.len();\n");
+    o.push_str("    let n = sources.len();\n");
     for (var, slice) in &cols {
-        o.push_str(&format!("    let sl_{var} = &{slice}[..n];\n"));
+        o.push_str(&format!("    let sl_{var} = &{slice}[sources.clone()];\n"));
     }
     // The interaction of one source, from the declaration.
     let args: Vec<String> = cols.iter().map(|(v, _)| format!("{v}: R")).collect();

@@ -348,9 +348,9 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
                 }
                 let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
                 for &(b, e) in &near {
-                    K::p2p_target(&p, xi, &t, src_slices.range(b, e), o);
+                    K::p2p_target(&p, xi, &t, &src_slices, b..e, o);
                 }
-                K::p2p_target(&p, xi, &t, far_slices, o);
+                K::p2p_target(&p, xi, &t, &far_slices, 0..far_slices.len(), o);
             }
             let near_n: usize = near.iter().map(|(b, e)| e - b).sum();
             let g = (ge - gb) as u64;
