@@ -16,7 +16,7 @@ use fmm_core::cuda::Gpu;
 use fmm_core::{direct_cpu, Kernel, Particles, Real};
 
 mod common;
-use common::{median, sampled_error, Dist, KernelName, Precision, Problem};
+use common::{median, sampled_error, Dist, KernelName, Precision, Problem, Strengths};
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 enum Backend {
@@ -104,7 +104,7 @@ fn run<K: Kernel, R: Real>(
     args: &Args,
     gpu: Option<&Gpu>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
-    let prob = Problem::new::<K>(args.n, args.m, args.seed, args.dist);
+    let prob = Problem::new::<K>(args.n, args.m, args.seed, args.dist, Strengths::Random);
     let (tgt, src) = prob.particles::<K, R>(None)?;
     let shape = match &args.shape {
         None => None,

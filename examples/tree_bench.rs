@@ -11,7 +11,9 @@ use fmm_core::tree::{treecode_cpu, TreeOptions, TreeStats};
 use fmm_core::{direct_cpu, Kernel, Real};
 
 mod common;
-use common::{median, sampled_error, Dist, KernelName, Precision, Problem};
+use common::{
+    median, sampled_error, sampled_percentiles, Dist, KernelName, Precision, Problem, Strengths,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 enum Method {
@@ -36,6 +38,9 @@ struct Args {
     n: usize,
     #[arg(long, value_enum, default_value = "plummer")]
     dist: Dist,
+    /// The source strengths.
+    #[arg(long, value_enum, default_value = "coherent")]
+    strengths: Strengths,
     /// Opening angle.
     #[arg(long, default_value_t = 0.5)]
     theta: f64,
@@ -75,12 +80,15 @@ struct Report {
     seconds: f64,
     stats: TreeStats,
     error: Option<f64>,
+    /// Percentiles 50, 90, 99 of the per-target relative error of the
+    /// force (or velocity).
+    percentiles: Option<[f64; 3]>,
 }
 
 fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Error>> {
     let prob = match &args.input {
         Some(path) => Problem::from_file::<K>(path)?,
-        None => Problem::new::<K>(args.n, None, args.seed, args.dist),
+        None => Problem::new::<K>(args.n, None, args.seed, args.dist, args.strengths),
     };
     let (tgt, src) = prob.particles::<K, R>(None)?;
     let opts = TreeOptions {
@@ -115,7 +123,13 @@ fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Er
     let error = (args.samples > 0)
         .then(|| sampled_error::<K, R>(&prob, &out, args.samples, args.seed))
         .transpose()?;
+    let percentiles = if args.samples > 0 {
+        sampled_percentiles::<K, R>(&prob, &out, args.samples, args.seed)?
+    } else {
+        None
+    };
     Ok(Report {
+        percentiles,
         n: tgt.len(),
         seconds: median(times),
         stats,
@@ -179,10 +193,15 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             args.samples.min(report.n)
         );
     }
+    if let Some([p50, p90, p99]) = report.percentiles {
+        println!(
+            "force error           {p50:.2e} (50%), {p90:.2e} (90%), {p99:.2e} (99%) per target"
+        );
+    }
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
-             \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"build_seconds\": {}, \"p2p\": {}, \"p2c\": {}, \"relative_l2_error\": {}}}\n",
+             \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"build_seconds\": {}, \"p2p\": {}, \"p2c\": {}, \"relative_l2_error\": {}, \"percentiles\": {}}}\n",
             report.n,
             args.dist,
             args.theta,
@@ -191,7 +210,8 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             s.build_seconds,
             s.p2p,
             s.p2c,
-            report.error.map_or("null".to_string(), |e| e.to_string())
+            report.error.map_or("null".to_string(), |e| e.to_string()),
+            report.percentiles.map_or("null".to_string(), |p| format!("[{}, {}, {}]", p[0], p[1], p[2]))
         );
         std::fs::write(path, json)?;
     }

@@ -63,6 +63,17 @@ pub enum Precision {
     F64,
 }
 
+/// What the source strengths are.
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+pub enum Strengths {
+    /// Uniform in [-1, 1], every component: sums over a cell cancel.
+    Random,
+    /// Positive masses 1 / N; vector strengths swirling about the z axis
+    /// through the centre, times a random factor in [0.5, 1.5]; other
+    /// scalar strengths in [0.5, 1.5]. What a treecode's monopoles are for.
+    Coherent,
+}
+
 /// Where the particles are.
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 pub enum Dist {
@@ -159,7 +170,13 @@ impl Problem {
         })
     }
 
-    pub fn new<K: Kernel>(n: usize, m: Option<usize>, seed: u64, dist: Dist) -> Problem {
+    pub fn new<K: Kernel>(
+        n: usize,
+        m: Option<usize>,
+        seed: u64,
+        dist: Dist,
+        strengths: Strengths,
+    ) -> Problem {
         let def = K::def();
         let mut rng = StdRng::seed_from_u64(seed);
         let mut draw = |k: usize| -> Vec<[f64; 3]> {
@@ -177,10 +194,17 @@ impl Problem {
         };
         let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
         let mut src_fields = random_fields(&mut rng, &def.sources, src_pos.len());
-        if dist == Dist::Plummer {
-            for (name, values, _) in &mut src_fields {
-                if name == "m" {
-                    values.iter_mut().for_each(|v| *v = [1.0 / n as f64; 3]);
+        if strengths == Strengths::Coherent {
+            let c = [0, 1, 2].map(|a| src_pos.iter().map(|p| p[a]).sum::<f64>() / n.max(1) as f64);
+            for (name, values, vec3) in &mut src_fields {
+                for (v, p) in values.iter_mut().zip(&src_pos) {
+                    let f = rng.gen_range(0.5..1.5);
+                    *v = match (name.as_str(), *vec3) {
+                        ("m", _) => [1.0 / n as f64; 3],
+                        ("sigma", _) => *v,
+                        (_, true) => [-(p[1] - c[1]) * f, (p[0] - c[0]) * f, 0.3 * f],
+                        (_, false) => [f; 3],
+                    };
                 }
             }
         }
@@ -258,6 +282,47 @@ pub fn sampled_error<K: Kernel, R: Real>(
         }
     }
     Ok((num / den).sqrt())
+}
+
+/// Percentiles (50, 90, 99) of the per-target relative error of the first
+/// vec3 output (the force or the velocity), `|got - want| / |want|`, on
+/// `samples` targets drawn at random.
+pub fn sampled_percentiles<K: Kernel, R: Real>(
+    prob: &Problem,
+    out: &Outputs<R>,
+    samples: usize,
+    seed: u64,
+) -> Result<Option<[f64; 3]>, fmm_core::Error> {
+    let def = K::def();
+    let Some(f) = def
+        .outputs
+        .iter()
+        .find(|f| f.shape == fmm_core::fmm_codegen::ast::Shape::Vec3)
+    else {
+        return Ok(None);
+    };
+    let m = out.len();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xc0ffee);
+    let idx: Vec<usize> = (0..samples.min(m)).map(|_| rng.gen_range(0..m)).collect();
+    let (tgt64, src64) = prob.particles::<K, f64>(Some(&idx))?;
+    let reference = direct_cpu::<K, f64>(&prob.params, &tgt64, &src64)?;
+    let mut rel: Vec<f64> = idx
+        .iter()
+        .enumerate()
+        .map(|(s, &i)| {
+            let (mut num, mut den) = (0.0, 0.0);
+            for c in 0..3 {
+                let want = reference.slots()[f.offset + c][s];
+                let got = out.slots()[f.offset + c][i].to_f64();
+                num += (got - want) * (got - want);
+                den += want * want;
+            }
+            (num / den.max(f64::MIN_POSITIVE)).sqrt()
+        })
+        .collect();
+    rel.sort_by(f64::total_cmp);
+    let at = |q: f64| rel[((rel.len() as f64 * q) as usize).min(rel.len() - 1)];
+    Ok(Some([at(0.5), at(0.9), at(0.99)]))
 }
 
 /// The median of some timings.
