@@ -1,0 +1,183 @@
+//! A Plummer sphere evolved with the kick-drift-kick leapfrog, the forces
+//! from the treecode, in Henon units (G = M = 1, E = -1/4; crossing time
+//! 2 sqrt 2). Reports the total-energy drift, the virial ratio 2T/|W| and
+//! the Lagrangian radii (10, 50, 90% of the mass) over time, and writes them
+//! to a CSV file. An equilibrium sphere should keep all of them steady.
+//!
+//! `cargo run --release --example plummer -- --n 10000 --t-end 10 --dt 0.01`
+
+use clap::Parser;
+use fmm_core::distributions::plummer;
+use fmm_core::kernels::Gravity;
+use fmm_core::tree::{treecode_cpu, TreeOptions};
+use fmm_core::{Error, Particles};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Parser, Debug)]
+#[command(about = "Plummer sphere with the treecode and a leapfrog")]
+struct Args {
+    #[arg(long, default_value_t = 10_000)]
+    n: usize,
+    /// Time step (Henon units).
+    #[arg(long, default_value_t = 0.01)]
+    dt: f64,
+    /// End time (Henon units; the crossing time is 2.83).
+    #[arg(long, default_value_t = 10.0)]
+    t_end: f64,
+    /// Plummer softening (default 0.25 N^(-1/3)).
+    #[arg(long)]
+    eps: Option<f64>,
+    #[arg(long, default_value_t = 0.5)]
+    theta: f64,
+    #[arg(long, default_value_t = 64)]
+    ncrit: usize,
+    /// Report every this many steps.
+    #[arg(long, default_value_t = 100)]
+    every: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Time series of energy, virial ratio and Lagrangian radii.
+    #[arg(long, default_value = "plummer.csv")]
+    csv: std::path::PathBuf,
+}
+
+/// Accelerations and potentials of every particle from the treecode.
+fn forces(
+    pos: &[[f64; 3]],
+    mass: &[f64],
+    eps: f64,
+    opts: &TreeOptions,
+) -> Result<(Vec<[f64; 3]>, Vec<f64>), Error> {
+    let mut src = Particles::<f64>::sources::<Gravity>(pos)?;
+    src.set("m", mass)?;
+    let tgt = Particles::<f64>::targets::<Gravity>(pos)?;
+    let (out, _) = treecode_cpu::<Gravity, f64>(&[eps], &tgt, &src, opts)?;
+    let [ax, ay, az] = out.vec3("acc")?;
+    let acc = (0..pos.len()).map(|i| [ax[i], ay[i], az[i]]).collect();
+    Ok((acc, out.scalar("phi")?.to_vec()))
+}
+
+struct State {
+    kinetic: f64,
+    potential: f64,
+    lagrangian: [f64; 3],
+}
+
+fn measure(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64], phi: &[f64]) -> State {
+    let kinetic: f64 = vel
+        .iter()
+        .zip(mass)
+        .map(|(v, m)| 0.5 * m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]))
+        .sum();
+    // Each pair counted twice in the sum of m_i phi_i.
+    let potential: f64 = 0.5 * phi.iter().zip(mass).map(|(p, m)| m * p).sum::<f64>();
+    let total: f64 = mass.iter().sum();
+    let com = [0, 1, 2].map(|c| pos.iter().zip(mass).map(|(p, m)| m * p[c]).sum::<f64>() / total);
+    let mut r: Vec<(f64, f64)> = pos
+        .iter()
+        .zip(mass)
+        .map(|(p, &m)| {
+            (
+                (0..3).map(|c| (p[c] - com[c]).powi(2)).sum::<f64>().sqrt(),
+                m,
+            )
+        })
+        .collect();
+    r.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut lagrangian = [0.0; 3];
+    let mut cumulative = 0.0;
+    let mut k = 0;
+    for (radius, m) in &r {
+        cumulative += m;
+        while k < 3 && cumulative >= [0.1, 0.5, 0.9][k] * total {
+            lagrangian[k] = *radius;
+            k += 1;
+        }
+    }
+    State {
+        kinetic,
+        potential,
+        lagrangian,
+    }
+}
+
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let n = args.n;
+    if n < 2 {
+        return Err("a Plummer sphere needs at least 2 particles".into());
+    }
+    if !(args.dt > 0.0 && args.t_end >= 0.0) {
+        return Err("--dt must be positive and --t-end not negative".into());
+    }
+    let (mut pos, mut vel) = plummer(n, args.seed);
+    let mass = vec![1.0 / n as f64; n];
+    let eps = args.eps.unwrap_or(0.25 * (n as f64).powf(-1.0 / 3.0));
+    let opts = TreeOptions {
+        theta: args.theta,
+        ncrit: args.ncrit,
+        group: 0,
+    };
+    let steps = (args.t_end / args.dt).round() as usize;
+    let (mut acc, mut phi) = forces(&pos, &mass, eps, &opts)?;
+    let s0 = measure(&pos, &vel, &mass, &phi);
+    let e0 = s0.kinetic + s0.potential;
+    println!(
+        "Plummer sphere: N = {n}, eps = {eps:.4}, theta = {}, dt = {}, {} steps to t = {}",
+        args.theta, args.dt, steps, args.t_end
+    );
+    println!(
+        "{:>8} {:>12} {:>12} {:>10} {:>9} {:>9} {:>9}",
+        "t", "E", "dE/E0", "2T/|W|", "r10", "r50", "r90"
+    );
+    let mut csv = String::from("t,energy,relative_energy_drift,virial_ratio,r10,r50,r90\n");
+    let report = |t: f64, s: &State, csv: &mut String| -> String {
+        let e = s.kinetic + s.potential;
+        let (drift, virial) = ((e - e0) / e0.abs(), 2.0 * s.kinetic / s.potential.abs());
+        let [a, b, c] = s.lagrangian;
+        csv.push_str(&format!("{t},{e},{drift},{virial},{a},{b},{c}\n"));
+        format!("{t:8.3} {e:12.6} {drift:12.3e} {virial:10.4} {a:9.4} {b:9.4} {c:9.4}")
+    };
+    println!("{}", report(0.0, &s0, &mut csv));
+
+    let bar = ProgressBar::new(steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, {eta} left")
+            .map_err(|e| e.to_string())?,
+    );
+    let mut max_drift: f64 = 0.0;
+    for step in 1..=steps {
+        // Kick, drift, kick.
+        for i in 0..n {
+            for c in 0..3 {
+                vel[i][c] += 0.5 * args.dt * acc[i][c];
+                pos[i][c] += args.dt * vel[i][c];
+            }
+        }
+        (acc, phi) = forces(&pos, &mass, eps, &opts)?;
+        for i in 0..n {
+            for c in 0..3 {
+                vel[i][c] += 0.5 * args.dt * acc[i][c];
+            }
+        }
+        bar.inc(1);
+        if step % args.every == 0 || step == steps {
+            let s = measure(&pos, &vel, &mass, &phi);
+            max_drift = max_drift.max(((s.kinetic + s.potential - e0) / e0).abs());
+            bar.suspend(|| println!("{}", report(step as f64 * args.dt, &s, &mut csv)));
+        }
+    }
+    bar.finish_and_clear();
+    std::fs::write(&args.csv, csv)?;
+    println!(
+        "largest |dE/E0| at the reports: {max_drift:.3e}; time series in {}",
+        args.csv.display()
+    );
+    Ok(())
+}
