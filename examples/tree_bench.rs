@@ -7,7 +7,9 @@
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use fmm_core::tree::{treecode_cpu, TreeOptions, TreeStats};
+use fmm_core::cuda::direct::direct_cuda;
+use fmm_core::cuda::Gpu;
+use fmm_core::tree::{treecode_cpu, treecode_cuda, TreeOptions, TreeStats};
 use fmm_core::{direct_cpu, Kernel, Real};
 
 mod common;
@@ -85,7 +87,10 @@ struct Report {
     percentiles: Option<[f64; 3]>,
 }
 
-fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Error>> {
+fn run<K: Kernel, R: Real>(
+    args: &Args,
+    gpu: Option<&Gpu>,
+) -> Result<Report, Box<dyn std::error::Error>> {
     let prob = match &args.input {
         Some(path) => Problem::from_file::<K>(path)?,
         None => Problem::new::<K>(args.n, None, args.seed, args.dist, args.strengths),
@@ -97,12 +102,17 @@ fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Er
         group: args.group,
     };
     let eval = || -> Result<_, fmm_core::Error> {
-        match args.method {
-            Method::Direct => Ok((
+        match (args.method, gpu) {
+            (Method::Direct, None) => Ok((
                 direct_cpu::<K, R>(&prob.params, &tgt, &src)?,
                 TreeStats::default(),
             )),
-            Method::Tree => treecode_cpu::<K, R>(&prob.params, &tgt, &src, &opts),
+            (Method::Direct, Some(g)) => Ok((
+                direct_cuda::<K, R>(g, &prob.params, &tgt, &src, &Default::default())?,
+                TreeStats::default(),
+            )),
+            (Method::Tree, None) => treecode_cpu::<K, R>(&prob.params, &tgt, &src, &opts),
+            (Method::Tree, Some(g)) => treecode_cuda::<K, R>(g, &prob.params, &tgt, &src, &opts),
         }
     };
     let (mut out, mut stats) = eval()?;
@@ -145,25 +155,35 @@ fn main() {
 }
 
 fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    if args.backend == Backend::Cuda {
-        return Err(
-            "the GPU treecode is not built yet (issue 4 in progress): use --backend cpu".into(),
-        );
-    }
+    let gpu = match args.backend {
+        Backend::Cuda => Some(Gpu::shared()?),
+        Backend::Cpu => None,
+    };
     let (report, name) = match args.precision {
-        Precision::F32 => with_kernel!(args.kernel, |K| (run::<K, f32>(&args)?, K::name())),
-        Precision::F64 => with_kernel!(args.kernel, |K| (run::<K, f64>(&args)?, K::name())),
+        Precision::F32 => with_kernel!(args.kernel, |K| (run::<K, f32>(&args, gpu)?, K::name())),
+        Precision::F64 => with_kernel!(args.kernel, |K| (run::<K, f64>(&args, gpu)?, K::name())),
     };
     let s = &report.stats;
     let precision = format!("{:?}", args.precision).to_lowercase();
     let method = format!("{:?}", args.method).to_lowercase();
     println!(
-        "kernel {name}  method {method}  {precision}  N = {}  {}  theta {}  ncrit {}  cpu ({} threads)",
+        "kernel {name}  method {method}  {precision}  N = {}  {}  theta {}  ncrit {}  {}",
         report.n,
-        args.input.as_ref().map_or(format!("dist {:?}", args.dist), |p| format!("input {}", p.display())),
+        args.input
+            .as_ref()
+            .map_or(format!("dist {:?}", args.dist), |p| format!(
+                "input {}",
+                p.display()
+            )),
         args.theta,
         args.ncrit,
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        gpu.map_or(
+            format!(
+                "cpu ({} threads)",
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+            |g| format!("cuda ({}), tree built on the cpu", g.info().name)
+        )
     );
     println!(
         "time per evaluation   {:.4} s (median of {}, tree build included)",
@@ -175,7 +195,15 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "tree build            {:.4} s (both trees and the cells' pseudo-sources)",
             s.build_seconds
         );
-        println!("walk and evaluation   {:.4} s", s.eval_seconds);
+        println!(
+            "walk and evaluation   {:.4} s{}",
+            s.eval_seconds,
+            if gpu.is_some() {
+                " (GPU kernel, device events)"
+            } else {
+                ""
+            }
+        );
         println!(
             "source cells          {}  target groups {}",
             s.source_cells, s.target_groups

@@ -257,3 +257,73 @@ fn compiled_modules_come_back_from_the_disk_cache() {
     println!("compile {:.3} s, cache hit {:.3} s", r.seconds, r2.seconds);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_gpu_walk_agrees_with_the_cpu_treecode() {
+    use fmm_core::distributions::plummer;
+    use fmm_core::tree::{treecode_cpu, treecode_cuda, TreeOptions};
+    let pos = plummer(20_000, 21).0;
+    let mut s = Particles::<f64>::sources::<Gravity>(&pos).unwrap();
+    s.set("m", &vec![1.0 / 20_000.0; 20_000]).unwrap();
+    let t = Particles::<f64>::targets::<Gravity>(&pos).unwrap();
+    for theta in [0.0, 0.5, 0.8] {
+        let opts = TreeOptions {
+            theta,
+            ncrit: 64,
+            group: 0,
+        };
+        let (cpu, _) = treecode_cpu::<Gravity, f64>(&[0.01], &t, &s, &opts).unwrap();
+        let (gpu_out, stats) =
+            treecode_cuda::<Gravity, f64>(gpu(), &[0.01], &t, &s, &opts).unwrap();
+        let e = worst(gpu_out.slots(), cpu.slots());
+        println!(
+            "gravity walk theta {theta}: GPU vs CPU treecode {e:.2e}, walk {:.4} s",
+            stats.eval_seconds
+        );
+        assert!(e < 1e-12, "theta {theta}: {e:e}");
+    }
+    // Coincident particles: one leaf at the depth bound, split into several
+    // groups of at most one block.
+    let same = vec![[0.25; 3]; 700];
+    let mut s = Particles::<f32>::sources::<Gravity>(&same).unwrap();
+    s.set("m", &vec![1.0; 700]).unwrap();
+    let t = Particles::<f32>::targets::<Gravity>(&same).unwrap();
+    let (out, stats) =
+        treecode_cuda::<Gravity, f32>(gpu(), &[0.1], &t, &s, &TreeOptions::default()).unwrap();
+    assert!(stats.target_groups >= 6, "{stats:?}");
+    assert!(
+        out.slots().iter().all(|v| v.iter().all(|x| *x == 0.0)),
+        "coincident particles add exactly 0"
+    );
+    // The vortex kernels through the walk, f32 against the f64 CPU treecode.
+    let mut rng = StdRng::seed_from_u64(22);
+    let set = random_set::<VelocityStretching>(&mut rng, 5000, true);
+    let tset = Set {
+        pos: set.pos.clone(),
+        fields: random_set::<VelocityStretching>(&mut rng, 5000, false).fields,
+    };
+    let opts = TreeOptions {
+        theta: 0.5,
+        ncrit: 32,
+        group: 0,
+    };
+    let (cpu, _) = treecode_cpu::<VelocityStretching, f64>(
+        &[],
+        &particles::<VelocityStretching, f64>(&tset, false),
+        &particles::<VelocityStretching, f64>(&set, true),
+        &opts,
+    )
+    .unwrap();
+    let (g32, _) = treecode_cuda::<VelocityStretching, f32>(
+        gpu(),
+        &[],
+        &particles::<VelocityStretching, f32>(&tset, false),
+        &particles::<VelocityStretching, f32>(&set, true),
+        &opts,
+    )
+    .unwrap();
+    let e = worst(&to_f64(g32.slots()), cpu.slots());
+    println!("velocity+stretching walk f32 vs CPU f64 treecode: {e:.2e}");
+    assert!(e < 1e-4, "{e:e}");
+}

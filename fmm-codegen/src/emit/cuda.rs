@@ -53,8 +53,8 @@ pub fn entry_name(def: &KernelDef, precision: &str, (p, q): (u32, u32)) -> Strin
     format!("{}_p2p_{precision}_{p}x{q}", def.symbol())
 }
 
-struct CudaSyntax<'a> {
-    def: &'a KernelDef,
+pub(crate) struct CudaSyntax<'a> {
+    pub(crate) def: &'a KernelDef,
 }
 
 impl Syntax for CudaSyntax<'_> {
@@ -93,7 +93,7 @@ fn func_name(f: Func) -> &'static str {
 }
 
 /// The flattened slot names of a list of fields with a prefix.
-fn slots(fields: &[crate::kernel::Field], prefix: &str) -> Vec<String> {
+pub(crate) fn slots(fields: &[crate::kernel::Field], prefix: &str) -> Vec<String> {
     fields
         .iter()
         .flat_map(|f| f.slot_names())
@@ -403,6 +403,8 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     }
     o.push_str("    }\n");
     o.push_str("}\n");
+
+    o.push_str(&super::walk::emit(def, &sch, &syn));
 
     for (prec, ty) in PRECISIONS {
         for &(p, q) in &opts.shapes {

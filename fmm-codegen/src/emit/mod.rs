@@ -9,6 +9,7 @@
 
 pub mod cuda;
 pub mod rust;
+pub mod walk;
 
 use crate::ir::{Cmp, Func, Graph, Node, NodeId, Op, Stage};
 use crate::kernel::KernelDef;

@@ -3,9 +3,11 @@
 //! adaptive octree with `next`/`more` links ([`octree`]), and the treecode
 //! that runs any kernel with a declared strength ([`treecode`]).
 
+pub mod gpu;
 pub mod morton;
 pub mod octree;
 pub mod treecode;
 
+pub use gpu::treecode_cuda;
 pub use octree::{Cell, Octree};
 pub use treecode::{treecode_cpu, TreeOptions, TreeStats};

@@ -60,9 +60,9 @@ pub struct TreeStats {
 }
 
 /// Positions and slots in one order, as contiguous arrays.
-struct SoA<R> {
-    pos: [Vec<R>; 3],
-    slots: Vec<Vec<R>>,
+pub(crate) struct SoA<R> {
+    pub(crate) pos: [Vec<R>; 3],
+    pub(crate) slots: Vec<Vec<R>>,
 }
 
 impl<R: Real> SoA<R> {
@@ -92,7 +92,7 @@ impl<R: Real> SoA<R> {
 
 /// Which source slots are the additive strength, from the far-field
 /// declaration.
-fn strength_slots<K: Kernel>() -> Result<Vec<usize>, Error> {
+pub(crate) fn strength_slots<K: Kernel>() -> Result<Vec<usize>, Error> {
     let def = K::def();
     match &def.far_field {
         FarField::Laplace { strength, .. } => {
@@ -109,11 +109,11 @@ fn strength_slots<K: Kernel>() -> Result<Vec<usize>, Error> {
 /// Per-cell pseudo-source: summed strength at the centre of strength, other
 /// fields averaged with the strength's magnitude as weight; and the square
 /// of the acceptance distance `size / theta + delta`.
-struct CellSources<R> {
-    soa: SoA<R>,
-    accept2: Vec<f64>,
+pub(crate) struct CellSources<R> {
+    pub(crate) soa: SoA<R>,
+    pub(crate) accept2: Vec<f64>,
     /// Centre of strength, in f64 for the acceptance test.
-    com: Vec<[f64; 3]>,
+    pub(crate) com: Vec<[f64; 3]>,
 }
 
 // Index loops over the axes and slots of parallel per-cell arrays read more
@@ -249,6 +249,48 @@ fn boxes_overlap(lo: [f64; 3], hi: [f64; 3], center: [f64; 3], half: f64) -> boo
     (0..3).all(|a| lo[a] <= center[a] + half && hi[a] >= center[a] - half)
 }
 
+/// Both trees, the sources and targets in tree order, the cells'
+/// pseudo-sources and the target groups: what the CPU and the GPU walks
+/// both start from.
+pub(crate) struct Prepared<R> {
+    pub(crate) stree: Octree,
+    pub(crate) src: SoA<R>,
+    pub(crate) cells: CellSources<R>,
+    pub(crate) ttree: Octree,
+    pub(crate) tgt: SoA<R>,
+    /// `begin..end` in target tree order.
+    pub(crate) groups: Vec<(usize, usize)>,
+}
+
+pub(crate) fn prepare<R: Real>(
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    strength: &[usize],
+    opts: &TreeOptions,
+) -> Prepared<R> {
+    let spos = positions_f64(sources);
+    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
+    let src = sorted(sources, &stree.order);
+    let cells = pseudo_sources(&stree, &src, strength, opts.theta);
+    let tpos = positions_f64(targets);
+    let group = if opts.group == 0 {
+        opts.ncrit
+    } else {
+        opts.group
+    };
+    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], group);
+    let tgt = sorted(targets, &ttree.order);
+    let groups = ttree.leaves().map(|(_, c)| (c.begin, c.end)).collect();
+    Prepared {
+        stree,
+        src,
+        cells,
+        ttree,
+        tgt,
+        groups,
+    }
+}
+
 /// The Barnes-Hut treecode of kernel `K` on the CPU. Same contract as
 /// [`crate::direct_cpu`]; the result approximates the direct sum, more
 /// closely for smaller `theta`.
@@ -282,19 +324,14 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
     }
 
     let t0 = std::time::Instant::now();
-    let spos = positions_f64(sources);
-    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
-    let src = sorted(sources, &stree.order);
-    let cells = pseudo_sources(&stree, &src, &strength, opts.theta);
-    let tpos = positions_f64(targets);
-    let group = if opts.group == 0 {
-        opts.ncrit
-    } else {
-        opts.group
-    };
-    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], group);
-    let tgt = sorted(targets, &ttree.order);
-    let groups: Vec<(usize, usize)> = ttree.leaves().map(|(_, c)| (c.begin, c.end)).collect();
+    let Prepared {
+        stree,
+        src,
+        cells,
+        ttree,
+        tgt,
+        groups,
+    } = prepare(targets, sources, &strength, opts);
     let build_seconds = t0.elapsed().as_secs_f64();
 
     let t1 = std::time::Instant::now();

@@ -1,0 +1,225 @@
+//! The treecode on the GPU: the trees and the cells' pseudo-sources are
+//! built on the CPU (for now), the walk runs on the GPU as the generated
+//! walk kernel (`fmm_codegen::emit::walk`), one block per target group.
+//! Same trees, same criterion and same interactions as [`super::treecode_cpu`],
+//! so the two agree to rounding.
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::treecode::{prepare, strength_slots, Prepared, TreeOptions, TreeStats};
+use crate::cuda::Gpu;
+use crate::direct::{check_params, Outputs};
+use crate::error::Error;
+use crate::kernel::Kernel;
+use crate::particles::{Particles, Role};
+use crate::real::Real;
+use fmm_codegen::emit::walk::{walk_entry_name, WALK_BLOCK};
+
+fn cuda_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| Error::Cuda(format!("{what}: {e}"))
+}
+
+/// The Barnes-Hut treecode of kernel `K` with the walk on `gpu`. Same
+/// contract as [`super::treecode_cpu`].
+pub fn treecode_cuda<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &TreeOptions,
+) -> Result<(Outputs<R>, TreeStats), Error> {
+    let def = K::def();
+    let p = check_params::<K, R>(params)?;
+    targets.check_for::<K>(Role::Targets)?;
+    sources.check_for::<K>(Role::Sources)?;
+    crate::require::check_requirements::<K, R>(params, targets, sources)?;
+    if !(opts.theta >= 0.0 && opts.theta.is_finite()) {
+        return Err(Error::BadOption(format!(
+            "theta must be a finite number >= 0, not {}",
+            opts.theta
+        )));
+    }
+    let strength = strength_slots::<K>()?;
+    let no = def.n_outputs();
+    let (m, n) = (targets.len(), sources.len());
+    if m == 0 || n == 0 || no == 0 {
+        let zeros = vec![vec![R::zero(); m]; no];
+        return Ok((
+            Outputs::new(def.name.as_str(), &def.outputs, zeros),
+            TreeStats::default(),
+        ));
+    }
+    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let func = gpu.function(&module, &walk_entry_name(def, R::NAME))?;
+
+    let t0 = std::time::Instant::now();
+    let Prepared {
+        stree,
+        src,
+        cells,
+        ttree,
+        tgt,
+        groups,
+    } = prepare(targets, sources, &strength, opts);
+    // Groups of at most one block of targets (leaves at the depth bound can
+    // hold more), with their bounding boxes.
+    let mut begin = Vec::new();
+    let mut end = Vec::new();
+    let mut lo = [Vec::new(), Vec::new(), Vec::new()];
+    let mut hi = [Vec::new(), Vec::new(), Vec::new()];
+    for &(gb, ge) in &groups {
+        for b in (gb..ge).step_by(WALK_BLOCK as usize) {
+            let e = (b + WALK_BLOCK as usize).min(ge);
+            begin.push(b as i32);
+            end.push(e as i32);
+            for a in 0..3 {
+                let xs = &tgt.pos[a][b..e];
+                lo[a].push(
+                    xs.iter()
+                        .copied()
+                        .fold(xs[0], |x, y| if y < x { y } else { x }),
+                );
+                hi[a].push(
+                    xs.iter()
+                        .copied()
+                        .fold(xs[0], |x, y| if y > x { y } else { x }),
+                );
+            }
+        }
+    }
+    let build_seconds = t0.elapsed().as_secs_f64();
+
+    let s = gpu.stream();
+    let up = |v: &[R]| s.clone_htod(v).map_err(cuda_err("copy to the device"));
+    let up_i = |v: &[i32]| s.clone_htod(v).map_err(cuda_err("copy to the device"));
+    let as_r = |v: &[f64]| v.iter().map(|&x| R::c(x)).collect::<Vec<R>>();
+    let ints = |f: &dyn Fn(&super::Cell) -> usize| {
+        stree
+            .cells
+            .iter()
+            .map(|c| f(c) as i32)
+            .collect::<Vec<i32>>()
+    };
+
+    let d_tpos = [up(&tgt.pos[0])?, up(&tgt.pos[1])?, up(&tgt.pos[2])?];
+    let d_tslots = tgt
+        .slots
+        .iter()
+        .map(|v| up(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (d_gb, d_ge) = (up_i(&begin)?, up_i(&end)?);
+    let d_lo = [up(&lo[0])?, up(&lo[1])?, up(&lo[2])?];
+    let d_hi = [up(&hi[0])?, up(&hi[1])?, up(&hi[2])?];
+    let d_next = up_i(&ints(&|c| c.next))?;
+    let d_more = up_i(&ints(&|c| c.more))?;
+    let d_begin = up_i(&ints(&|c| c.begin))?;
+    let d_end = up_i(&ints(&|c| c.end))?;
+    let d_accept2 = up(&as_r(&cells.accept2))?;
+    let centre = |a: usize| as_r(&stree.cells.iter().map(|c| c.center[a]).collect::<Vec<_>>());
+    let d_centre = [up(&centre(0))?, up(&centre(1))?, up(&centre(2))?];
+    let d_half = up(&as_r(
+        &stree.cells.iter().map(|c| c.half).collect::<Vec<_>>(),
+    ))?;
+    let d_cpos = [
+        up(&cells.soa.pos[0])?,
+        up(&cells.soa.pos[1])?,
+        up(&cells.soa.pos[2])?,
+    ];
+    let d_cslots = cells
+        .soa
+        .slots
+        .iter()
+        .map(|v| up(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    let d_spos = [up(&src.pos[0])?, up(&src.pos[1])?, up(&src.pos[2])?];
+    let d_sslots = src
+        .slots
+        .iter()
+        .map(|v| up(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    // SAFETY: every element is written by the launch (`accumulate` = 0):
+    // the groups cover every target.
+    let mut d_out: Vec<CudaSlice<R>> = (0..no)
+        .map(|_| unsafe { s.alloc::<R>(m) })
+        .collect::<Result<_, _>>()
+        .map_err(cuda_err("allocating outputs"))?;
+
+    let (n_t, n_g, n_c, n_s, acc) = (
+        m as i32,
+        begin.len() as i32,
+        stree.cells.len() as i32,
+        n as i32,
+        0i32,
+    );
+    let mut b = s.launch_builder(&func);
+    b.arg(&n_t);
+    for a in d_tpos.iter().chain(&d_tslots) {
+        b.arg(a);
+    }
+    b.arg(&n_g).arg(&d_gb).arg(&d_ge);
+    for a in d_lo.iter().chain(&d_hi) {
+        b.arg(a);
+    }
+    b.arg(&n_c)
+        .arg(&d_next)
+        .arg(&d_more)
+        .arg(&d_begin)
+        .arg(&d_end)
+        .arg(&d_accept2);
+    for a in d_centre.iter() {
+        b.arg(a);
+    }
+    b.arg(&d_half);
+    for a in d_cpos.iter().chain(&d_cslots) {
+        b.arg(a);
+    }
+    b.arg(&n_s);
+    for a in d_spos.iter().chain(&d_sslots) {
+        b.arg(a);
+    }
+    for v in &p {
+        b.arg(v);
+    }
+    for o in d_out.iter_mut() {
+        b.arg(o);
+    }
+    b.arg(&acc);
+    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = gpu
+        .context()
+        .new_event(timing)
+        .map_err(cuda_err("timing events"))?;
+    let stop = gpu
+        .context()
+        .new_event(timing)
+        .map_err(cuda_err("timing events"))?;
+    start.record(s).map_err(cuda_err("timing events"))?;
+    let cfg = LaunchConfig {
+        grid_dim: (begin.len() as u32, 1, 1),
+        block_dim: (WALK_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: the arguments follow the walk entry point's signature (see
+    // `fmm_codegen::emit::walk`): every array has the length its count
+    // says, the cell links stay within `0..=n_cells`, and the group ranges
+    // within `0..n_targets`.
+    unsafe { b.launch(cfg) }.map_err(cuda_err("launching the walk"))?;
+    stop.record(s).map_err(cuda_err("timing events"))?;
+    let eval_seconds = start.elapsed_ms(&stop).map_err(cuda_err("timing events"))? as f64 / 1e3;
+
+    let mut slots = vec![vec![R::zero(); m]; no];
+    for (k, o) in d_out.iter().enumerate() {
+        let host = s.clone_dtoh(o).map_err(cuda_err("copy from the device"))?;
+        for (r, v) in host.into_iter().enumerate() {
+            slots[k][ttree.order[r] as usize] = v;
+        }
+    }
+    let stats = TreeStats {
+        source_cells: stree.cells.len(),
+        target_groups: begin.len(),
+        build_seconds,
+        eval_seconds,
+        ..Default::default()
+    };
+    Ok((Outputs::new(def.name.as_str(), &def.outputs, slots), stats))
+}
