@@ -32,6 +32,21 @@ pub enum Func {
     Abs,
 }
 
+impl Func {
+    /// The function's name in the text form and in generated helpers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Neg => "neg",
+            Func::Sqrt => "sqrt",
+            Func::Rsqrt => "rsqrt",
+            Func::Exp => "exp",
+            Func::Erf => "erf",
+            Func::Log => "log",
+            Func::Abs => "abs",
+        }
+    }
+}
+
 /// Binary scalar operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {

@@ -14,18 +14,6 @@ fn shape_name(s: Shape) -> &'static str {
     s.name()
 }
 
-fn func_name(f: Func) -> &'static str {
-    match f {
-        Func::Neg => "neg",
-        Func::Sqrt => "sqrt",
-        Func::Rsqrt => "rsqrt",
-        Func::Exp => "exp",
-        Func::Erf => "erf",
-        Func::Log => "log",
-        Func::Abs => "abs",
-    }
-}
-
 const FUNCS: [Func; 7] = [
     Func::Neg,
     Func::Sqrt,
@@ -111,7 +99,7 @@ fn node_line(n: &Node) -> String {
         Node::Tgt(k) => format!("tgt {k}"),
         Node::SrcPos(c) => format!("spos {c}"),
         Node::TgtPos(c) => format!("tpos {c}"),
-        Node::Unary(f, a) => format!("{} {}", func_name(f), a.0),
+        Node::Unary(f, a) => format!("{} {}", f.name(), a.0),
         Node::Binary(op, a, b) => {
             let name = OPS.iter().find(|x| x.0 == op).map(|x| x.1).unwrap_or("?");
             format!("{name} {} {}", a.0, b.0)
@@ -139,7 +127,7 @@ fn parse_node(words: &[&str], next: u32) -> Result<Node, &'static str> {
             .ok_or("expected a number")
     };
     let n = |i: usize| -> Result<NodeId, &'static str> { w(i).map(NodeId) };
-    let node = if let Some(f) = FUNCS.iter().find(|f| func_name(**f) == op) {
+    let node = if let Some(f) = FUNCS.iter().find(|f| f.name() == op) {
         Node::Unary(*f, n(0)?)
     } else if let Some((o, _)) = OPS.iter().find(|x| x.1 == op) {
         Node::Binary(*o, n(0)?, n(1)?)

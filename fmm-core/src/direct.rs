@@ -20,6 +20,16 @@ pub struct Outputs<R> {
 }
 
 impl<R: Real> Outputs<R> {
+    /// Zero outputs of kernel `K` for `m` targets: the sums over no sources.
+    pub(crate) fn zeros<K: Kernel>(m: usize) -> Self {
+        let def = K::def();
+        Self::new(
+            def.name.as_str(),
+            &def.outputs,
+            vec![vec![R::zero(); m]; def.n_outputs()],
+        )
+    }
+
     pub(crate) fn new(kernel: &'static str, layout: &[Field], slots: Vec<Vec<R>>) -> Self {
         Outputs {
             kernel,
@@ -81,6 +91,21 @@ impl<R: Real> Outputs<R> {
     }
 }
 
+/// The checks every evaluation starts with: parameters (converted to `R`),
+/// particles made for `K` in the right roles, and the declaration's
+/// `require` conditions.
+pub(crate) fn check_inputs<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> Result<Vec<R>, Error> {
+    let p = check_params::<K, R>(params)?;
+    targets.check_for::<K>(Role::Targets)?;
+    sources.check_for::<K>(Role::Sources)?;
+    crate::require::check_requirements::<K, R>(params, targets, sources)?;
+    Ok(p)
+}
+
 /// Checks the parameter values against kernel `K` and converts them.
 pub fn check_params<K: Kernel, R: Real>(params: &[f64]) -> Result<Vec<R>, Error> {
     let def = K::def();
@@ -134,10 +159,7 @@ pub fn direct_cpu<K: Kernel, R: Real>(
     sources: &Particles<R>,
 ) -> Result<Outputs<R>, Error> {
     let def = K::def();
-    let p = check_params::<K, R>(params)?;
-    targets.check_for::<K>(Role::Targets)?;
-    sources.check_for::<K>(Role::Sources)?;
-    crate::require::check_requirements::<K, R>(params, targets, sources)?;
+    let p = check_inputs::<K, R>(params, targets, sources)?;
     let no = def.n_outputs();
     let src = sources.source_slices();
     let mut aos = vec![R::zero(); targets.len() * no];

@@ -67,7 +67,7 @@ impl Syntax for CudaSyntax<'_> {
     }
 
     fn func(&self, f: Func, a: &str) -> String {
-        format!("fmm_{}({a})", func_name(f))
+        format!("fmm_{}({a})", f.name())
     }
 
     fn min_max(&self, op: Op, a: &str, b: &str) -> String {
@@ -77,18 +77,6 @@ impl Syntax for CudaSyntax<'_> {
 
     fn select(&self, c: &str, a: &str, b: &str) -> String {
         format!("({c} ? {a} : {b})")
-    }
-}
-
-fn func_name(f: Func) -> &'static str {
-    match f {
-        Func::Neg => "neg",
-        Func::Sqrt => "sqrt",
-        Func::Rsqrt => "rsqrt",
-        Func::Exp => "exp",
-        Func::Erf => "erf",
-        Func::Log => "log",
-        Func::Abs => "abs",
     }
 }
 
@@ -165,7 +153,7 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
         (Func::Abs, "fabsf", "fabs"),
     ] {
         if sch.uses_func(f) {
-            helpers.push((func_name(f), f32_name, f64_name));
+            helpers.push((f.name(), f32_name, f64_name));
         }
     }
     for (name, f, d) in &helpers {
@@ -290,27 +278,7 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     o.push_str("    const int tid = row * P + threadIdx.x;\n");
     o.push_str("    // Threads past the last target compute on a valid one and store nothing.\n");
     o.push_str("    const int ii = i < n_targets ? i : n_targets - 1;\n");
-    for (c, a) in ["x", "y", "z"].iter().enumerate() {
-        if sch.uses_leaf(Node::TgtPos(c as u8)) {
-            o.push_str(&format!("    const T {a}_i = {a}_i_ptr[ii];\n"));
-        }
-    }
-    for f in &def.targets {
-        for (c, name) in f.slot_names().iter().enumerate() {
-            if sch.uses_leaf(Node::Tgt((f.offset + c) as u16)) {
-                o.push_str(&format!("    const T t_{name} = t_{name}_ptr[ii];\n"));
-            }
-        }
-    }
-    for stage in [Stage::Param, Stage::Target] {
-        for id in sch.temps(stage) {
-            o.push_str(&format!(
-                "    const T {} = {};\n",
-                sch.temp_name(id),
-                sch.body(&syn, id)
-            ));
-        }
-    }
+    o.push_str(&target_prologue(def, &sch, &syn));
     for k in 0..no {
         o.push_str(&format!("    T total_{k} = T(0);\n"));
     }
@@ -413,6 +381,34 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
                 p * q,
                 entry_name(def, prec, (p, q)),
                 declare(ty),
+            ));
+        }
+    }
+    o
+}
+
+/// Loads of the target's values (at index `ii`) and the values computed
+/// once per target, for the tile kernel and the walk alike.
+pub(crate) fn target_prologue(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String {
+    let mut o = String::new();
+    for (c, a) in ["x", "y", "z"].iter().enumerate() {
+        if sch.uses_leaf(Node::TgtPos(c as u8)) {
+            o.push_str(&format!("    const T {a}_i = {a}_i_ptr[ii];\n"));
+        }
+    }
+    for f in &def.targets {
+        for (c, name) in f.slot_names().iter().enumerate() {
+            if sch.uses_leaf(Node::Tgt((f.offset + c) as u16)) {
+                o.push_str(&format!("    const T t_{name} = t_{name}_ptr[ii];\n"));
+            }
+        }
+    }
+    for stage in [Stage::Param, Stage::Target] {
+        for id in sch.temps(stage) {
+            o.push_str(&format!(
+                "    const T {} = {};\n",
+                sch.temp_name(id),
+                sch.body(syn, id)
             ));
         }
     }

@@ -18,7 +18,7 @@
 //! source `x, y, z` and slots (tree order); the parameters; the outputs
 //! (tree order); `accumulate`. Groups hold at most 128 targets.
 
-use super::cuda::{slots, CudaSyntax, PRECISIONS};
+use super::cuda::{slots, target_prologue, CudaSyntax, PRECISIONS};
 use super::Schedule;
 use crate::ir::{Node, Stage};
 use crate::kernel::KernelDef;
@@ -132,27 +132,7 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     o.push_str("    const int i = gb + threadIdx.x;\n");
     o.push_str("    const bool active = i < group_end[g];\n");
     o.push_str("    const int ii = active ? i : gb;\n");
-    for (c, a) in ["x", "y", "z"].iter().enumerate() {
-        if sch.uses_leaf(Node::TgtPos(c as u8)) {
-            o.push_str(&format!("    const T {a}_i = {a}_i_ptr[ii];\n"));
-        }
-    }
-    for f in &def.targets {
-        for (c, name) in f.slot_names().iter().enumerate() {
-            if sch.uses_leaf(Node::Tgt((f.offset + c) as u16)) {
-                o.push_str(&format!("    const T t_{name} = t_{name}_ptr[ii];\n"));
-            }
-        }
-    }
-    for stage in [Stage::Param, Stage::Target] {
-        for id in sch.temps(stage) {
-            o.push_str(&format!(
-                "    const T {} = {};\n",
-                sch.temp_name(id),
-                sch.body(syn, id)
-            ));
-        }
-    }
+    o.push_str(&target_prologue(def, sch, syn));
     for k in 0..no {
         o.push_str(&format!("    T total_{k} = T(0);\n"));
     }

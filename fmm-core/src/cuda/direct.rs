@@ -9,10 +9,10 @@
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::Gpu;
-use crate::direct::{check_params, Outputs};
+use crate::direct::Outputs;
 use crate::error::Error;
 use crate::kernel::Kernel;
-use crate::particles::{Particles, Role};
+use crate::particles::Particles;
 use crate::real::Real;
 use fmm_codegen::emit::cuda::{entry_name, CudaOptions};
 
@@ -191,18 +191,11 @@ pub fn direct_cuda_report<K: Kernel, R: Real>(
     opts: &CudaRunOptions,
 ) -> Result<(Outputs<R>, CudaReport), Error> {
     let def = K::def();
-    let p = check_params::<K, R>(params)?;
-    targets.check_for::<K>(Role::Targets)?;
-    sources.check_for::<K>(Role::Sources)?;
-    crate::require::check_requirements::<K, R>(params, targets, sources)?;
+    let p = crate::direct::check_inputs::<K, R>(params, targets, sources)?;
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
     if m == 0 || n == 0 || no == 0 {
         // Nothing to launch: no targets, or sums over no sources.
-        let zeros = vec![vec![R::zero(); m]; no];
-        return Ok((
-            Outputs::new(def.name.as_str(), &def.outputs, zeros),
-            CudaReport::default(),
-        ));
+        return Ok((Outputs::zeros::<K>(m), CudaReport::default()));
     }
     let (module, module_report) = gpu.module(&def.symbol(), K::cuda_source())?;
 

@@ -6,12 +6,12 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
-use super::treecode::{prepare, strength_slots, Prepared, TreeOptions, TreeStats};
+use super::treecode::{prepare, start, Prepared, TreeOptions, TreeStats};
 use crate::cuda::Gpu;
-use crate::direct::{check_params, Outputs};
+use crate::direct::Outputs;
 use crate::error::Error;
 use crate::kernel::Kernel;
-use crate::particles::{Particles, Role};
+use crate::particles::Particles;
 use crate::real::Real;
 use fmm_codegen::emit::walk::{walk_entry_name, WALK_BLOCK};
 
@@ -29,26 +29,10 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     opts: &TreeOptions,
 ) -> Result<(Outputs<R>, TreeStats), Error> {
     let def = K::def();
-    let p = check_params::<K, R>(params)?;
-    targets.check_for::<K>(Role::Targets)?;
-    sources.check_for::<K>(Role::Sources)?;
-    crate::require::check_requirements::<K, R>(params, targets, sources)?;
-    if !(opts.theta >= 0.0 && opts.theta.is_finite()) {
-        return Err(Error::BadOption(format!(
-            "theta must be a finite number >= 0, not {}",
-            opts.theta
-        )));
-    }
-    let strength = strength_slots::<K>()?;
-    let no = def.n_outputs();
-    let (m, n) = (targets.len(), sources.len());
-    if m == 0 || n == 0 || no == 0 {
-        let zeros = vec![vec![R::zero(); m]; no];
-        return Ok((
-            Outputs::new(def.name.as_str(), &def.outputs, zeros),
-            TreeStats::default(),
-        ));
-    }
+    let Some((p, strength)) = start::<K, R>(params, targets, sources, opts)? else {
+        return Ok((Outputs::zeros::<K>(targets.len()), TreeStats::default()));
+    };
+    let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
     let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
     let func = gpu.function(&module, &walk_entry_name(def, R::NAME))?;
 

@@ -14,10 +14,10 @@
 use rayon::prelude::*;
 
 use super::octree::Octree;
-use crate::direct::{check_params, Outputs};
+use crate::direct::Outputs;
 use crate::error::Error;
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
-use crate::particles::{Particles, Role};
+use crate::particles::Particles;
 use crate::real::Real;
 use fmm_codegen::FarField;
 
@@ -249,6 +249,30 @@ fn boxes_overlap(lo: [f64; 3], hi: [f64; 3], center: [f64; 3], half: f64) -> boo
     (0..3).all(|a| lo[a] <= center[a] + half && hi[a] >= center[a] - half)
 }
 
+/// The parameters converted to `R` and the strength slots.
+pub(crate) type Started<R> = (Vec<R>, Vec<usize>);
+
+/// The checks a treecode evaluation starts with: the parameters (converted)
+/// and the strength slots, or `None` when there is nothing to evaluate (no
+/// targets, no sources or no outputs: the outputs are zeros).
+pub(crate) fn start<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &TreeOptions,
+) -> Result<Option<Started<R>>, Error> {
+    let p = crate::direct::check_inputs::<K, R>(params, targets, sources)?;
+    if !(opts.theta >= 0.0 && opts.theta.is_finite()) {
+        return Err(Error::BadOption(format!(
+            "theta must be a finite number >= 0, not {}",
+            opts.theta
+        )));
+    }
+    let strength = strength_slots::<K>()?;
+    let empty = targets.is_empty() || sources.is_empty() || K::def().n_outputs() == 0;
+    Ok((!empty).then_some((p, strength)))
+}
+
 /// Both trees, the sources and targets in tree order, the cells'
 /// pseudo-sources and the target groups: what the CPU and the GPU walks
 /// both start from.
@@ -302,26 +326,10 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
     opts: &TreeOptions,
 ) -> Result<(Outputs<R>, TreeStats), Error> {
     let def = K::def();
-    let p = check_params::<K, R>(params)?;
-    targets.check_for::<K>(Role::Targets)?;
-    sources.check_for::<K>(Role::Sources)?;
-    crate::require::check_requirements::<K, R>(params, targets, sources)?;
-    if !(opts.theta >= 0.0 && opts.theta.is_finite()) {
-        return Err(Error::BadOption(format!(
-            "theta must be a finite number >= 0, not {}",
-            opts.theta
-        )));
-    }
-    let strength = strength_slots::<K>()?;
-    let no = def.n_outputs();
-    let (m, n) = (targets.len(), sources.len());
-    if m == 0 || n == 0 || no == 0 {
-        let zeros = vec![vec![R::zero(); m]; no];
-        return Ok((
-            Outputs::new(def.name.as_str(), &def.outputs, zeros),
-            TreeStats::default(),
-        ));
-    }
+    let Some((p, strength)) = start::<K, R>(params, targets, sources, opts)? else {
+        return Ok((Outputs::zeros::<K>(targets.len()), TreeStats::default()));
+    };
+    let (m, no) = (targets.len(), def.n_outputs());
 
     let t0 = std::time::Instant::now();
     let Prepared {
