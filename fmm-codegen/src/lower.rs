@@ -140,11 +140,7 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
                 span,
             } => {
                 let Some(k) = outputs.iter().position(|o| &o.name == output) else {
-                    let list = outputs
-                        .iter()
-                        .map(|o| o.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ");
+                    let list = names(&outputs);
                     return err(
                         *span,
                         format!("`{output}` is not an output, so it cannot be accumulated into; the declared outputs are: {list}"),
@@ -206,6 +202,15 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
     };
     check_self_interaction(&def, spec)?;
     Ok(def)
+}
+
+/// The names of some fields, for error messages: `phi, acc`.
+fn names(fields: &[Field]) -> String {
+    fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn slot_count_of(fields: &[Field]) -> usize {
@@ -686,11 +691,7 @@ fn lower_far_field(
     let mut terms = Vec::new();
     for fo in far_outputs {
         let Some(oi) = outputs.iter().position(|o| o.name == fo.output) else {
-            let list = outputs
-                .iter()
-                .map(|o| o.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
+            let list = names(&outputs);
             return err(
                 fo.span,
                 format!(
