@@ -691,7 +691,7 @@ fn lower_far_field(
     let mut terms = Vec::new();
     for fo in far_outputs {
         let Some(oi) = outputs.iter().position(|o| o.name == fo.output) else {
-            let list = names(&outputs);
+            let list = names(outputs);
             return err(
                 fo.span,
                 format!(
