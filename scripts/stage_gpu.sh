@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu
-cargo build --release --example direct_bench --example custom_kernel
-cp target/release/examples/direct_bench target/release/examples/custom_kernel .gpu/
+cargo build --release --example direct_bench --example custom_kernel --example tree_bench
+cp target/release/examples/direct_bench target/release/examples/custom_kernel target/release/examples/tree_bench .gpu/
 # Test executables: cargo names them; keep the ones with GPU or NVRTC tests.
 cargo test --release -p fmm-tests --no-run --message-format=json 2>/dev/null \
   | python3 -c '

@@ -267,11 +267,13 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
     let mut s = Particles::<f64>::sources::<Gravity>(&pos).unwrap();
     s.set("m", &vec![1.0 / 20_000.0; 20_000]).unwrap();
     let t = Particles::<f64>::targets::<Gravity>(&pos).unwrap();
+    // With the same groups (128 targets, the GPU's default) the two walks
+    // make the same interactions.
     for theta in [0.0, 0.5, 0.8] {
         let opts = TreeOptions {
             theta,
             ncrit: 64,
-            group: 0,
+            group: 128,
         };
         let (cpu, _) = treecode_cpu::<Gravity, f64>(&[0.01], &t, &s, &opts).unwrap();
         let (gpu_out, stats) =
@@ -283,6 +285,20 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
         );
         assert!(e < 1e-12, "theta {theta}: {e:e}");
     }
+    // Stacks too small for the walk: it runs again with deeper ones and
+    // gets the same sums.
+    let opts = TreeOptions {
+        theta: 0.0,
+        ncrit: 4,
+        group: 128,
+    };
+    let (cpu, _) = treecode_cpu::<Gravity, f64>(&[0.01], &t, &s, &opts).unwrap();
+    fmm_core::tree::gpu::set_initial_stack(16);
+    let deep = treecode_cuda::<Gravity, f64>(gpu(), &[0.01], &t, &s, &opts);
+    fmm_core::tree::gpu::set_initial_stack(0);
+    let e = worst(deep.unwrap().0.slots(), cpu.slots());
+    println!("theta 0, ncrit 4, stacks of 16 cells to start: GPU vs CPU {e:.2e}");
+    assert!(e < 1e-12, "{e:e}");
     // Coincident particles: one leaf at the depth bound, split into several
     // groups of at most one block.
     let same = vec![[0.25; 3]; 700];
@@ -306,7 +322,7 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
     let opts = TreeOptions {
         theta: 0.5,
         ncrit: 32,
-        group: 0,
+        group: 128,
     };
     let (cpu, _) = treecode_cpu::<VelocityStretching, f64>(
         &[],

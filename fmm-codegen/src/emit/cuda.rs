@@ -24,7 +24,7 @@
 use super::rust::leaf_name;
 use super::{float_literal, Schedule, Syntax};
 use crate::flops;
-use crate::ir::{Func, Node, Op, Stage};
+use crate::ir::{Func, Node, NodeId, Op, Stage};
 use crate::kernel::KernelDef;
 
 /// Launch shapes and unrolling of the emitted entry points.
@@ -220,59 +220,13 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
         .collect::<Vec<_>>()
         .join(", ");
 
-    // What the pair loop reads of each source: the source slots it uses
-    // directly, and the values of the source alone that it uses (`1 /
-    // sigma_j`), which are computed once per source when the tile is loaded.
-    // (name, expression at load time)
-    let mut source_leaves: Vec<(String, String)> = Vec::new();
-    let mut columns: Vec<(String, String)> = Vec::new();
-    let mut leaves = Vec::new();
-    for (c, a) in ["x", "y", "z"].iter().enumerate() {
-        leaves.push((
-            Node::SrcPos(c as u8),
-            format!("{a}_j"),
-            format!("{a}_j_ptr[j]"),
-        ));
-    }
-    for f in &def.sources {
-        for (c, name) in f.slot_names().iter().enumerate() {
-            leaves.push((
-                Node::Src((f.offset + c) as u16),
-                format!("s_{name}"),
-                format!("s_{name}_ptr[j]"),
-            ));
-        }
-    }
-    for (leaf, name, load) in leaves {
-        if let Some(id) = sch.leaf_node(leaf) {
-            source_leaves.push((name.clone(), load));
-            if sch.used_in_pair(id) {
-                columns.push((name.clone(), name));
-            }
-        }
-    }
-    let source_temps = sch.temps(Stage::Source);
-    for &id in &source_temps {
-        if sch.used_in_pair(id) {
-            columns.push((sch.temp_name(id), sch.temp_name(id)));
-        }
-    }
+    let tile = Tile::new(def, &sch);
     let no = def.n_outputs();
-    let updates = sch.updates(&syn);
 
     o.push_str("template <typename T, int P, int Q>\n");
     o.push_str(&format!("__device__ __forceinline__ void {sym}_p2p(\n"));
     o.push_str(&format!("    {})\n{{\n", declare("T")));
-    // Source slots travel through shared memory in packs of four, so one
-    // 16-byte load (LDS.128) brings x, y, z and a strength, as nyland2007's
-    // float4 bodies do.
-    let packs: Vec<&[(String, String)]> = columns.chunks(4).collect();
-    if !packs.is_empty() {
-        o.push_str("    struct __align__(4 * sizeof(T)) Pack { T a, b, c, d; };\n");
-    }
-    for k in 0..packs.len() {
-        o.push_str(&format!("    __shared__ Pack sh{k}[P * Q];\n"));
-    }
+    o.push_str(&tile.declare("P * Q"));
     o.push_str("    const int row = threadIdx.y;\n");
     o.push_str("    const int i = blockIdx.x * P + threadIdx.x;\n");
     o.push_str("    const int tid = row * P + threadIdx.x;\n");
@@ -284,26 +238,15 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     }
     o.push_str("    for (int base = 0; base < n_sources; base += P * Q) {\n");
     o.push_str("        const int j = base + tid;\n");
-    if !columns.is_empty() {
+    if !tile.is_empty() {
         o.push_str("        if (j < n_sources) {\n");
-        for (name, load) in &source_leaves {
-            o.push_str(&format!("            const T {name} = {load};\n"));
-        }
-        for &id in &source_temps {
-            o.push_str(&format!(
-                "            const T {} = {};\n",
-                sch.temp_name(id),
-                sch.body(&syn, id)
-            ));
-        }
-        for (k, pack) in packs.iter().enumerate() {
-            let mut members: Vec<String> = pack.iter().map(|(_, value)| value.clone()).collect();
-            members.resize(4, "T(0)".into());
-            o.push_str(&format!(
-                "            sh{k}[tid] = Pack{{{}}};\n",
-                members.join(", ")
-            ));
-        }
+        o.push_str(&tile.store(
+            &sch,
+            &syn,
+            "            ",
+            &|var, _| format!("{var}_ptr[j]"),
+            "tid",
+        ));
         o.push_str("        }\n");
     }
     o.push_str("        __syncthreads();\n");
@@ -313,26 +256,7 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     for k in 0..no {
         o.push_str(&format!("        T part_{k} = T(0);\n"));
     }
-    o.push_str("        // The interaction of one source, from the kernel declaration.\n");
-    o.push_str("        auto pair = [&](const int k) {\n");
-    for (k, pack) in packs.iter().enumerate() {
-        o.push_str(&format!("            const Pack p{k} = sh{k}[k];\n"));
-        for ((name, _), member) in pack.iter().zip(["a", "b", "c", "d"]) {
-            o.push_str(&format!("            const T {name} = p{k}.{member};\n"));
-        }
-    }
-    for id in sch.temps(Stage::Pair) {
-        o.push_str(&format!(
-            "            const T {} = {};\n",
-            sch.temp_name(id),
-            sch.body(&syn, id)
-        ));
-    }
-    for u in &updates {
-        let op = if u.subtract { "-=" } else { "+=" };
-        o.push_str(&format!("            part_{} {op} {};\n", u.slot, u.value));
-    }
-    o.push_str("        };\n");
+    o.push_str(&tile.pair(&sch, &syn, "        "));
     o.push_str("        if (hi - lo == P) {\n");
     o.push_str(&format!("#pragma unroll {}\n", opts.unroll));
     o.push_str("            for (int k = lo; k < lo + P; ++k) pair(k);\n");
@@ -385,6 +309,136 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
         }
     }
     o
+}
+
+/// What a shared-memory tile of sources holds, for the tile kernel and the
+/// walk alike: the source values the pair loop reads, and the values of a
+/// source alone that it uses (`1 / sigma_j`), computed once per source when
+/// the tile is loaded. They travel in packs of four, so one 16-byte load
+/// (LDS.128) brings x, y, z and a strength, as nyland2007's float4 bodies do.
+pub(crate) struct Tile {
+    /// The variable each used source value is loaded into (`x_j`, `s_m`)
+    /// and the stem of its array's name (`x`, `s_m`).
+    loads: Vec<(String, String)>,
+    source_temps: Vec<NodeId>,
+    /// The values stored in shared memory, in pack order.
+    columns: Vec<String>,
+}
+
+impl Tile {
+    pub(crate) fn new(def: &KernelDef, sch: &Schedule) -> Tile {
+        let mut leaves = Vec::new();
+        for (c, a) in ["x", "y", "z"].iter().enumerate() {
+            leaves.push((Node::SrcPos(c as u8), format!("{a}_j"), a.to_string()));
+        }
+        for f in &def.sources {
+            for (c, name) in f.slot_names().iter().enumerate() {
+                let slot = format!("s_{name}");
+                leaves.push((Node::Src((f.offset + c) as u16), slot.clone(), slot));
+            }
+        }
+        let (mut loads, mut columns) = (Vec::new(), Vec::new());
+        for (leaf, name, stem) in leaves {
+            if let Some(id) = sch.leaf_node(leaf) {
+                loads.push((name.clone(), stem));
+                if sch.used_in_pair(id) {
+                    columns.push(name);
+                }
+            }
+        }
+        let source_temps = sch.temps(Stage::Source);
+        for &id in &source_temps {
+            if sch.used_in_pair(id) {
+                columns.push(sch.temp_name(id));
+            }
+        }
+        Tile {
+            loads,
+            source_temps,
+            columns,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    fn packs(&self) -> std::slice::Chunks<'_, String> {
+        self.columns.chunks(4)
+    }
+
+    /// The shared arrays of a tile of `size` sources.
+    pub(crate) fn declare(&self, size: &str) -> String {
+        let mut o = String::new();
+        if !self.is_empty() {
+            o.push_str("    struct __align__(4 * sizeof(T)) Pack { T a, b, c, d; };\n");
+        }
+        for k in 0..self.packs().len() {
+            o.push_str(&format!("    __shared__ Pack sh{k}[{size}];\n"));
+        }
+        o
+    }
+
+    /// Loads one source (`load` spells the read of a value from its
+    /// variable and its array's stem) and stores it at `slot` of the tile.
+    pub(crate) fn store(
+        &self,
+        sch: &Schedule,
+        syn: &CudaSyntax,
+        indent: &str,
+        load: &dyn Fn(&str, &str) -> String,
+        slot: &str,
+    ) -> String {
+        let mut o = String::new();
+        for (name, stem) in &self.loads {
+            o.push_str(&format!("{indent}const T {name} = {};\n", load(name, stem)));
+        }
+        for &id in &self.source_temps {
+            o.push_str(&format!(
+                "{indent}const T {} = {};\n",
+                sch.temp_name(id),
+                sch.body(syn, id)
+            ));
+        }
+        for (k, pack) in self.packs().enumerate() {
+            let mut members: Vec<String> = pack.to_vec();
+            members.resize(4, "T(0)".into());
+            o.push_str(&format!(
+                "{indent}sh{k}[{slot}] = Pack{{{}}};\n",
+                members.join(", ")
+            ));
+        }
+        o
+    }
+
+    /// The lambda `pair(k)`: the interaction of the `k`-th source of the
+    /// tile, from the kernel declaration, added into `part_*`.
+    pub(crate) fn pair(&self, sch: &Schedule, syn: &CudaSyntax, indent: &str) -> String {
+        let mut o = String::new();
+        o.push_str(&format!(
+            "{indent}// The interaction of one source, from the kernel declaration.\n"
+        ));
+        o.push_str(&format!("{indent}auto pair = [&](const int k) {{\n"));
+        for (k, pack) in self.packs().enumerate() {
+            o.push_str(&format!("{indent}    const Pack p{k} = sh{k}[k];\n"));
+            for (name, member) in pack.iter().zip(["a", "b", "c", "d"]) {
+                o.push_str(&format!("{indent}    const T {name} = p{k}.{member};\n"));
+            }
+        }
+        for id in sch.temps(Stage::Pair) {
+            o.push_str(&format!(
+                "{indent}    const T {} = {};\n",
+                sch.temp_name(id),
+                sch.body(syn, id)
+            ));
+        }
+        for u in sch.updates(syn) {
+            let op = if u.subtract { "-=" } else { "+=" };
+            o.push_str(&format!("{indent}    part_{} {op} {};\n", u.slot, u.value));
+        }
+        o.push_str(&format!("{indent}}};\n"));
+        o
+    }
 }
 
 /// Loads of the target's values (at index `ii`) and the values computed

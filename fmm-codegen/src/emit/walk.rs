@@ -1,29 +1,47 @@
 //! The treecode's walk on the GPU, emitted next to the tile kernel.
 //!
-//! One thread block per target group, one thread per target. The block
-//! walks the source tree along the `next`/`more` links (nakasato2009: no
-//! stack, no recursion) and decides the opening criterion for the whole
-//! group, from the group's bounding box, so every thread of the block takes
-//! the same path and the walk never diverges. An accepted cell is one
-//! interaction with its pseudo-source (the cell's summed strength at its
-//! centre of strength); a leaf that is not accepted is the interactions
-//! with its particles. Both are the declaration's pair interaction.
+//! One thread block walks the source tree for one group of at most
+//! [`WALK_BLOCK`] targets, one thread per target, and the opening criterion
+//! is decided for the whole group from its bounding box, so every thread
+//! agrees and the walk never diverges. The walk is breadth-first in chunks,
+//! as in the GPU treecodes after nakasato2009 (Bonsai): the block pops up to
+//! [`WALK_BLOCK`] cells from a stack in global memory, each thread tests one
+//! cell, and a block-wide prefix sum places the accepted cells in the far
+//! list, the leaves in the near list and the children of the opened cells
+//! back on the stack. A serial walk along the `next`/`more` links (what the
+//! CPU does) would test one cell at a time with the whole block waiting on
+//! each load; here 128 cells are tested at once.
+//!
+//! The lists are evaluated in tiles, like the all-pairs kernel: the block
+//! loads up to [`WALK_BLOCK`] pseudo-sources (an accepted cell's summed
+//! strength at its centre of strength) or leaf particles into shared
+//! memory, and every thread runs the declaration's pair interaction over the
+//! tile. The far list is flushed when it holds a tile's worth, the near
+//! list when its leaves hold a tile's worth of particles.
+//!
+//! Blocks are persistent: the grid holds as many blocks as fit on the GPU at
+//! once and each takes the next group from a global counter, so a block's
+//! stack (`stack_cap` cells at `stacks + blockIdx.x * stack_cap`) is reused
+//! from group to group. A stack that would overflow sets `overflow` and the
+//! block stops; the host then runs the walk again with larger stacks.
 //!
 //! Arguments of `<kernel>_walk_f32` / `_f64`, in order: `n_targets`, target
 //! `x, y, z`, target slots (tree order); `n_groups`, `group_begin`,
 //! `group_end` (int), group box `lo_x, lo_y, lo_z, hi_x, hi_y, hi_z`;
-//! `n_cells`, `cell_next`, `cell_more`, `cell_begin`, `cell_end` (int),
-//! `cell_accept2` (squared acceptance distance), cell box `center x, y, z`
-//! and `half`, the pseudo-sources `x, y, z` and source slots; `n_sources`,
-//! source `x, y, z` and slots (tree order); the parameters; the outputs
-//! (tree order); `accumulate`. Groups hold at most 128 targets.
+//! `n_cells`, `cell_nchild`, `cell_child` (8 per cell), `cell_begin`,
+//! `cell_end` (int), `cell_accept2` (squared acceptance distance), cell box
+//! `center x, y, z` and `half`, the pseudo-sources `x, y, z` and source
+//! slots; `n_sources`, source `x, y, z` and slots (tree order); the
+//! parameters; the outputs (tree order); `accumulate`; the walk's state:
+//! `stacks`, `stack_cap`, `next_group` (an int set to 0 before the launch)
+//! and `overflow` (an int set to 0 before the launch).
 
-use super::cuda::{slots, target_prologue, CudaSyntax, PRECISIONS};
+use super::cuda::{slots, target_prologue, CudaSyntax, Tile, PRECISIONS};
 use super::Schedule;
-use crate::ir::{Node, Stage};
 use crate::kernel::KernelDef;
 
-/// Most targets in a group (the block size of the walk).
+/// Most targets in a group: the block size of the walk, and the most cells
+/// a block tests at once.
 pub const WALK_BLOCK: u32 = 128;
 
 /// The name of the walk entry point for one precision.
@@ -31,28 +49,59 @@ pub fn walk_entry_name(def: &KernelDef, precision: &str) -> String {
     format!("{}_walk_{precision}", def.symbol())
 }
 
+/// A block-wide exclusive prefix sum of two counts at once (warp shuffles,
+/// then the warps' totals through shared memory), with the totals.
+const BLOCK_SCAN: &str = r#"
+// Exclusive prefix sums over the block of `a` and `b`, and their totals.
+// `sums` holds two ints per warp; the caller synchronises before reusing it.
+__device__ __forceinline__ void fmm_block_scan2(int& a, int& b, int& total_a, int& total_b,
+                                                int (*sums)[2])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int ia = a, ib = b;
+    for (int d = 1; d < 32; d <<= 1) {
+        const int xa = __shfl_up_sync(0xffffffffu, ia, d);
+        const int xb = __shfl_up_sync(0xffffffffu, ib, d);
+        if (lane >= d) { ia += xa; ib += xb; }
+    }
+    if (lane == 31) { sums[warp][0] = ia; sums[warp][1] = ib; }
+    __syncthreads();
+    int oa = 0, ob = 0;
+    total_a = 0;
+    total_b = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+        if (w < warp) { oa += sums[w][0]; ob += sums[w][1]; }
+        total_a += sums[w][0];
+        total_b += sums[w][1];
+    }
+    a = oa + ia - a;
+    b = ob + ib - b;
+}
+"#;
+
 /// Emits the walk template and its entry points.
 pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String {
     let sym = def.symbol();
     let no = def.n_outputs();
+    let tile = Tile::new(def, sch);
     let mut o = String::new();
 
     // Argument list: (declaration with T, name).
     let mut args: Vec<(String, String)> = Vec::new();
-    let mut arg = |decl: String, name: String| args.push((decl, name));
-    arg("const int n_targets".into(), "n_targets".into());
+    let int_arg = |args: &mut Vec<(String, String)>, name: &str| {
+        args.push((format!("const int {name}"), name.into()))
+    };
+    let ptr = |ty: &str, name: &str| (format!("const {ty}* __restrict__ {name}"), name.into());
+    int_arg(&mut args, "n_targets");
     for a in ["x", "y", "z"] {
-        arg(
-            format!("const T* __restrict__ {a}_i_ptr"),
-            format!("{a}_i_ptr"),
-        );
+        args.push(ptr("T", &format!("{a}_i_ptr")));
     }
     for s in slots(&def.targets, "t") {
-        arg(format!("const T* __restrict__ {s}_ptr"), format!("{s}_ptr"));
+        args.push(ptr("T", &format!("{s}_ptr")));
     }
-    arg("const int n_groups".into(), "n_groups".into());
+    int_arg(&mut args, "n_groups");
     for g in ["group_begin", "group_end"] {
-        arg(format!("const int* __restrict__ {g}"), g.into());
+        args.push(ptr("int", g));
     }
     for g in [
         "group_lo_x",
@@ -62,59 +111,103 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         "group_hi_y",
         "group_hi_z",
     ] {
-        arg(format!("const T* __restrict__ {g}"), g.into());
+        args.push(ptr("T", g));
     }
-    arg("const int n_cells".into(), "n_cells".into());
-    for c in ["cell_next", "cell_more", "cell_begin", "cell_end"] {
-        arg(format!("const int* __restrict__ {c}"), c.into());
+    int_arg(&mut args, "n_cells");
+    for c in ["cell_nchild", "cell_child", "cell_begin", "cell_end"] {
+        args.push(ptr("int", c));
     }
     for c in ["cell_accept2", "cell_cx", "cell_cy", "cell_cz", "cell_half"] {
-        arg(format!("const T* __restrict__ {c}"), c.into());
+        args.push(ptr("T", c));
     }
     // Pseudo-source and source arrays: positions and the source slots.
     let source_slots = slots(&def.sources, "s");
     for prefix in ["cell", "src"] {
         for a in ["x", "y", "z"] {
-            arg(
-                format!("const T* __restrict__ {prefix}_{a}"),
-                format!("{prefix}_{a}"),
-            );
+            args.push(ptr("T", &format!("{prefix}_{a}")));
         }
         for s in &source_slots {
-            arg(
-                format!("const T* __restrict__ {prefix}_{s}"),
-                format!("{prefix}_{s}"),
-            );
+            args.push(ptr("T", &format!("{prefix}_{s}")));
         }
         if prefix == "cell" {
-            arg("const int n_sources".into(), "n_sources".into());
+            int_arg(&mut args, "n_sources");
         }
     }
     for s in slots(&def.params, "p") {
-        arg(format!("const T {s}"), s);
+        args.push((format!("const T {s}"), s));
     }
     for s in slots(&def.outputs, "o") {
-        arg(format!("T* __restrict__ {s}"), s);
+        args.push((format!("T* __restrict__ {s}"), s));
     }
-    arg("const int accumulate".into(), "accumulate".into());
+    int_arg(&mut args, "accumulate");
+    args.push(("int* __restrict__ stacks".into(), "stacks".into()));
+    int_arg(&mut args, "stack_cap");
+    for s in ["next_group", "overflow"] {
+        args.push((format!("int* __restrict__ {s}"), s.into()));
+    }
 
-    // The pair interaction as a lambda over the source values it reads.
-    let mut leaves: Vec<(String, String)> = Vec::new(); // (variable, slot suffix)
-    for (c, a) in ["x", "y", "z"].iter().enumerate() {
-        if sch.uses_leaf(Node::SrcPos(c as u8)) {
-            leaves.push((format!("{a}_j"), a.to_string()));
+    // One flush: the tiles of `count` list entries, `index` the source (or
+    // pseudo-source) index of entry `q`, read from the arrays `prefix_*`.
+    let flush = |count: &str, index: &str, prefix: &str| -> String {
+        let mut f = String::new();
+        f.push_str(&format!(
+            "        for (int base = 0; base < {count}; base += B) {{\n"
+        ));
+        f.push_str("            const int q = base + tid;\n");
+        f.push_str(&format!("            if (q < {count}) {{\n"));
+        f.push_str(index);
+        f.push_str(&tile.store(
+            sch,
+            syn,
+            "                ",
+            &|_, stem| format!("{prefix}_{stem}[j]"),
+            "tid",
+        ));
+        f.push_str("            }\n");
+        f.push_str("            __syncthreads();\n");
+        f.push_str(&format!(
+            "            const int count = min(B, {count} - base);\n"
+        ));
+        for k in 0..no {
+            f.push_str(&format!("            T part_{k} = T(0);\n"));
         }
-    }
-    for f in &def.sources {
-        for (c, name) in f.slot_names().iter().enumerate() {
-            if sch.uses_leaf(Node::Src((f.offset + c) as u16)) {
-                leaves.push((format!("s_{name}"), format!("s_{name}")));
-            }
+        f.push_str(&tile.pair(sch, syn, "            "));
+        f.push_str("            if (count == B) {\n");
+        f.push_str("#pragma unroll 8\n");
+        f.push_str("                for (int k = 0; k < B; ++k) pair(k);\n");
+        f.push_str("            } else {\n");
+        f.push_str("                for (int k = 0; k < count; ++k) pair(k);\n");
+        f.push_str("            }\n");
+        for k in 0..no {
+            f.push_str(&format!("            total_{k} += part_{k};\n"));
         }
-    }
+        f.push_str("            __syncthreads();\n");
+        f.push_str("        }\n");
+        f
+    };
+    let flush_far = flush(
+        "n_far",
+        "                const int j = far_list[q];\n",
+        "cell",
+    );
+    let flush_near = flush(
+        "n_near_src",
+        concat!(
+            "                // The leaf holding the q-th listed source: the last\n",
+            "                // whose first listed source is at or before q.\n",
+            "                int lo = 0, hi = n_near - 1;\n",
+            "                while (lo < hi) {\n",
+            "                    const int mid = (lo + hi + 1) >> 1;\n",
+            "                    if (near_start[mid] <= q) lo = mid; else hi = mid - 1;\n",
+            "                }\n",
+            "                const int j = near_first[lo] + q - near_start[lo];\n",
+        ),
+        "src",
+    );
 
     o.push_str("\n// The treecode walk (see fmm_codegen::emit::walk).\n");
-    o.push_str("template <typename T>\n");
+    o.push_str(BLOCK_SCAN);
+    o.push_str("\ntemplate <typename T>\n");
     o.push_str(&format!(
         "__device__ __forceinline__ void {sym}_walk(\n    "
     ));
@@ -126,64 +219,135 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
             .join(",\n    "),
     );
     o.push_str(")\n{\n");
-    o.push_str("    const int g = blockIdx.x;\n");
-    o.push_str("    if (g >= n_groups) return;\n");
-    o.push_str("    const int gb = group_begin[g];\n");
-    o.push_str("    const int i = gb + threadIdx.x;\n");
-    o.push_str("    const bool active = i < group_end[g];\n");
-    o.push_str("    const int ii = active ? i : gb;\n");
-    o.push_str(&target_prologue(def, sch, syn));
+    o.push_str(&format!("    constexpr int B = {WALK_BLOCK};\n"));
+    o.push_str(&tile.declare("B"));
+    o.push_str(concat!(
+        "    // Accepted cells; leaves to sum directly (first source, and where\n",
+        "    // its sources start in the flattened list). Each holds less than B\n",
+        "    // before a step adds at most B.\n",
+        "    __shared__ int far_list[2 * B];\n",
+        "    __shared__ int near_first[2 * B], near_start[2 * B];\n",
+        "    __shared__ int sums[B / 32][2];\n",
+        "    __shared__ int s_group, s_top, s_far, s_near, s_near_src;\n",
+        "    const int tid = threadIdx.x;\n",
+        "    int* stack = stacks + (size_t)blockIdx.x * stack_cap;\n",
+        "    while (true) {\n",
+        "        if (tid == 0) s_group = atomicAdd(next_group, 1);\n",
+        "        __syncthreads();\n",
+        "        const int g = s_group;\n",
+        "        if (g >= n_groups) return;\n",
+        "        const int gb = group_begin[g];\n",
+        "        const int i = gb + tid;\n",
+        "        const bool active = i < group_end[g];\n",
+        "        const int ii = active ? i : gb;\n",
+    ));
+    for line in target_prologue(def, sch, syn).lines() {
+        o.push_str(&format!("    {line}\n"));
+    }
     for k in 0..no {
-        o.push_str(&format!("    T total_{k} = T(0);\n"));
+        o.push_str(&format!("        T total_{k} = T(0);\n"));
     }
-    let params: Vec<String> = leaves.iter().map(|(v, _)| format!("const T {v}")).collect();
-    o.push_str(&format!("    auto pair = [&]({}) {{\n", params.join(", ")));
-    for id in sch.temps_in(&[Stage::Source, Stage::Pair]) {
-        o.push_str(&format!(
-            "        const T {} = {};\n",
-            sch.temp_name(id),
-            sch.body(syn, id)
-        ));
-    }
-    for u in sch.updates(syn) {
-        let op = if u.subtract { "-=" } else { "+=" };
-        o.push_str(&format!("        total_{} {op} {};\n", u.slot, u.value));
-    }
-    o.push_str("    };\n");
-    o.push_str("    const T lo_x = group_lo_x[g], lo_y = group_lo_y[g], lo_z = group_lo_z[g];\n");
-    o.push_str("    const T hi_x = group_hi_x[g], hi_y = group_hi_y[g], hi_z = group_hi_z[g];\n");
-    o.push_str("    int c = 0;\n");
-    o.push_str("    while (c < n_cells) {\n");
-    o.push_str("        // The opening criterion for the whole group: every thread agrees.\n");
-    o.push_str("        const T px = cell_x[c], py = cell_y[c], pz = cell_z[c];\n");
-    o.push_str("        const T dx = fmax(fmax(lo_x - px, px - hi_x), T(0));\n");
-    o.push_str("        const T dy = fmax(fmax(lo_y - py, py - hi_y), T(0));\n");
-    o.push_str("        const T dz = fmax(fmax(lo_z - pz, pz - hi_z), T(0));\n");
-    o.push_str("        const T h = cell_half[c];\n");
-    o.push_str("        const bool overlap = lo_x <= cell_cx[c] + h && hi_x >= cell_cx[c] - h\n");
-    o.push_str("            && lo_y <= cell_cy[c] + h && hi_y >= cell_cy[c] - h\n");
-    o.push_str("            && lo_z <= cell_cz[c] + h && hi_z >= cell_cz[c] - h;\n");
-    o.push_str("        if (!overlap && dx * dx + dy * dy + dz * dz > cell_accept2[c]) {\n");
-    let cell_args: Vec<String> = leaves.iter().map(|(_, s)| format!("cell_{s}[c]")).collect();
-    o.push_str(&format!("            pair({});\n", cell_args.join(", ")));
-    o.push_str("            c = cell_next[c];\n");
-    o.push_str("        } else if (cell_more[c] == cell_next[c]) {\n");
-    o.push_str("            const int je = cell_end[c];\n");
-    o.push_str("            for (int j = cell_begin[c]; j < je; ++j) {\n");
-    let src_args: Vec<String> = leaves.iter().map(|(_, s)| format!("src_{s}[j]")).collect();
-    o.push_str(&format!("                pair({});\n", src_args.join(", ")));
-    o.push_str("            }\n");
-    o.push_str("            c = cell_next[c];\n");
-    o.push_str("        } else {\n");
-    o.push_str("            c = cell_more[c];\n");
+    o.push_str(concat!(
+        "        const T lo_x = group_lo_x[g], lo_y = group_lo_y[g], lo_z = group_lo_z[g];\n",
+        "        const T hi_x = group_hi_x[g], hi_y = group_hi_y[g], hi_z = group_hi_z[g];\n",
+        "        if (tid == 0) {\n",
+        "            stack[0] = 0;\n",
+        "            s_top = 1;\n",
+        "            s_far = 0;\n",
+        "            s_near = 0;\n",
+        "            s_near_src = 0;\n",
+        "        }\n",
+        "        __syncthreads();\n",
+        "        bool overflowed = false;\n",
+        "        while (true) {\n",
+        "            const int top = s_top;\n",
+        "            if (top == 0) break;\n",
+        "            const int k = min(top, B);\n",
+        "            const int base = top - k;\n",
+        "            const int c = tid < k ? stack[base + tid] : -1;\n",
+        "            // The opening criterion for the whole group: accepted when the\n",
+        "            // centre of strength is far enough from the group's box and the\n",
+        "            // cell's box does not overlap it.\n",
+        "            int accept = 0, leaf = 0, nchild = 0, n_src = 0;\n",
+        "            if (c >= 0) {\n",
+        "                const T px = cell_x[c], py = cell_y[c], pz = cell_z[c];\n",
+        "                const T dx = fmax(fmax(lo_x - px, px - hi_x), T(0));\n",
+        "                const T dy = fmax(fmax(lo_y - py, py - hi_y), T(0));\n",
+        "                const T dz = fmax(fmax(lo_z - pz, pz - hi_z), T(0));\n",
+        "                const T h = cell_half[c];\n",
+        "                const bool overlap = lo_x <= cell_cx[c] + h && hi_x >= cell_cx[c] - h\n",
+        "                    && lo_y <= cell_cy[c] + h && hi_y >= cell_cy[c] - h\n",
+        "                    && lo_z <= cell_cz[c] + h && hi_z >= cell_cz[c] - h;\n",
+        "                if (!overlap && dx * dx + dy * dy + dz * dz > cell_accept2[c]) {\n",
+        "                    accept = 1;\n",
+        "                } else {\n",
+        "                    nchild = cell_nchild[c];\n",
+        "                    if (nchild == 0) {\n",
+        "                        leaf = 1;\n",
+        "                        n_src = cell_end[c] - cell_begin[c];\n",
+        "                    }\n",
+        "                }\n",
+        "            }\n",
+        "            // Where each goes: the accepted, leaf and children counts packed\n",
+        "            // in one sum (at most B, B and 8 B), the leaves' sources in the other.\n",
+        "            int at = accept | (leaf << 8) | (nchild << 16), src_at = n_src;\n",
+        "            int n_at, n_listed;\n",
+        "            fmm_block_scan2(at, src_at, n_at, n_listed, sums);\n",
+        "            const int n_children = n_at >> 16;\n",
+        "            const int far0 = s_far, near0 = s_near, near_src0 = s_near_src;\n",
+        "            if (base + n_children > stack_cap) {\n",
+        "                // Every thread sees the same totals: the block stops together.\n",
+        "                if (tid == 0) atomicExch(overflow, 1);\n",
+        "                overflowed = true;\n",
+        "                break;\n",
+        "            }\n",
+        "            if (accept) far_list[far0 + (at & 0xff)] = c;\n",
+        "            if (leaf) {\n",
+        "                const int e = near0 + ((at >> 8) & 0xff);\n",
+        "                near_first[e] = cell_begin[c];\n",
+        "                near_start[e] = near_src0 + src_at;\n",
+        "            }\n",
+        "            for (int m = 0; m < nchild; ++m) stack[base + (at >> 16) + m] = cell_child[8 * c + m];\n",
+        "            __syncthreads();\n",
+        "            if (tid == 0) {\n",
+        "                s_top = base + n_children;\n",
+        "                s_far = far0 + (n_at & 0xff);\n",
+        "                s_near = near0 + ((n_at >> 8) & 0xff);\n",
+        "                s_near_src = near_src0 + n_listed;\n",
+        "            }\n",
+        "            __syncthreads();\n",
+        "            if (s_far >= B) {\n",
+        "                const int n_far = s_far;\n",
+    ));
+    o.push_str(&indent(&flush_far, "        "));
+    o.push_str(concat!(
+        "                if (tid == 0) s_far = 0;\n",
+        "            }\n",
+        "            if (s_near_src >= B) {\n",
+        "                const int n_near = s_near, n_near_src = s_near_src;\n",
+    ));
+    o.push_str(&indent(&flush_near, "        "));
+    o.push_str(concat!(
+        "                if (tid == 0) { s_near = 0; s_near_src = 0; }\n",
+        "            }\n",
+        "            __syncthreads();\n",
+        "        }\n",
+        "        if (overflowed) return;\n",
+        "        {\n",
+        "            const int n_far = s_far;\n",
+    ));
+    o.push_str(&indent(&flush_far, "    "));
+    o.push_str("            const int n_near = s_near, n_near_src = s_near_src;\n");
+    o.push_str(&indent(&flush_near, "    "));
     o.push_str("        }\n");
-    o.push_str("    }\n");
-    o.push_str("    if (active) {\n");
+    o.push_str("        if (active) {\n");
     for (k, s) in slots(&def.outputs, "o").iter().enumerate() {
         o.push_str(&format!(
-            "        {s}[i] = accumulate ? {s}[i] + total_{k} : total_{k};\n"
+            "            {s}[i] = accumulate ? {s}[i] + total_{k} : total_{k};\n"
         ));
     }
+    o.push_str("        }\n");
+    o.push_str("        __syncthreads();\n");
     o.push_str("    }\n");
     o.push_str("}\n");
 
@@ -208,4 +372,17 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         ));
     }
     o
+}
+
+/// `text` with every non-empty line indented by `by` more.
+fn indent(text: &str, by: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.is_empty() || l.starts_with('#') {
+                format!("{l}\n")
+            } else {
+                format!("{by}{l}\n")
+            }
+        })
+        .collect()
 }

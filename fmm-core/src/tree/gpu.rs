@@ -1,8 +1,11 @@
 //! The treecode on the GPU: the trees and the cells' pseudo-sources are
 //! built on the CPU (for now), the walk runs on the GPU as the generated
 //! walk kernel (`fmm_codegen::emit::walk`), one block per target group.
-//! Same trees, same criterion and same interactions as [`super::treecode_cpu`],
-//! so the two agree to rounding.
+//! Same trees, same criterion and, for the same groups (`group` = 128, the
+//! GPU's default), the same interactions as [`super::treecode_cpu`], so the
+//! two agree to rounding.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
@@ -14,6 +17,22 @@ use crate::kernel::Kernel;
 use crate::particles::Particles;
 use crate::real::Real;
 use fmm_codegen::emit::walk::{walk_entry_name, WALK_BLOCK};
+
+/// Cells of stack per block the walk starts with; a walk that needs more
+/// (small theta on a deep tree) runs again with four times as many, up to
+/// [`MAX_STACK`].
+const INITIAL_STACK: usize = 8192;
+const MAX_STACK: usize = 1 << 22;
+
+/// The initial stack depth when not 0; for tests of the walk's retry.
+static INITIAL_STACK_OVERRIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// Starts the walk with stacks of `cells` cells per block (0: the default),
+/// so tests can make it overflow and retry.
+#[doc(hidden)]
+pub fn set_initial_stack(cells: usize) {
+    INITIAL_STACK_OVERRIDE.store(cells, Ordering::Relaxed);
+}
 
 fn cuda_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
     move |e| Error::Cuda(format!("{what}: {e}"))
@@ -44,31 +63,32 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
         ttree,
         tgt,
         groups,
-    } = prepare(targets, sources, &strength, opts);
-    // Groups of at most one block of targets (leaves at the depth bound can
-    // hold more), with their bounding boxes.
-    let mut begin = Vec::new();
-    let mut end = Vec::new();
-    let mut lo = [Vec::new(), Vec::new(), Vec::new()];
-    let mut hi = [Vec::new(), Vec::new(), Vec::new()];
+    } = prepare(targets, sources, &strength, opts, WALK_BLOCK as usize);
+    // Groups of at most one block of targets (a larger `group` asked for
+    // is cut into blocks).
+    let (mut begin, mut end) = (Vec::new(), Vec::new());
     for &(gb, ge) in &groups {
         for b in (gb..ge).step_by(WALK_BLOCK as usize) {
-            let e = (b + WALK_BLOCK as usize).min(ge);
             begin.push(b as i32);
-            end.push(e as i32);
-            for a in 0..3 {
-                let xs = &tgt.pos[a][b..e];
-                lo[a].push(
-                    xs.iter()
-                        .copied()
-                        .fold(xs[0], |x, y| if y < x { y } else { x }),
-                );
-                hi[a].push(
-                    xs.iter()
-                        .copied()
-                        .fold(xs[0], |x, y| if y > x { y } else { x }),
-                );
-            }
+            end.push((b + WALK_BLOCK as usize).min(ge) as i32);
+        }
+    }
+    // The groups' bounding boxes.
+    let mut lo = [Vec::new(), Vec::new(), Vec::new()];
+    let mut hi = [Vec::new(), Vec::new(), Vec::new()];
+    for (&b, &e) in begin.iter().zip(&end) {
+        for a in 0..3 {
+            let xs = &tgt.pos[a][b as usize..e as usize];
+            lo[a].push(
+                xs.iter()
+                    .copied()
+                    .fold(xs[0], |x, y| if y < x { y } else { x }),
+            );
+            hi[a].push(
+                xs.iter()
+                    .copied()
+                    .fold(xs[0], |x, y| if y > x { y } else { x }),
+            );
         }
     }
     let build_seconds = t0.elapsed().as_secs_f64();
@@ -94,8 +114,14 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     let (d_gb, d_ge) = (up_i(&begin)?, up_i(&end)?);
     let d_lo = [up(&lo[0])?, up(&lo[1])?, up(&lo[2])?];
     let d_hi = [up(&hi[0])?, up(&hi[1])?, up(&hi[2])?];
-    let d_next = up_i(&ints(&|c| c.next))?;
-    let d_more = up_i(&ints(&|c| c.more))?;
+    let d_nchild = up_i(&ints(&|c| c.n_children as usize))?;
+    let mut child = vec![0i32; 8 * stree.cells.len()];
+    for c in 0..stree.cells.len() {
+        for (m, k) in stree.children(c).into_iter().enumerate() {
+            child[8 * c + m] = k as i32;
+        }
+    }
+    let d_child = up_i(&child)?;
     let d_begin = up_i(&ints(&|c| c.begin))?;
     let d_end = up_i(&ints(&|c| c.end))?;
     let d_accept2 = up(&as_r(&cells.accept2))?;
@@ -135,59 +161,100 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
         n as i32,
         0i32,
     );
-    let mut b = s.launch_builder(&func);
-    b.arg(&n_t);
-    for a in d_tpos.iter().chain(&d_tslots) {
-        b.arg(a);
-    }
-    b.arg(&n_g).arg(&d_gb).arg(&d_ge);
-    for a in d_lo.iter().chain(&d_hi) {
-        b.arg(a);
-    }
-    b.arg(&n_c)
-        .arg(&d_next)
-        .arg(&d_more)
-        .arg(&d_begin)
-        .arg(&d_end)
-        .arg(&d_accept2);
-    for a in d_centre.iter() {
-        b.arg(a);
-    }
-    b.arg(&d_half);
-    for a in d_cpos.iter().chain(&d_cslots) {
-        b.arg(a);
-    }
-    b.arg(&n_s);
-    for a in d_spos.iter().chain(&d_sslots) {
-        b.arg(a);
-    }
-    for v in &p {
-        b.arg(v);
-    }
-    for o in d_out.iter_mut() {
-        b.arg(o);
-    }
-    b.arg(&acc);
+    // Persistent blocks: as many as fit on the GPU at once.
+    let per_sm = func
+        .occupancy_max_active_blocks_per_multiprocessor(WALK_BLOCK, 0, None)
+        .map_err(cuda_err("occupancy of the walk"))?
+        .max(1);
+    let blocks = (per_sm as usize * gpu.info().multiprocessors.max(1) as usize).min(begin.len());
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let start = gpu
-        .context()
-        .new_event(timing)
-        .map_err(cuda_err("timing events"))?;
-    let stop = gpu
-        .context()
-        .new_event(timing)
-        .map_err(cuda_err("timing events"))?;
-    start.record(s).map_err(cuda_err("timing events"))?;
-    let cfg = LaunchConfig {
-        grid_dim: (begin.len() as u32, 1, 1),
-        block_dim: (WALK_BLOCK, 1, 1),
-        shared_mem_bytes: 0,
+    let new_event = || {
+        gpu.context()
+            .new_event(timing)
+            .map_err(cuda_err("timing events"))
     };
-    // SAFETY: the arguments follow the walk entry point's signature (see
-    // `fmm_codegen::emit::walk`): every array has the length its count
-    // says, the cell links stay within `0..=n_cells`, and the group ranges
-    // within `0..n_targets`.
-    unsafe { b.launch(cfg) }.map_err(cuda_err("launching the walk"))?;
+    let (start, stop) = (new_event()?, new_event()?);
+    start.record(s).map_err(cuda_err("timing events"))?;
+    let mut stack_cap = match INITIAL_STACK_OVERRIDE.load(Ordering::Relaxed) {
+        0 => INITIAL_STACK,
+        cells => cells,
+    };
+    loop {
+        let stacks = s
+            .alloc_zeros::<i32>(blocks * stack_cap)
+            .map_err(cuda_err("allocating the walk's stacks"))?;
+        let zero = || {
+            s.alloc_zeros::<i32>(1)
+                .map_err(cuda_err("allocating the walk's state"))
+        };
+        let (mut next_group, mut overflow) = (zero()?, zero()?);
+        let cap = stack_cap as i32;
+        let mut b = s.launch_builder(&func);
+        b.arg(&n_t);
+        for a in d_tpos.iter().chain(&d_tslots) {
+            b.arg(a);
+        }
+        b.arg(&n_g).arg(&d_gb).arg(&d_ge);
+        for a in d_lo.iter().chain(&d_hi) {
+            b.arg(a);
+        }
+        b.arg(&n_c)
+            .arg(&d_nchild)
+            .arg(&d_child)
+            .arg(&d_begin)
+            .arg(&d_end)
+            .arg(&d_accept2);
+        for a in d_centre.iter() {
+            b.arg(a);
+        }
+        b.arg(&d_half);
+        for a in d_cpos.iter().chain(&d_cslots) {
+            b.arg(a);
+        }
+        b.arg(&n_s);
+        for a in d_spos.iter().chain(&d_sslots) {
+            b.arg(a);
+        }
+        for v in &p {
+            b.arg(v);
+        }
+        for o in d_out.iter_mut() {
+            b.arg(o);
+        }
+        b.arg(&acc);
+        let mut stacks = stacks;
+        b.arg(&mut stacks)
+            .arg(&cap)
+            .arg(&mut next_group)
+            .arg(&mut overflow);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (WALK_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the arguments follow the walk entry point's signature
+        // (see `fmm_codegen::emit::walk`): every array has the length its
+        // count says, the cells' children are cells, the group ranges lie
+        // within `0..n_targets`, and `stacks` holds `blocks * cap` ints.
+        unsafe { b.launch(cfg) }.map_err(cuda_err("launching the walk"))?;
+        let flag = s
+            .clone_dtoh(&overflow)
+            .map_err(cuda_err("copy from the device"))?;
+        if flag[0] == 0 {
+            break;
+        }
+        // A stack overflowed: the outputs are incomplete. Again, with
+        // stacks four times as deep (the targets are overwritten).
+        stack_cap *= 4;
+        if stack_cap > MAX_STACK {
+            return Err(Error::Cuda(format!(
+                "the treecode walk needs more than {MAX_STACK} cells of stack per block \
+                 (theta {} on {} cells)",
+                opts.theta,
+                stree.cells.len()
+            )));
+        }
+    }
     stop.record(s).map_err(cuda_err("timing events"))?;
     let eval_seconds = start.elapsed_ms(&stop).map_err(cuda_err("timing events"))? as f64 / 1e3;
 

@@ -29,8 +29,9 @@ pub struct TreeOptions {
     pub theta: f64,
     /// Most particles in a source leaf.
     pub ncrit: usize,
-    /// Most targets in a group that walks the tree together (0: `ncrit`).
-    /// Smaller groups accept cells sooner, larger ones share the walk.
+    /// Most targets in a group that walks the tree together (0: the
+    /// backend's choice, `ncrit` on the CPU and one block, 128, on the
+    /// GPU). Smaller groups accept cells sooner, larger ones share the walk.
     pub group: usize,
 }
 
@@ -286,11 +287,51 @@ pub(crate) struct Prepared<R> {
     pub(crate) groups: Vec<(usize, usize)>,
 }
 
+/// The target groups, as `begin..end` in target tree order: runs of
+/// sibling leaves with at most `cap` targets together, so that groups are
+/// nearly full (an adaptive octree's leaves hold a fraction of `ncrit` on
+/// average) while each stays inside its parent cell; a leaf with more
+/// (coincident targets at the depth bound) is a group of its own.
+pub(crate) fn target_groups(tree: &Octree, cap: usize) -> Vec<(usize, usize)> {
+    let root = &tree.cells[0];
+    if root.is_leaf() {
+        return vec![(root.begin, root.end)];
+    }
+    let mut groups = Vec::new();
+    for c in 0..tree.cells.len() {
+        if tree.cells[c].is_leaf() {
+            continue;
+        }
+        // A run of consecutive leaf children.
+        let mut run: Option<(usize, usize)> = None;
+        for k in tree.children(c) {
+            let child = &tree.cells[k];
+            match run {
+                Some((b, _)) if child.is_leaf() && child.end - b <= cap => {
+                    run = Some((b, child.end));
+                }
+                _ => {
+                    groups.extend(run.take());
+                    if child.is_leaf() {
+                        run = Some((child.begin, child.end));
+                    }
+                }
+            }
+        }
+        groups.extend(run);
+    }
+    groups.sort_unstable();
+    groups
+}
+
+/// Builds what the walks start from; `default_group` is the backend's group
+/// size when the options leave it to the backend.
 pub(crate) fn prepare<R: Real>(
     targets: &Particles<R>,
     sources: &Particles<R>,
     strength: &[usize],
     opts: &TreeOptions,
+    default_group: usize,
 ) -> Prepared<R> {
     let spos = positions_f64(sources);
     let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
@@ -298,13 +339,13 @@ pub(crate) fn prepare<R: Real>(
     let cells = pseudo_sources(&stree, &src, strength, opts.theta);
     let tpos = positions_f64(targets);
     let group = if opts.group == 0 {
-        opts.ncrit
+        default_group
     } else {
         opts.group
     };
     let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], group);
     let tgt = sorted(targets, &ttree.order);
-    let groups = ttree.leaves().map(|(_, c)| (c.begin, c.end)).collect();
+    let groups = target_groups(&ttree, group);
     Prepared {
         stree,
         src,
@@ -339,7 +380,7 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
         ttree,
         tgt,
         groups,
-    } = prepare(targets, sources, &strength, opts);
+    } = prepare(targets, sources, &strength, opts, opts.ncrit);
     let build_seconds = t0.elapsed().as_secs_f64();
 
     let t1 = std::time::Instant::now();
@@ -423,4 +464,40 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
     }
     stats.eval_seconds = t1.elapsed().as_secs_f64();
     Ok((Outputs::new(def.name.as_str(), &def.outputs, slots), stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distributions::{plummer, uniform_cube};
+
+    /// The groups cover every target once, in order, and hold at most `cap`
+    /// targets unless they are one leaf.
+    fn check_groups(pos: &[[f64; 3]], ncrit: usize, cap: usize) {
+        let xs: [Vec<f64>; 3] = [0, 1, 2].map(|a| pos.iter().map(|p| p[a]).collect());
+        let tree = Octree::build([&xs[0], &xs[1], &xs[2]], ncrit);
+        let groups = target_groups(&tree, cap);
+        let mut at = 0;
+        for &(b, e) in &groups {
+            assert_eq!(b, at, "groups are contiguous and in order");
+            assert!(e > b, "no empty group");
+            let one_leaf = tree.leaves().any(|(_, c)| c.begin == b && c.end == e);
+            assert!(e - b <= cap || one_leaf, "group {b}..{e} over {cap}");
+            at = e;
+        }
+        assert_eq!(at, pos.len(), "every target is in a group");
+    }
+
+    #[test]
+    fn target_groups_partition_the_targets() {
+        let cube = uniform_cube(20_000, 3);
+        let sphere = plummer(20_000, 4).0;
+        for (ncrit, cap) in [(64, 64), (64, 128), (16, 128), (128, 128), (8, 8)] {
+            check_groups(&cube, ncrit, cap);
+            check_groups(&sphere, ncrit, cap);
+        }
+        let same = vec![[0.5; 3]; 300];
+        check_groups(&same, 16, 128);
+        check_groups(&cube[..5], 16, 128);
+    }
 }
