@@ -2,11 +2,15 @@
 //! from the treecode, in Henon units (G = M = 1, E = -1/4; crossing time
 //! 2 sqrt 2). Reports the total-energy drift, the virial ratio 2T/|W| and
 //! the Lagrangian radii (10, 50, 90% of the mass) over time, and writes them
-//! to a CSV file. An equilibrium sphere should keep all of them steady.
+//! to a CSV file and a PNG plot. An equilibrium sphere should keep all of
+//! them steady.
 //!
 //! `cargo run --release --example plummer -- --n 10000 --t-end 10 --dt 0.01`
 
+mod common;
+
 use clap::Parser;
+use common::plot::{plot_plummer, Sample};
 use fmm_core::distributions::plummer;
 use fmm_core::kernels::Gravity;
 use fmm_core::tree::{treecode_cpu, TreeOptions};
@@ -39,6 +43,9 @@ struct Args {
     /// Time series of energy, virial ratio and Lagrangian radii.
     #[arg(long, default_value = "plummer.csv")]
     csv: std::path::PathBuf,
+    /// PNG plot of the same time series; `none` for no plot.
+    #[arg(long, default_value = "plummer.png")]
+    plot: std::path::PathBuf,
 }
 
 /// Accelerations and potentials of every particle from the treecode.
@@ -101,6 +108,18 @@ fn measure(pos: &[[f64; 3]], vel: &[[f64; 3]], mass: &[f64], phi: &[f64]) -> Sta
     }
 }
 
+/// What the reports and the plot show at time `t`; `e0` is the starting
+/// energy.
+fn sample(t: f64, s: &State, e0: f64) -> Sample {
+    let e = s.kinetic + s.potential;
+    Sample {
+        t,
+        drift: (e - e0) / e0.abs(),
+        virial: 2.0 * s.kinetic / s.potential.abs(),
+        lagrangian: s.lagrangian,
+    }
+}
+
 fn main() {
     if let Err(e) = run(Args::parse()) {
         eprintln!("error: {e}");
@@ -115,6 +134,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if !(args.dt > 0.0 && args.t_end >= 0.0) {
         return Err("--dt must be positive and --t-end not negative".into());
+    }
+    if args.every == 0 {
+        return Err("--every must be at least 1".into());
     }
     let (mut pos, mut vel) = plummer(n, args.seed);
     let mass = vec![1.0 / n as f64; n];
@@ -137,14 +159,20 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "t", "E", "dE/E0", "2T/|W|", "r10", "r50", "r90"
     );
     let mut csv = String::from("t,energy,relative_energy_drift,virial_ratio,r10,r50,r90\n");
-    let report = |t: f64, s: &State, csv: &mut String| -> String {
+    let mut report = |s: &State, p: &Sample| -> String {
         let e = s.kinetic + s.potential;
-        let (drift, virial) = ((e - e0) / e0.abs(), 2.0 * s.kinetic / s.potential.abs());
-        let [a, b, c] = s.lagrangian;
+        let Sample {
+            t, drift, virial, ..
+        } = *p;
+        let [a, b, c] = p.lagrangian;
         csv.push_str(&format!("{t},{e},{drift},{virial},{a},{b},{c}\n"));
         format!("{t:8.3} {e:12.6} {drift:12.3e} {virial:10.4} {a:9.4} {b:9.4} {c:9.4}")
     };
-    println!("{}", report(0.0, &s0, &mut csv));
+    // The plot has a point at every step (measuring costs little next to
+    // the forces); the CSV and the table one every `--every` steps.
+    let plotting = args.plot.as_os_str() != "none";
+    let mut samples = vec![sample(0.0, &s0, e0)];
+    println!("{}", report(&s0, &samples[0]));
 
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(
@@ -167,10 +195,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         bar.inc(1);
-        if step % args.every == 0 || step == steps {
+        let reporting = step % args.every == 0 || step == steps;
+        if reporting || plotting {
             let s = measure(&pos, &vel, &mass, &phi);
-            max_drift = max_drift.max(((s.kinetic + s.potential - e0) / e0).abs());
-            bar.suspend(|| println!("{}", report(step as f64 * args.dt, &s, &mut csv)));
+            let p = sample(step as f64 * args.dt, &s, e0);
+            if reporting {
+                max_drift = max_drift.max(p.drift.abs());
+                bar.suspend(|| println!("{}", report(&s, &p)));
+            }
+            samples.push(p);
         }
     }
     bar.finish_and_clear();
@@ -179,5 +212,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "largest |dE/E0| at the reports: {max_drift:.3e}; time series in {}",
         args.csv.display()
     );
+    if plotting {
+        let title = format!(
+            "Plummer sphere: N = {n}, eps = {eps:.3}, theta = {}, dt = {}",
+            args.theta, args.dt
+        );
+        plot_plummer(&args.plot, &title, &samples)?;
+        println!("plot in {}", args.plot.display());
+    }
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! What the benchmark examples share: kernel names, random problems for
 //! any kernel's layout, and the error against an f64 direct sum on sampled
-//! targets.
+//! targets; and the Plummer example's PNG (`plot`).
 //!
 //! Each example compiles this module and uses a part of it.
 #![allow(dead_code)]
+
+pub mod plot;
 
 use clap::ValueEnum;
 use fmm_core::distributions::plummer;

@@ -1,0 +1,285 @@
+//! The Plummer example's PNG: three panels against time (relative energy
+//! drift, virial ratio, Lagrangian radii).
+//!
+//! plotters draws into an RGB buffer and `png` encodes it. No system fonts
+//! are needed: the text is drawn by ab_glyph with an ASCII subset of DejaVu
+//! Sans (13 kB, Bitstream Vera license, `fonts/LICENSE-DejaVu.txt`) embedded
+//! in the binary.
+
+use plotters::element::PathElement;
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle, RGBColor};
+use std::error::Error;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+/// ASCII (and a few symbols) of DejaVu Sans 2.37 (Debian's fonts-dejavu-core),
+/// made with
+/// `pyftsubset DejaVuSans.ttf --unicodes=U+0020-007E,U+00B0-00B3,U+00D7,U+2013,U+2014,U+2212,U+2248
+///  --no-hinting --desubroutinize --legacy-kern --drop-tables+=MATH,GSUB,FFTM`.
+const FONT: &[u8] = include_bytes!("fonts/DejaVuSans-subset.ttf");
+
+/// Size of the PNG in pixels.
+pub const WIDTH: u32 = 900;
+pub const HEIGHT: u32 = 1200;
+
+/// One report of the run.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub t: f64,
+    /// (E - E0) / |E0|; drawn as its absolute value.
+    pub drift: f64,
+    /// 2T / |W|.
+    pub virial: f64,
+    /// Radii holding 10, 50 and 90% of the mass.
+    pub lagrangian: [f64; 3],
+}
+
+const BLUE_: RGBColor = RGBColor(31, 119, 180);
+const ORANGE: RGBColor = RGBColor(255, 127, 14);
+const GREEN_: RGBColor = RGBColor(44, 160, 44);
+const GREY: RGBColor = RGBColor(110, 110, 110);
+const GRID: RGBColor = RGBColor(205, 205, 205);
+const LIGHT_GRID: RGBColor = RGBColor(240, 240, 240);
+
+/// Makes the embedded font plotters' "sans-serif" (again: cheap, and
+/// idempotent).
+fn register() -> Result<(), Box<dyn Error>> {
+    register_font("sans-serif", FontStyle::Normal, FONT)
+        .map_err(|_| "the embedded font does not parse".into())
+}
+
+/// `lo..hi` widened by `pad` of its length on each side, and made non-empty.
+fn padded(lo: f64, hi: f64, pad: f64) -> std::ops::Range<f64> {
+    let span = hi - lo;
+    if span > 0.0 {
+        lo - pad * span..hi + pad * span
+    } else {
+        let d = if lo != 0.0 { 0.05 * lo.abs() } else { 0.05 };
+        lo - d..hi + d
+    }
+}
+
+fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    values
+        .filter(|v| v.is_finite())
+        .fold(None, |acc, v| match acc {
+            None => Some((v, v)),
+            Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+        })
+}
+
+/// Draws the three panels of `samples` (in time order) into the PNG `path`;
+/// `title` goes on top.
+pub fn plot_plummer(path: &Path, title: &str, samples: &[Sample]) -> Result<(), Box<dyn Error>> {
+    if samples.is_empty() {
+        return Err("nothing to plot".into());
+    }
+    register()?;
+    let mut rgb = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
+    draw(&mut rgb, title, samples)?;
+    let file = BufWriter::new(File::create(path)?);
+    let mut encoder = png::Encoder::new(file, WIDTH, HEIGHT);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(&rgb)?;
+    writer.finish()?;
+    Ok(())
+}
+
+fn draw(rgb: &mut [u8], title: &str, samples: &[Sample]) -> Result<(), Box<dyn Error>> {
+    let root = BitMapBackend::with_buffer(rgb, (WIDTH, HEIGHT)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 22))?;
+    let panels = root.split_evenly((3, 1));
+
+    let (t0, t1) = min_max(samples.iter().map(|s| s.t)).ok_or("no finite time")?;
+    let t_range = padded(t0, t1, 0.0);
+    let caption = ("sans-serif", 20);
+    let labels = ("sans-serif", 15);
+
+    // Energy drift, log scale; zeros (t = 0) cannot be drawn and are left out.
+    let drift: Vec<(f64, f64)> = samples
+        .iter()
+        .map(|s| (s.t, s.drift.abs()))
+        .filter(|&(_, d)| d > 0.0 && d.is_finite())
+        .collect();
+    let (lo, hi) = min_max(drift.iter().map(|p| p.1)).unwrap_or((1e-16, 1e-15));
+    let decades =
+        10f64.powf(lo.log10().floor())..10f64.powf(hi.log10().ceil().max(lo.log10().floor() + 1.0));
+    let mut chart = ChartBuilder::on(&panels[0])
+        .caption("Relative energy drift |E - E0| / |E0|", caption)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(75)
+        .build_cartesian_2d(t_range.clone(), decades.log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("t (Henon units)")
+        .y_desc("|dE / E0|")
+        .y_label_formatter(&|v| format!("{v:.0e}"))
+        .label_style(labels)
+        .axis_desc_style(labels)
+        .bold_line_style(GRID)
+        .light_line_style(LIGHT_GRID)
+        .draw()?;
+    chart
+        .draw_series(LineSeries::new(drift, BLUE_.stroke_width(2)))?
+        .label("|dE / E0|")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE_.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(labels)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+
+    // Virial ratio, with the equilibrium value 1.
+    let (lo, hi) = min_max(samples.iter().map(|s| s.virial).chain([1.0])).unwrap_or((0.9, 1.1));
+    let mut chart = ChartBuilder::on(&panels[1])
+        .caption("Virial ratio 2T / |W|", caption)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(75)
+        .build_cartesian_2d(t_range.clone(), padded(lo, hi, 0.15))?;
+    chart
+        .configure_mesh()
+        .x_desc("t (Henon units)")
+        .y_desc("2T / |W|")
+        .y_label_formatter(&|v| format!("{v:.3}"))
+        .label_style(labels)
+        .axis_desc_style(labels)
+        .bold_line_style(GRID)
+        .light_line_style(LIGHT_GRID)
+        .draw()?;
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(t_range.start, 1.0), (t_range.end, 1.0)],
+            8,
+            6,
+            GREY.stroke_width(2),
+        ))?
+        .label("equilibrium (1)")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], GREY.stroke_width(2)));
+    chart
+        .draw_series(LineSeries::new(
+            samples.iter().map(|s| (s.t, s.virial)),
+            ORANGE.stroke_width(2),
+        ))?
+        .label("2T / |W|")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], ORANGE.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(labels)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+
+    // Lagrangian radii.
+    let (_, hi) = min_max(samples.iter().flat_map(|s| s.lagrangian)).unwrap_or((0.0, 1.0));
+    let mut chart = ChartBuilder::on(&panels[2])
+        .caption("Lagrangian radii", caption)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(75)
+        .build_cartesian_2d(t_range, 0.0..(1.15 * hi).max(1e-3))?;
+    chart
+        .configure_mesh()
+        .x_desc("t (Henon units)")
+        .y_desc("radius")
+        .y_label_formatter(&|v| format!("{v:.2}"))
+        .label_style(labels)
+        .axis_desc_style(labels)
+        .bold_line_style(GRID)
+        .light_line_style(LIGHT_GRID)
+        .draw()?;
+    for (k, (name, color)) in [("10% of the mass", BLUE_), ("50%", ORANGE), ("90%", GREEN_)]
+        .into_iter()
+        .enumerate()
+    {
+        chart
+            .draw_series(LineSeries::new(
+                samples.iter().map(|s| (s.t, s.lagrangian[k])),
+                color.stroke_width(2),
+            ))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::MiddleRight)
+        .label_font(labels)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Width and height from the IHDR chunk, after checking the signature.
+    fn png_size(bytes: &[u8]) -> (u32, u32) {
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+        assert_eq!(&bytes[12..16], b"IHDR");
+        let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap());
+        (be(16), be(20))
+    }
+
+    fn plot_to_bytes(name: &str, samples: &[Sample]) -> Vec<u8> {
+        let path = std::env::temp_dir().join(format!("{name}-{}.png", std::process::id()));
+        plot_plummer(&path, "test", samples).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn writes_a_png_of_the_expected_size() {
+        let samples: Vec<Sample> = (0..20)
+            .map(|i| {
+                let t = 0.25 * i as f64;
+                Sample {
+                    t,
+                    drift: 1e-6 * t * (1.0 + t.sin()),
+                    virial: 1.0 + 0.01 * t.cos(),
+                    lagrangian: [0.4, 0.77, 1.9].map(|r| r * (1.0 + 0.01 * t.sin())),
+                }
+            })
+            .collect();
+        let bytes = plot_to_bytes("plummer-plot-test", &samples);
+        assert_eq!(png_size(&bytes), (WIDTH, HEIGHT));
+
+        // It decodes, and more than the background is drawn.
+        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+            .read_info()
+            .unwrap();
+        let mut rgb = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut rgb).unwrap();
+        assert_eq!((info.width, info.height), (WIDTH, HEIGHT));
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        let inked = rgb.chunks(3).filter(|p| p != &[255, 255, 255]).count();
+        assert!(inked > 10_000, "only {inked} pixels drawn");
+    }
+
+    #[test]
+    fn one_sample_with_no_drift_still_plots() {
+        let s = Sample {
+            t: 0.0,
+            drift: 0.0,
+            virial: 1.0,
+            lagrangian: [0.4, 0.77, 1.9],
+        };
+        let bytes = plot_to_bytes("plummer-plot-one", &[s]);
+        assert_eq!(png_size(&bytes), (WIDTH, HEIGHT));
+        let none: &[Sample] = &[];
+        assert!(plot_plummer(Path::new("unused.png"), "", none).is_err());
+    }
+}
