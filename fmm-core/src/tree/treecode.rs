@@ -78,6 +78,16 @@ impl<R: Real> SoA<R> {
         self.pos[0].len()
     }
 
+    /// Appends the entries `range` of `other`.
+    fn push_from(&mut self, other: &SoA<R>, range: std::ops::Range<usize>) {
+        for a in 0..3 {
+            self.pos[a].extend_from_slice(&other.pos[a][range.clone()]);
+        }
+        for (s, o) in self.slots.iter_mut().zip(&other.slots) {
+            s.extend_from_slice(&o[range.clone()]);
+        }
+    }
+
     fn slices(&self) -> SourceSlices<'_, R> {
         let mut fields: [&[R]; MAX_SLOTS] = [&[]; MAX_SLOTS];
         for (f, s) in fields.iter_mut().zip(&self.slots) {
@@ -384,12 +394,11 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
     let build_seconds = t0.elapsed().as_secs_f64();
 
     let t1 = std::time::Instant::now();
-    let src_slices = src.slices();
     let nt = def.n_targets();
     // Each group: (outputs of its targets in tree order, p2p, p2c).
     let results: Vec<(Vec<R>, u64, u64)> = groups
         .par_iter()
-        .map(|&(gb, ge)| {
+        .map_init(Vec::new, |near: &mut Vec<(usize, usize)>, &(gb, ge)| {
             let mut lo = [f64::INFINITY; 3];
             let mut hi = [f64::NEG_INFINITY; 3];
             for i in gb..ge {
@@ -399,33 +408,33 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
                     hi[a] = hi[a].max(x);
                 }
             }
-            // The walk: near ranges (merged when contiguous) and far cells.
-            let mut near: Vec<(usize, usize)> = Vec::new();
-            let mut far = SoA::<R>::with_capacity(src.slots.len(), 64);
+            // The walk: one list of the pseudo-sources of the accepted cells
+            // followed by the particles of the leaves that are not, so each
+            // target makes one long vectorised pass over it.
+            let mut list = SoA::<R>::with_capacity(src.slots.len(), 4096);
+            let mut near_n = 0;
             let mut c = 0;
             while c < stree.cells.len() {
                 let cell = &stree.cells[c];
                 let accept = dist2_to_box(cells.com[c], lo, hi) > cells.accept2[c]
                     && !boxes_overlap(lo, hi, cell.center, cell.half);
                 if accept {
-                    for a in 0..3 {
-                        far.pos[a].push(cells.soa.pos[a][c]);
-                    }
-                    for (k, s) in far.slots.iter_mut().enumerate() {
-                        s.push(cells.soa.slots[k][c]);
-                    }
+                    list.push_from(&cells.soa, c..c + 1);
                     c = cell.next;
                 } else if cell.is_leaf() {
-                    match near.last_mut() {
-                        Some(last) if last.1 == cell.begin => last.1 = cell.end,
-                        _ => near.push((cell.begin, cell.end)),
-                    }
+                    near.push((cell.begin, cell.end));
+                    near_n += cell.len();
                     c = cell.next;
                 } else {
                     c = cell.more;
                 }
             }
-            let far_slices = far.slices();
+            let far_n = list.len();
+            for &(b, e) in near.iter() {
+                list.push_from(&src, b..e);
+            }
+            near.clear();
+            let slices = list.slices();
             let mut out = vec![R::zero(); (ge - gb) * no];
             let mut t = [R::zero(); MAX_SLOTS];
             for (i, o) in (gb..ge).zip(out.chunks_mut(no)) {
@@ -433,14 +442,10 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
                     t[k] = tgt.slots[k][i];
                 }
                 let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
-                for &(b, e) in &near {
-                    K::p2p_target(&p, xi, &t, &src_slices, b..e, o);
-                }
-                K::p2p_target(&p, xi, &t, &far_slices, 0..far_slices.len(), o);
+                K::p2p_target(&p, xi, &t, &slices, 0..slices.len(), o);
             }
-            let near_n: usize = near.iter().map(|(b, e)| e - b).sum();
             let g = (ge - gb) as u64;
-            (out, g * near_n as u64, g * far.len() as u64)
+            (out, g * near_n as u64, g * far_n as u64)
         })
         .collect();
 
