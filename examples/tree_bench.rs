@@ -208,16 +208,12 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "source cells          {}  target groups {}",
             s.source_cells, s.target_groups
         );
-        if gpu.is_some() {
-            println!("interactions          not counted by the GPU walk (the CPU treecode counts the same ones)");
-        } else {
-            println!(
-                "interactions          {:.3e} particle-particle, {:.3e} particle-cell ({:.2}% of N^2)",
-                s.p2p as f64,
-                s.p2c as f64,
-                100.0 * (s.p2p + s.p2c) as f64 / (report.n as f64 * report.n as f64)
-            );
-        }
+        println!(
+            "interactions          {:.3e} particle-particle, {:.3e} particle-cell ({:.2}% of N^2)",
+            s.p2p as f64,
+            s.p2c as f64,
+            100.0 * (s.p2p + s.p2c) as f64 / (report.n as f64 * report.n as f64)
+        );
     }
     if let Some(e) = report.error {
         println!(
@@ -233,13 +229,16 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
-             \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"build_seconds\": {}, \"p2p\": {}, \"p2c\": {}, \"relative_l2_error\": {}, \"percentiles\": {}}}\n",
+             \"backend\": \"{:?}\", \"theta\": {}, \"ncrit\": {}, \"group\": {}, \"seconds\": {}, \"build_seconds\": {}, \"eval_seconds\": {}, \"p2p\": {}, \"p2c\": {}, \"relative_l2_error\": {}, \"percentiles\": {}}}\n",
             report.n,
             args.dist,
+            args.backend,
             args.theta,
             args.ncrit,
+            args.group,
             report.seconds,
             s.build_seconds,
+            s.eval_seconds,
             s.p2p,
             s.p2c,
             report.error.map_or("null".to_string(), |e| e.to_string()),

@@ -33,8 +33,10 @@
 //! `center x, y, z` and `half`, the pseudo-sources `x, y, z` and source
 //! slots; `n_sources`, source `x, y, z` and slots (tree order); the
 //! parameters; the outputs (tree order); `accumulate`; the walk's state:
-//! `stacks`, `stack_cap`, `next_group` (an int set to 0 before the launch)
-//! and `overflow` (an int set to 0 before the launch).
+//! `stacks`, `stack_cap`, `next_group` (an int set to 0 before the launch),
+//! `overflow` (an int set to 0 before the launch) and `counts` (two
+//! 64-bit integers to which the walk adds its particle-particle and
+//! particle-cell interactions).
 
 use super::cuda::{slots, target_prologue, CudaSyntax, Tile, PRECISIONS};
 use super::Schedule;
@@ -145,6 +147,10 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     for s in ["next_group", "overflow"] {
         args.push((format!("int* __restrict__ {s}"), s.into()));
     }
+    args.push((
+        "unsigned long long* __restrict__ counts".into(),
+        "counts".into(),
+    ));
 
     // One flush: the tiles of `count` list entries, `index` the source (or
     // pseudo-source) index of entry `q`, read from the arrays `prefix_*`.
@@ -185,12 +191,20 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         f.push_str("        }\n");
         f
     };
-    let flush_far = flush(
-        "n_far",
-        "                const int j = far_list[q];\n",
-        "cell",
-    );
-    let flush_near = flush(
+    // The interactions a flush makes, counted once per block.
+    let count = |n: &str, slot: usize| {
+        format!(
+            "        if (tid == 0) atomicAdd(&counts[{slot}], (unsigned long long)({n}) * n_active);\n"
+        )
+    };
+    let flush_far = count("n_far", 1)
+        + &flush(
+            "n_far",
+            "                const int j = far_list[q];\n",
+            "cell",
+        );
+    let flush_near = count("n_near_src", 0)
+        + &flush(
         "n_near_src",
         concat!(
             "                // The leaf holding the q-th listed source: the last\n",
@@ -239,6 +253,7 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         "        const int gb = group_begin[g];\n",
         "        const int i = gb + tid;\n",
         "        const bool active = i < group_end[g];\n",
+        "        const int n_active = group_end[g] - gb;\n",
         "        const int ii = active ? i : gb;\n",
     ));
     for line in target_prologue(def, sch, syn).lines() {

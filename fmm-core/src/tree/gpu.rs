@@ -175,6 +175,7 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     };
     let (start, stop) = (new_event()?, new_event()?);
     start.record(s).map_err(cuda_err("timing events"))?;
+    let (mut p2p, mut p2c) = (0, 0);
     let mut stack_cap = match INITIAL_STACK_OVERRIDE.load(Ordering::Relaxed) {
         0 => INITIAL_STACK,
         cells => cells,
@@ -188,6 +189,9 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
                 .map_err(cuda_err("allocating the walk's state"))
         };
         let (mut next_group, mut overflow) = (zero()?, zero()?);
+        let mut counts = s
+            .alloc_zeros::<u64>(2)
+            .map_err(cuda_err("allocating the walk's state"))?;
         let cap = stack_cap as i32;
         let mut b = s.launch_builder(&func);
         b.arg(&n_t);
@@ -241,6 +245,10 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
             .clone_dtoh(&overflow)
             .map_err(cuda_err("copy from the device"))?;
         if flag[0] == 0 {
+            let c = s
+                .clone_dtoh(&counts)
+                .map_err(cuda_err("copy from the device"))?;
+            (p2p, p2c) = (c[0], c[1]);
             break;
         }
         // A stack overflowed: the outputs are incomplete. Again, with
@@ -268,9 +276,10 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     let stats = TreeStats {
         source_cells: stree.cells.len(),
         target_groups: begin.len(),
+        p2p,
+        p2c,
         build_seconds,
         eval_seconds,
-        ..Default::default()
     };
     Ok((Outputs::new(def.name.as_str(), &def.outputs, slots), stats))
 }
