@@ -239,10 +239,11 @@ __device__ void keys(int n, const T* x, const T* y, const T* z, double lx, doubl
 }
 
 // ---------------------------------------------------------------------------
-// Stable LSD radix sort, one RADIX_BITS digit a pass. Thread t of a block
-// owns the SORT_ITEMS consecutive items t * SORT_ITEMS ..; the block scan of
-// the threads' digit counts ranks every item among the equal digits of its
-// block in input order, which makes the pass stable.
+// Stable LSD radix sort, one RADIX_BITS digit a pass. In the scatter,
+// thread t of a block ranks the SORT_ITEMS consecutive items
+// t * SORT_ITEMS ..; the block scan of the threads' digit counts ranks every
+// item among the equal digits of its block in input order, which makes the
+// pass stable.
 
 __device__ __forceinline__ u32 digit(u64 k, int shift) {
     return (u32)(k >> shift) & (RADIX - 1);
@@ -250,28 +251,43 @@ __device__ __forceinline__ u32 digit(u64 k, int shift) {
 
 // Per-block bin counts, digit-major (hist[d * blocks + b]) so that one
 // exclusive scan over hist gives each (digit, block) its output offset.
+// Counting needs no order, so the reads are striped (coalesced).
 extern "C" __global__ void radix_hist(int n, const u64* __restrict__ key, int shift,
                                       u32* __restrict__ hist) {
-    const long long base = (long long)blockIdx.x * SORT_TILE + threadIdx.x * SORT_ITEMS;
+    const long long tile = (long long)blockIdx.x * SORT_TILE;
     u64 c[WORDS];
 #pragma unroll
     for (int q = 0; q < WORDS; ++q) c[q] = 0;
 #pragma unroll
-    for (int j = 0; j < SORT_ITEMS; ++j)
-        if (base + j < n) bump(c, digit(key[base + j], shift));
+    for (int j = 0; j < SORT_ITEMS; ++j) {
+        const long long i = tile + j * BLOCK + threadIdx.x;
+        if (i < n) bump(c, digit(key[i], shift));
+    }
     u64 total[WORDS];
     block_scan_packed(c, total);
     if (threadIdx.x < RADIX) hist[threadIdx.x * gridDim.x + blockIdx.x] = field(total, threadIdx.x);
 }
 
-// Scatter by the scanned counts (the bookmarks).
+// Scatter by the scanned counts (the bookmarks). The tile is staged in
+// shared memory twice: read coalesced, then handed to the threads in
+// blocked order for the stable ranking; sorted by digit within the tile,
+// then written out coalesced, each digit's run to its place.
 extern "C" __global__ void radix_scatter(int n, const u64* __restrict__ key_in,
                                          const u32* __restrict__ idx_in, int shift,
                                          const u32* __restrict__ bookmark,
                                          u64* __restrict__ key_out, u32* __restrict__ idx_out) {
+    __shared__ u64 sk[SORT_TILE];
+    __shared__ u32 sv[SORT_TILE];
     __shared__ u32 start[RADIX];
+    __shared__ u32 local[RADIX];
+    const long long tile = (long long)blockIdx.x * SORT_TILE;
+    const int count = (int)(n - tile < SORT_TILE ? n - tile : SORT_TILE);
+    for (int r = threadIdx.x; r < count; r += BLOCK) {
+        sk[r] = key_in[tile + r];
+        sv[r] = idx_in[tile + r];
+    }
     if (threadIdx.x < RADIX) start[threadIdx.x] = bookmark[threadIdx.x * gridDim.x + blockIdx.x];
-    const long long base = (long long)blockIdx.x * SORT_TILE + threadIdx.x * SORT_ITEMS;
+    __syncthreads();
     u64 k[SORT_ITEMS];
     u32 v[SORT_ITEMS];
     u64 c[WORDS];
@@ -279,23 +295,38 @@ extern "C" __global__ void radix_scatter(int n, const u64* __restrict__ key_in,
     for (int q = 0; q < WORDS; ++q) c[q] = 0;
 #pragma unroll
     for (int j = 0; j < SORT_ITEMS; ++j) {
-        if (base + j < n) {
-            k[j] = key_in[base + j];
-            v[j] = idx_in[base + j];
+        const int r = threadIdx.x * SORT_ITEMS + j;
+        if (r < count) {
+            k[j] = sk[r];
+            v[j] = sv[r];
             bump(c, digit(k[j], shift));
         }
     }
     u64 total[WORDS];
-    block_scan_packed(c, total);  // its __syncthreads also publishes `start`
+    block_scan_packed(c, total);  // its __syncthreads also ends the reads of sk, sv
+    if (threadIdx.x < RADIX) {
+        u32 s = 0;
+        for (u32 d = 0; d < threadIdx.x; ++d) s += field(total, d);
+        local[threadIdx.x] = s;
+    }
+    __syncthreads();
 #pragma unroll
     for (int j = 0; j < SORT_ITEMS; ++j) {
-        if (base + j < n) {
+        if (threadIdx.x * SORT_ITEMS + j < count) {
             const u32 d = digit(k[j], shift);
-            const u32 pos = start[d] + field(c, d);
+            const u32 r = local[d] + field(c, d);
             bump(c, d);
-            key_out[pos] = k[j];
-            idx_out[pos] = v[j];
+            sk[r] = k[j];
+            sv[r] = v[j];
         }
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < count; r += BLOCK) {
+        const u64 kk = sk[r];
+        const u32 d = digit(kk, shift);
+        const u32 pos = start[d] + ((u32)r - local[d]);
+        key_out[pos] = kk;
+        idx_out[pos] = sv[r];
     }
 }
 
