@@ -60,3 +60,22 @@ fn nvrtc_errors_show_the_generated_line() {
         "{text}"
     );
 }
+
+#[test]
+#[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
+fn nvrtc_compiles_the_tree_build_kernels() {
+    use fmm_core::tree::device_build::{BUILD_ENTRIES, BUILD_MODULE, BUILD_SOURCE};
+    for arch in [90, 80] {
+        let cubin =
+            nvrtc::compile_cubin(BUILD_MODULE, BUILD_SOURCE, arch, &nvrtc::default_options())
+                .unwrap_or_else(|e| panic!("tree build for sm_{arch}: {e}"));
+        assert_eq!(&cubin[..4], b"\x7fELF");
+        let text = String::from_utf8_lossy(&cubin);
+        for entry in BUILD_ENTRIES {
+            assert!(
+                text.contains(entry),
+                "{entry} missing from the sm_{arch} module"
+            );
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! adaptive octree with `next`/`more` links ([`octree`]), and the treecode
 //! that runs any kernel with a declared strength ([`treecode`]).
 
+pub mod device_build;
 pub mod gpu;
 pub mod morton;
 pub mod octree;

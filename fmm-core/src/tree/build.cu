@@ -1,0 +1,627 @@
+// Octree construction on the GPU (hu2011 section "Parallel Data Structure
+// Construction"), producing the same tree as the CPU's `Octree::build`:
+//
+//   1. bounding box: a min/max reduction (bbox_*, bbox_final);
+//   2. Morton keys, in double exactly as `morton::key` (keys_*);
+//   3. a stable LSD radix sort of (key, input index) pairs, 4 bits a pass:
+//      each pass is one of hu2011's bin sorts, with the bins' "bookmarks"
+//      (the prefix scan of the per-block bin counts) giving every block its
+//      place in the output, and ranks inside a block taken in input order
+//      rather than by atomicAdd order, so equal keys keep their input order
+//      as the CPU's sort of (key, index) pairs does (radix_hist,
+//      radix_scatter, scan_tiles, scan_add);
+//   4. the cells level by level: an open cell's children are the octant
+//      runs of its sorted keys, found by binary search, and the non-empty
+//      ones are compacted into the next level with a prefix scan
+//      (split_count, split_emit);
+//   5. subtree sizes bottom-up and depth-first indices top-down, which give
+//      the CPU's depth-first order and nakasato2009's next/more links
+//      (subtree_size, place).
+//
+// Then the cells' pseudo-sources (the CPU's `pseudo_sources`): per-particle
+// weights (weight_*), per-cell sums level by level from the deepest
+// (moments_*), and the centres of strength and acceptance radii (finish_*).
+//
+// Arithmetic that must match the CPU bit for bit uses the explicitly rounded
+// intrinsics (__dadd_rn, ...), so that --fmad=true cannot contract it into
+// fused multiply-adds the CPU does not do.
+//
+// Plain CUDA C for NVRTC: no includes, no CUB.
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#define MAX_LEVEL 21
+#define BLOCK 256
+#define WARPS (BLOCK / 32)
+#define SCAN_ITEMS 4
+#define SCAN_TILE (BLOCK * SCAN_ITEMS)
+#define SORT_ITEMS 8
+#define SORT_TILE (BLOCK * SORT_ITEMS)
+#define RADIX_BITS 4
+#define RADIX (1 << RADIX_BITS)
+// A thread's per-digit counters, packed four 16-bit fields to a word: a
+// block's tile of SORT_TILE = 2048 items never overflows a field.
+#define WORDS (RADIX / 4)
+
+#define INF_D __longlong_as_double(0x7ff0000000000000LL)
+
+// ---------------------------------------------------------------------------
+// Block-wide exclusive scans (all BLOCK threads must call them).
+
+__device__ u32 block_scan_u32(u32 v, u32* total) {
+    __shared__ u32 sums[WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u32 x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        u32 y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31) sums[warp] = x;
+    __syncthreads();
+    u32 before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) {
+        u32 s = sums[w];
+        if (w < warp) before += s;
+        all += s;
+    }
+    __syncthreads();
+    *total = all;
+    return before + x - v;
+}
+
+// Replaces each thread's packed digit counts by the counts of the threads
+// before it (per digit); `total` gets the block's counts.
+__device__ void block_scan_packed(u64 (&c)[WORDS], u64 (&total)[WORDS]) {
+    __shared__ u64 sums[WARPS][WORDS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 x[WORDS];
+#pragma unroll
+    for (int q = 0; q < WORDS; ++q) {
+        x[q] = c[q];
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            u64 y = __shfl_up_sync(0xffffffffu, x[q], o);
+            if (lane >= o) x[q] += y;
+        }
+        if (lane == 31) sums[warp][q] = x[q];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < WORDS; ++q) {
+        u64 before = 0, all = 0;
+        for (int w = 0; w < WARPS; ++w) {
+            u64 s = sums[w][q];
+            if (w < warp) before += s;
+            all += s;
+        }
+        total[q] = all;
+        c[q] = before + x[q] - c[q];
+    }
+    __syncthreads();
+}
+
+// Field `d` of packed counters, without dynamic indexing (which would put
+// the counters in local memory).
+__device__ __forceinline__ u32 field(const u64 (&p)[WORDS], u32 d) {
+    u64 w = p[0];
+#pragma unroll
+    for (int q = 1; q < WORDS; ++q)
+        if ((d >> 2) == (u32)q) w = p[q];
+    return (u32)(w >> ((d & 3) * 16)) & 0xffffu;
+}
+
+__device__ __forceinline__ void bump(u64 (&p)[WORDS], u32 d) {
+    const u64 inc = 1ull << ((d & 3) * 16);
+#pragma unroll
+    for (int q = 0; q < WORDS; ++q)
+        if ((d >> 2) == (u32)q) p[q] += inc;
+}
+
+// ---------------------------------------------------------------------------
+// Exclusive prefix scan of u32 (hu2011's bookmarks), in place: each block
+// scans its tile and leaves the tile's sum; the host scans the sums the same
+// way and scan_add adds them back.
+
+extern "C" __global__ void scan_tiles(int n, u32* data, u32* sums) {
+    const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    u32 v[SCAN_ITEMS];
+    u32 s = 0;
+#pragma unroll
+    for (int j = 0; j < SCAN_ITEMS; ++j) {
+        v[j] = base + j < n ? data[base + j] : 0u;
+        s += v[j];
+    }
+    u32 total;
+    u32 ex = block_scan_u32(s, &total);
+#pragma unroll
+    for (int j = 0; j < SCAN_ITEMS; ++j) {
+        if (base + j < n) data[base + j] = ex;
+        ex += v[j];
+    }
+    if (threadIdx.x == 0) sums[blockIdx.x] = total;
+}
+
+extern "C" __global__ void scan_add(int n, u32* data, const u32* sums) {
+    const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    const u32 add = sums[blockIdx.x];
+#pragma unroll
+    for (int j = 0; j < SCAN_ITEMS; ++j)
+        if (base + j < n) data[base + j] += add;
+}
+
+// ---------------------------------------------------------------------------
+// Bounding box: per-block min/max of the positions (as doubles), then one
+// block over the partial results. fmin/fmax skip NaNs as f64::min/max do.
+
+__device__ void reduce_box(double (&lo)[3], double (&hi)[3], double* out) {
+    __shared__ double s[6][BLOCK];
+#pragma unroll
+    for (int a = 0; a < 3; ++a) {
+        s[a][threadIdx.x] = lo[a];
+        s[3 + a][threadIdx.x] = hi[a];
+    }
+    __syncthreads();
+    for (int stride = BLOCK / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) {
+#pragma unroll
+            for (int a = 0; a < 3; ++a) {
+                s[a][threadIdx.x] = fmin(s[a][threadIdx.x], s[a][threadIdx.x + stride]);
+                s[3 + a][threadIdx.x] = fmax(s[3 + a][threadIdx.x], s[3 + a][threadIdx.x + stride]);
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x < 6) out[threadIdx.x] = s[threadIdx.x][0];
+}
+
+template <typename T>
+__device__ void bbox(int n, const T* x, const T* y, const T* z, double* part) {
+    double lo[3] = {INF_D, INF_D, INF_D}, hi[3] = {-INF_D, -INF_D, -INF_D};
+    for (long long i = (long long)blockIdx.x * BLOCK + threadIdx.x; i < n;
+         i += (long long)gridDim.x * BLOCK) {
+        const double p[3] = {(double)x[i], (double)y[i], (double)z[i]};
+#pragma unroll
+        for (int a = 0; a < 3; ++a) {
+            lo[a] = fmin(lo[a], p[a]);
+            hi[a] = fmax(hi[a], p[a]);
+        }
+    }
+    reduce_box(lo, hi, part + 6 * blockIdx.x);
+}
+
+extern "C" __global__ void bbox_final(int n_parts, const double* part, double* out) {
+    double lo[3] = {INF_D, INF_D, INF_D}, hi[3] = {-INF_D, -INF_D, -INF_D};
+    for (int b = threadIdx.x; b < n_parts; b += BLOCK) {
+#pragma unroll
+        for (int a = 0; a < 3; ++a) {
+            lo[a] = fmin(lo[a], part[6 * b + a]);
+            hi[a] = fmax(hi[a], part[6 * b + 3 + a]);
+        }
+    }
+    reduce_box(lo, hi, out);
+}
+
+// ---------------------------------------------------------------------------
+// Morton keys, as `morton::key`: x in the lowest bit of each triple.
+
+__device__ __forceinline__ u64 spread(u64 x) {
+    x &= 0x1fffffull;
+    x = (x | (x << 32)) & 0x001f00000000ffffull;
+    x = (x | (x << 16)) & 0x001f0000ff0000ffull;
+    x = (x | (x << 8)) & 0x100f00f00f00f00full;
+    x = (x | (x << 4)) & 0x10c30c30c30c30c3ull;
+    x = (x | (x << 2)) & 0x1249249249249249ull;
+    return x;
+}
+
+// `morton::cell_index`: floor((x - low) / side * 2^21) clamped to
+// 0 .. 2^21 - 1; NaN gives 0, as Rust's saturating cast does.
+__device__ __forceinline__ u64 cell_index(double x, double low, double side) {
+    const double n = 2097152.0;
+    double t = floor(__dmul_rn(__ddiv_rn(__dsub_rn(x, low), side), n));
+    if (!(t >= 0.0)) t = 0.0;
+    if (t > n - 1.0) t = n - 1.0;
+    return (u64)t;
+}
+
+template <typename T>
+__device__ void keys(int n, const T* x, const T* y, const T* z, double lx, double ly, double lz,
+                     double side, u64* key, u32* idx) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= n) return;
+    key[i] = spread(cell_index((double)x[i], lx, side)) |
+             (spread(cell_index((double)y[i], ly, side)) << 1) |
+             (spread(cell_index((double)z[i], lz, side)) << 2);
+    idx[i] = (u32)i;
+}
+
+// ---------------------------------------------------------------------------
+// Stable LSD radix sort, one RADIX_BITS digit a pass. In the scatter,
+// thread t of a block ranks the SORT_ITEMS consecutive items
+// t * SORT_ITEMS ..; the block scan of the threads' digit counts ranks every
+// item among the equal digits of its block in input order, which makes the
+// pass stable.
+
+__device__ __forceinline__ u32 digit(u64 k, int shift) {
+    return (u32)(k >> shift) & (RADIX - 1);
+}
+
+// Per-block bin counts, digit-major (hist[d * blocks + b]) so that one
+// exclusive scan over hist gives each (digit, block) its output offset.
+// Counting needs no order, so the reads are striped (coalesced).
+extern "C" __global__ void radix_hist(int n, const u64* __restrict__ key, int shift,
+                                      u32* __restrict__ hist) {
+    const long long tile = (long long)blockIdx.x * SORT_TILE;
+    u64 c[WORDS];
+#pragma unroll
+    for (int q = 0; q < WORDS; ++q) c[q] = 0;
+#pragma unroll
+    for (int j = 0; j < SORT_ITEMS; ++j) {
+        const long long i = tile + j * BLOCK + threadIdx.x;
+        if (i < n) bump(c, digit(key[i], shift));
+    }
+    u64 total[WORDS];
+    block_scan_packed(c, total);
+    if (threadIdx.x < RADIX) hist[threadIdx.x * gridDim.x + blockIdx.x] = field(total, threadIdx.x);
+}
+
+// Scatter by the scanned counts (the bookmarks). The tile is staged in
+// shared memory twice: read coalesced, then handed to the threads in
+// blocked order for the stable ranking; sorted by digit within the tile,
+// then written out coalesced, each digit's run to its place.
+extern "C" __global__ void radix_scatter(int n, const u64* __restrict__ key_in,
+                                         const u32* __restrict__ idx_in, int shift,
+                                         const u32* __restrict__ bookmark,
+                                         u64* __restrict__ key_out, u32* __restrict__ idx_out) {
+    __shared__ u64 sk[SORT_TILE];
+    __shared__ u32 sv[SORT_TILE];
+    __shared__ u32 start[RADIX];
+    __shared__ u32 local[RADIX];
+    const long long tile = (long long)blockIdx.x * SORT_TILE;
+    const int count = (int)(n - tile < SORT_TILE ? n - tile : SORT_TILE);
+    for (int r = threadIdx.x; r < count; r += BLOCK) {
+        sk[r] = key_in[tile + r];
+        sv[r] = idx_in[tile + r];
+    }
+    if (threadIdx.x < RADIX) start[threadIdx.x] = bookmark[threadIdx.x * gridDim.x + blockIdx.x];
+    __syncthreads();
+    u64 k[SORT_ITEMS];
+    u32 v[SORT_ITEMS];
+    u64 c[WORDS];
+#pragma unroll
+    for (int q = 0; q < WORDS; ++q) c[q] = 0;
+#pragma unroll
+    for (int j = 0; j < SORT_ITEMS; ++j) {
+        const int r = threadIdx.x * SORT_ITEMS + j;
+        if (r < count) {
+            k[j] = sk[r];
+            v[j] = sv[r];
+            bump(c, digit(k[j], shift));
+        }
+    }
+    u64 total[WORDS];
+    block_scan_packed(c, total);  // its __syncthreads also ends the reads of sk, sv
+    if (threadIdx.x < RADIX) {
+        u32 s = 0;
+        for (u32 d = 0; d < threadIdx.x; ++d) s += field(total, d);
+        local[threadIdx.x] = s;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < SORT_ITEMS; ++j) {
+        if (threadIdx.x * SORT_ITEMS + j < count) {
+            const u32 d = digit(k[j], shift);
+            const u32 r = local[d] + field(c, d);
+            bump(c, d);
+            sk[r] = k[j];
+            sv[r] = v[j];
+        }
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < count; r += BLOCK) {
+        const u64 kk = sk[r];
+        const u32 d = digit(kk, shift);
+        const u32 pos = start[d] + ((u32)r - local[d]);
+        key_out[pos] = kk;
+        idx_out[pos] = sv[r];
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cells, level by level. A level's cells are in key order (breadth first);
+// `offset` (count, then scanned in place) places each cell's children in
+// the next level.
+
+// First index in lo..hi whose octant (bits shift..shift+3) exceeds `oct`:
+// Rust's `partition_point(|k| octant(k) <= oct)` over the same run.
+__device__ int octant_end(const u64* key, int lo, int hi, int shift, u32 oct) {
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (((u32)(key[mid] >> shift) & 7u) <= oct)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ bool opens(int b, int e, int level, int ncrit) {
+    return e - b > ncrit && level < MAX_LEVEL;
+}
+
+extern "C" __global__ void split_count(int m, int level, int ncrit, const int* begin,
+                                       const int* end, const u64* key, u32* offset) {
+    const int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i == 0) offset[m] = 0;
+    if (i >= m) return;
+    const int b = begin[i], e = end[i];
+    u32 nc = 0;
+    if (opens(b, e, level, ncrit)) {
+        const int shift = 3 * (MAX_LEVEL - level - 1);
+        int lo = b;
+        for (u32 o = 0; o < 8; ++o) {
+            const int hi = octant_end(key, lo, e, shift, o);
+            nc += hi > lo;
+            lo = hi;
+        }
+    }
+    offset[i] = nc;
+}
+
+// Children's ranges and centres; `h` is the children's half side. The
+// centre is the parent's plus or minus h, rounded as the CPU rounds it.
+extern "C" __global__ void split_emit(int m, int level, int ncrit, const int* begin,
+                                      const int* end, const double* cx, const double* cy,
+                                      const double* cz, const u64* key, const u32* offset,
+                                      double h, int* nbegin, int* nend, double* ncx, double* ncy,
+                                      double* ncz) {
+    const int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= m) return;
+    const int b = begin[i], e = end[i];
+    if (!opens(b, e, level, ncrit)) return;
+    const int shift = 3 * (MAX_LEVEL - level - 1);
+    const double c[3] = {cx[i], cy[i], cz[i]};
+    u32 k = offset[i];
+    int lo = b;
+    for (u32 o = 0; o < 8; ++o) {
+        const int hi = octant_end(key, lo, e, shift, o);
+        if (hi > lo) {
+            nbegin[k] = lo;
+            nend[k] = hi;
+            ncx[k] = __dadd_rn(c[0], (o & 1) ? h : -h);
+            ncy[k] = __dadd_rn(c[1], (o & 2) ? h : -h);
+            ncz[k] = __dadd_rn(c[2], (o & 4) ? h : -h);
+            ++k;
+        }
+        lo = hi;
+    }
+}
+
+// Cells in a subtree, from the children's (the next level's) counts.
+extern "C" __global__ void subtree_size(int m, const u32* offset, const int* child_size,
+                                        int* size) {
+    const int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= m) return;
+    int s = 1;
+    for (u32 k = offset[i]; k < offset[i + 1]; ++k) s += child_size[k];
+    size[i] = s;
+}
+
+// Writes a level's cells at their depth-first index `dfs[start + i]` and
+// gives the children theirs: the first child follows its parent, each next
+// child follows its elder sibling's subtree.
+extern "C" __global__ void place(int m, int level, double half, int start, int next_start,
+                                 const u32* offset, const int* size, const int* child_size,
+                                 const int* begin, const int* end, const double* cx,
+                                 const double* cy, const double* cz, int* dfs, double* ocx,
+                                 double* ocy, double* ocz, double* ohalf, int* olevel, int* obegin,
+                                 int* oend, int* onext, int* omore, int* on_children) {
+    const int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= m) return;
+    const int d = dfs[start + i];
+    const int s = size[i];
+    const u32 o0 = offset[i], o1 = offset[i + 1];
+    ocx[d] = cx[i];
+    ocy[d] = cy[i];
+    ocz[d] = cz[i];
+    ohalf[d] = half;
+    olevel[d] = level;
+    obegin[d] = begin[i];
+    oend[d] = end[i];
+    onext[d] = d + s;
+    omore[d] = o1 > o0 ? d + 1 : d + s;
+    on_children[d] = (int)(o1 - o0);
+    int c = d + 1;
+    for (u32 k = o0; k < o1; ++k) {
+        dfs[next_start + k] = c;
+        c += child_size[k];
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Gather into tree order: out[k] = in[order[k]].
+
+template <typename T>
+__device__ void gather(int n, const u32* order, const T* in, T* out) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) out[i] = in[order[i]];
+}
+
+// ---------------------------------------------------------------------------
+// Pseudo-sources. Slots are packed: slot k of particle j at k * n + j (and
+// of cell c at k * n_cells + c).
+
+// Per particle: the norm of its strength slots, summed in the order of
+// `strength` as the CPU does.
+template <typename T>
+__device__ void weight(int n, const T* slots, int n_strength, const int* strength,
+                       double* wpart) {
+    const long long j = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (j >= n) return;
+    double s = 0.0;
+    for (int q = 0; q < n_strength; ++q) {
+        const double v = (double)slots[(long long)strength[q] * n + j];
+        s = __dadd_rn(s, __dmul_rn(v, v));
+    }
+    wpart[j] = __dsqrt_rn(s);
+}
+
+// One level's cells: a leaf sums its particles, an inner cell its children
+// (already done: they are one level deeper), each sum in the CPU's order.
+template <typename T>
+__device__ void moments(int m, int start, const int* by_level, int nc, const int* begin,
+                        const int* end, const int* more, const int* next, const T* px,
+                        const T* py, const T* pz, int n, const T* slots, int ns,
+                        u32 strength_mask, const double* wpart, double* w, double* wx,
+                        double* wy, double* wz, double* acc, double* plain) {
+    const int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= m) return;
+    const int c = by_level[start + i];
+    const int b = begin[c], e = end[c];
+    if (more[c] == next[c]) {
+        double sw = 0.0, sx = 0.0, sy = 0.0, sz = 0.0;
+        for (int j = b; j < e; ++j) {
+            const double wj = wpart[j];
+            sw = __dadd_rn(sw, wj);
+            sx = __dadd_rn(sx, __dmul_rn(wj, (double)px[j]));
+            sy = __dadd_rn(sy, __dmul_rn(wj, (double)py[j]));
+            sz = __dadd_rn(sz, __dmul_rn(wj, (double)pz[j]));
+        }
+        w[c] = sw;
+        wx[c] = sx;
+        wy[c] = sy;
+        wz[c] = sz;
+        for (int k = 0; k < ns; ++k) {
+            const bool str = (strength_mask >> k) & 1u;
+            const T* sk = slots + (long long)k * n;
+            double a = 0.0, p = 0.0;
+            for (int j = b; j < e; ++j) {
+                const double v = (double)sk[j];
+                a = __dadd_rn(a, str ? v : __dmul_rn(wpart[j], v));
+                p = __dadd_rn(p, v);
+            }
+            acc[(long long)k * nc + c] = a;
+            plain[(long long)k * nc + c] = p;
+        }
+    } else {
+        double sw = 0.0, sx = 0.0, sy = 0.0, sz = 0.0;
+        for (int ch = more[c]; ch < next[c]; ch = next[ch]) {
+            sw = __dadd_rn(sw, w[ch]);
+            sx = __dadd_rn(sx, wx[ch]);
+            sy = __dadd_rn(sy, wy[ch]);
+            sz = __dadd_rn(sz, wz[ch]);
+        }
+        w[c] = sw;
+        wx[c] = sx;
+        wy[c] = sy;
+        wz[c] = sz;
+        for (int k = 0; k < ns; ++k) {
+            double a = 0.0, p = 0.0;
+            for (int ch = more[c]; ch < next[c]; ch = next[ch]) {
+                a = __dadd_rn(a, acc[(long long)k * nc + ch]);
+                p = __dadd_rn(p, plain[(long long)k * nc + ch]);
+            }
+            acc[(long long)k * nc + c] = a;
+            plain[(long long)k * nc + c] = p;
+        }
+    }
+}
+
+// The pseudo-source of every cell: summed strength at the centre of
+// strength, other slots averaged by weight (plain mean without strength),
+// and nakasato2009's acceptance radius squared, (2 half / theta + delta)^2.
+template <typename T>
+__device__ void finish(int nc, double theta, const double* cx, const double* cy,
+                       const double* cz, const double* half, const int* begin, const int* end,
+                       const double* w, const double* wx, const double* wy, const double* wz,
+                       const double* acc, const double* plain, int ns, u32 strength_mask, T* ox,
+                       T* oy, T* oz, double* comx, double* comy, double* comz, T* oslots,
+                       double* accept2) {
+    const int c = blockIdx.x * BLOCK + threadIdx.x;
+    if (c >= nc) return;
+    const double wc = w[c];
+    const int len = end[c] - begin[c];
+    const double cnt = (double)(len > 1 ? len : 1);
+    const double ctr[3] = {cx[c], cy[c], cz[c]};
+    double p[3];
+    if (wc > 0.0) {
+        p[0] = __ddiv_rn(wx[c], wc);
+        p[1] = __ddiv_rn(wy[c], wc);
+        p[2] = __ddiv_rn(wz[c], wc);
+    } else {
+        p[0] = ctr[0];
+        p[1] = ctr[1];
+        p[2] = ctr[2];
+    }
+    ox[c] = (T)p[0];
+    oy[c] = (T)p[1];
+    oz[c] = (T)p[2];
+    comx[c] = p[0];
+    comy[c] = p[1];
+    comz[c] = p[2];
+    for (int k = 0; k < ns; ++k) {
+        const long long at = (long long)k * nc + c;
+        double v;
+        if ((strength_mask >> k) & 1u)
+            v = acc[at];
+        else if (wc > 0.0)
+            v = __ddiv_rn(acc[at], wc);
+        else
+            v = __ddiv_rn(plain[at], cnt);
+        oslots[at] = (T)v;
+    }
+    double d2 = 0.0;
+#pragma unroll
+    for (int a = 0; a < 3; ++a) {
+        const double d = __dsub_rn(p[a], ctr[a]);
+        d2 = __dadd_rn(d2, __dmul_rn(d, d));
+    }
+    const double delta = __dsqrt_rn(d2);
+    const double reach =
+        theta > 0.0 ? __dadd_rn(__ddiv_rn(__dmul_rn(2.0, half[c]), theta), delta) : INF_D;
+    accept2[c] = __dmul_rn(reach, reach);
+}
+
+// ---------------------------------------------------------------------------
+// Entry points per precision.
+
+#define ENTRIES(T, S)                                                                          \
+    extern "C" __global__ void bbox_##S(int n, const T* x, const T* y, const T* z,            \
+                                        double* part) {                                        \
+        bbox<T>(n, x, y, z, part);                                                             \
+    }                                                                                          \
+    extern "C" __global__ void keys_##S(int n, const T* x, const T* y, const T* z, double lx,  \
+                                        double ly, double lz, double side, u64* key,           \
+                                        u32* idx) {                                            \
+        keys<T>(n, x, y, z, lx, ly, lz, side, key, idx);                                       \
+    }                                                                                          \
+    extern "C" __global__ void gather_##S(int n, const u32* order, const T* in, T* out) {      \
+        gather<T>(n, order, in, out);                                                          \
+    }                                                                                          \
+    extern "C" __global__ void weight_##S(int n, const T* slots, int n_strength,               \
+                                          const int* strength, double* wpart) {                \
+        weight<T>(n, slots, n_strength, strength, wpart);                                      \
+    }                                                                                          \
+    extern "C" __global__ void moments_##S(                                                    \
+        int m, int start, const int* by_level, int nc, const int* begin, const int* end,       \
+        const int* more, const int* next, const T* px, const T* py, const T* pz, int n,        \
+        const T* slots, int ns, u32 strength_mask, const double* wpart, double* w, double* wx, \
+        double* wy, double* wz, double* acc, double* plain) {                                  \
+        moments<T>(m, start, by_level, nc, begin, end, more, next, px, py, pz, n, slots, ns,   \
+                   strength_mask, wpart, w, wx, wy, wz, acc, plain);                           \
+    }                                                                                          \
+    extern "C" __global__ void finish_##S(                                                     \
+        int nc, double theta, const double* cx, const double* cy, const double* cz,            \
+        const double* half, const int* begin, const int* end, const double* w,                 \
+        const double* wx, const double* wy, const double* wz, const double* acc,               \
+        const double* plain, int ns, u32 strength_mask, T* ox, T* oy, T* oz, double* comx,     \
+        double* comy, double* comz, T* oslots, double* accept2) {                              \
+        finish<T>(nc, theta, cx, cy, cz, half, begin, end, w, wx, wy, wz, acc, plain, ns,      \
+                  strength_mask, ox, oy, oz, comx, comy, comz, oslots, accept2);               \
+    }
+
+ENTRIES(float, f32)
+ENTRIES(double, f64)
