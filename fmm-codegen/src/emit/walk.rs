@@ -205,19 +205,19 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         );
     let flush_near = count("n_near_src", 0)
         + &flush(
-        "n_near_src",
-        concat!(
-            "                // The leaf holding the q-th listed source: the last\n",
-            "                // whose first listed source is at or before q.\n",
-            "                int lo = 0, hi = n_near - 1;\n",
-            "                while (lo < hi) {\n",
-            "                    const int mid = (lo + hi + 1) >> 1;\n",
-            "                    if (near_start[mid] <= q) lo = mid; else hi = mid - 1;\n",
-            "                }\n",
-            "                const int j = near_first[lo] + q - near_start[lo];\n",
-        ),
-        "src",
-    );
+            "n_near_src",
+            concat!(
+                "                // The leaf holding the q-th listed source: the last\n",
+                "                // whose first listed source is at or before q.\n",
+                "                int lo = 0, hi = n_near - 1;\n",
+                "                while (lo < hi) {\n",
+                "                    const int mid = (lo + hi + 1) >> 1;\n",
+                "                    if (near_start[mid] <= q) lo = mid; else hi = mid - 1;\n",
+                "                }\n",
+                "                const int j = near_first[lo] + q - near_start[lo];\n",
+            ),
+            "src",
+        );
 
     o.push_str("\n// The treecode walk (see fmm_codegen::emit::walk).\n");
     o.push_str(BLOCK_SCAN);

@@ -586,6 +586,102 @@ __device__ void finish(int nc, double theta, const double* cx, const double* cy,
 }
 
 // ---------------------------------------------------------------------------
+// What the treecode walk reads of the trees.
+
+// Each cell's children, eight slots a cell (the walk pushes a cell's
+// children on its stack at once): child[8 c + m].
+extern "C" __global__ void children8(int nc, const int* more, const int* next,
+                                     const int* n_children, int* child) {
+    const int c = blockIdx.x * BLOCK + threadIdx.x;
+    if (c >= nc) return;
+    int ch = more[c];
+    for (int m = 0; m < n_children[c]; ++m) {
+        child[8 * c + m] = ch;
+        ch = next[ch];
+    }
+}
+
+// The target groups an inner cell gives (the CPU's `target_groups`): runs
+// of its consecutive leaf children with at most `cap` targets together,
+// each cut into pieces of at most `block` targets. Counts them, and writes
+// them from `gb`/`ge` unless those are null.
+__device__ int group_runs(int c, int cap, int block, const int* begin, const int* end,
+                          const int* more, const int* next, int* gb, int* ge) {
+    int count = 0;
+    if (more[c] == next[c]) return 0;
+    int rb = -1, re = -1;
+    for (int ch = more[c];; ch = next[ch]) {
+        const bool done = ch >= next[c];
+        const bool leaf = !done && more[ch] == next[ch];
+        if (!done && rb >= 0 && leaf && end[ch] - rb <= cap) {
+            re = end[ch];
+            continue;
+        }
+        if (rb >= 0) {
+            for (int s = rb; s < re; s += block) {
+                if (gb) {
+                    gb[count] = s;
+                    ge[count] = min(s + block, re);
+                }
+                ++count;
+            }
+        }
+        if (done) break;
+        rb = leaf ? begin[ch] : -1;
+        re = leaf ? end[ch] : -1;
+    }
+    return count;
+}
+
+extern "C" __global__ void group_count(int nc, int cap, int block, const int* begin,
+                                       const int* end, const int* more, const int* next,
+                                       u32* count) {
+    const int c = blockIdx.x * BLOCK + threadIdx.x;
+    if (c < nc) count[c] = group_runs(c, cap, block, begin, end, more, next, 0, 0);
+}
+
+extern "C" __global__ void group_emit(int nc, int cap, int block, const int* begin,
+                                      const int* end, const int* more, const int* next,
+                                      const u32* offset, int* gb, int* ge) {
+    const int c = blockIdx.x * BLOCK + threadIdx.x;
+    if (c < nc) group_runs(c, cap, block, begin, end, more, next, gb + offset[c], ge + offset[c]);
+}
+
+// The bounding box of each group's targets (tree order), a thread a group.
+template <typename T>
+__device__ void group_box(int ng, const int* gb, const int* ge, const T* x, const T* y,
+                          const T* z, T* lx, T* ly, T* lz, T* hx, T* hy, T* hz) {
+    const int g = blockIdx.x * BLOCK + threadIdx.x;
+    if (g >= ng) return;
+    const int b = gb[g], e = ge[g];
+    T lo[3] = {x[b], y[b], z[b]}, hi[3] = {x[b], y[b], z[b]};
+    for (int i = b + 1; i < e; ++i) {
+        const T p[3] = {x[i], y[i], z[i]};
+#pragma unroll
+        for (int a = 0; a < 3; ++a) {
+            lo[a] = p[a] < lo[a] ? p[a] : lo[a];
+            hi[a] = p[a] > hi[a] ? p[a] : hi[a];
+        }
+    }
+    lx[g] = lo[0]; ly[g] = lo[1]; lz[g] = lo[2];
+    hx[g] = hi[0]; hy[g] = hi[1]; hz[g] = hi[2];
+}
+
+// Back from tree order: out[order[k]] = in[k].
+template <typename T>
+__device__ void scatter(int n, const u32* order, const T* in, T* out) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) out[order[i]] = in[i];
+}
+
+// Cell geometry in the walk's precision.
+template <typename T>
+__device__ void to_real(int n, const double* in, T* out) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) out[i] = (T)in[i];
+}
+
+// ---------------------------------------------------------------------------
 // Entry points per precision.
 
 #define ENTRIES(T, S)                                                                          \
@@ -600,6 +696,17 @@ __device__ void finish(int nc, double theta, const double* cx, const double* cy,
     }                                                                                          \
     extern "C" __global__ void gather_##S(int n, const u32* order, const T* in, T* out) {      \
         gather<T>(n, order, in, out);                                                          \
+    }                                                                                          \
+    extern "C" __global__ void scatter_##S(int n, const u32* order, const T* in, T* out) {     \
+        scatter<T>(n, order, in, out);                                                         \
+    }                                                                                          \
+    extern "C" __global__ void to_real_##S(int n, const double* in, T* out) {                  \
+        to_real<T>(n, in, out);                                                                \
+    }                                                                                          \
+    extern "C" __global__ void group_box_##S(int ng, const int* gb, const int* ge, const T* x, \
+                                             const T* y, const T* z, T* lx, T* ly, T* lz,      \
+                                             T* hx, T* hy, T* hz) {                            \
+        group_box<T>(ng, gb, ge, x, y, z, lx, ly, lz, hx, hy, hz);                             \
     }                                                                                          \
     extern "C" __global__ void weight_##S(int n, const T* slots, int n_strength,               \
                                           const int* strength, double* wpart) {                \

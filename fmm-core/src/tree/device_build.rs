@@ -66,18 +66,27 @@ pub const BUILD_ENTRIES: &[&str] = &[
     "split_emit",
     "subtree_size",
     "place",
+    "children8",
+    "group_count",
+    "group_emit",
     "bbox_f32",
     "keys_f32",
     "gather_f32",
     "weight_f32",
     "moments_f32",
     "finish_f32",
+    "scatter_f32",
+    "to_real_f32",
+    "group_box_f32",
     "bbox_f64",
     "keys_f64",
     "gather_f64",
     "weight_f64",
     "moments_f64",
     "finish_f64",
+    "scatter_f64",
+    "to_real_f64",
+    "group_box_f64",
 ];
 
 // These match the #defines of build.cu.
@@ -169,6 +178,12 @@ struct Kernels {
     weight: CudaFunction,
     moments: CudaFunction,
     finish: CudaFunction,
+    children8: CudaFunction,
+    group_count: CudaFunction,
+    group_emit: CudaFunction,
+    scatter: CudaFunction,
+    to_real: CudaFunction,
+    group_box: CudaFunction,
 }
 
 impl Kernels {
@@ -192,6 +207,12 @@ impl Kernels {
             weight: p("weight")?,
             moments: p("moments")?,
             finish: p("finish")?,
+            children8: f("children8")?,
+            group_count: f("group_count")?,
+            group_emit: f("group_emit")?,
+            scatter: p("scatter")?,
+            to_real: p("to_real")?,
+            group_box: p("group_box")?,
         })
     }
 }
@@ -547,6 +568,137 @@ impl<R: Real> DeviceOctree<R> {
         if self.n > 0 {
             let ni = self.n as i32;
             launch!(s, k.gather, blocks(self.n, BLOCK as usize), "gather";
+                &ni, &self.order, x, &mut out)?;
+        }
+        Ok(out)
+    }
+}
+
+/// What the GPU walk reads of a source tree besides the links and ranges:
+/// each cell's children (eight slots a cell) and its geometry and
+/// acceptance distance in the walk's precision.
+pub struct WalkCells<R> {
+    /// `child[8 c + m]`: the `m`-th child of cell `c`.
+    pub child: CudaSlice<i32>,
+    pub center: [CudaSlice<R>; 3],
+    pub half: CudaSlice<R>,
+    pub accept2: CudaSlice<R>,
+}
+
+/// The target groups of a walk on the device: `begin..end` in tree order.
+pub struct DeviceGroups<R> {
+    pub n: usize,
+    pub begin: CudaSlice<i32>,
+    pub end: CudaSlice<i32>,
+    /// The groups' bounding boxes: low corner x, y, z, high corner x, y, z.
+    pub boxes: [CudaSlice<R>; 6],
+}
+
+impl<R: Real> DeviceOctree<R> {
+    /// The cells as the walk reads them, with `ps` the tree's pseudo-sources.
+    pub fn walk_cells(
+        &self,
+        gpu: &Gpu,
+        ps: &DevicePseudoSources<R>,
+    ) -> Result<WalkCells<R>, Error> {
+        let k = Kernels::load::<R>(gpu)?;
+        let s = gpu.stream();
+        let nc = self.n_cells;
+        let nci = nc as i32;
+        let mut child = alloc::<i32>(s, 8 * nc)?;
+        launch!(s, k.children8, blocks(nc, BLOCK as usize), "children8";
+            &nci, &self.more, &self.next, &self.n_children, &mut child)?;
+        let real = |v: &CudaSlice<f64>| -> Result<CudaSlice<R>, Error> {
+            let mut out = alloc::<R>(s, nc)?;
+            launch!(s, k.to_real, blocks(nc, BLOCK as usize), "to_real"; &nci, v, &mut out)?;
+            Ok(out)
+        };
+        Ok(WalkCells {
+            child,
+            center: [
+                real(&self.center[0])?,
+                real(&self.center[1])?,
+                real(&self.center[2])?,
+            ],
+            half: real(&self.half)?,
+            accept2: real(&ps.accept2)?,
+        })
+    }
+
+    /// The target groups of this (target) tree: runs of sibling leaves with
+    /// at most `cap` targets together, as the CPU treecode's groups, cut
+    /// into pieces of at most `block` targets; with their bounding boxes
+    /// from the positions in tree order `pos`.
+    pub fn groups(
+        &self,
+        gpu: &Gpu,
+        cap: usize,
+        block: usize,
+        pos: [&CudaSlice<R>; 3],
+    ) -> Result<DeviceGroups<R>, Error> {
+        let k = Kernels::load::<R>(gpu)?;
+        let s = gpu.stream();
+        let nc = self.n_cells;
+        let (nci, capi, blocki) = (nc as i32, cap as i32, block as i32);
+        let (begin, end, n) = if nc <= 1 {
+            // The root is the only cell: its targets, cut into blocks.
+            let (b, e): (Vec<i32>, Vec<i32>) = (0..self.n)
+                .step_by(block)
+                .map(|b| (b as i32, (b + block).min(self.n) as i32))
+                .unzip();
+            let n = b.len();
+            (
+                upload(s, &b.iter().copied().chain([0]).collect::<Vec<_>>())?,
+                upload(s, &e.iter().copied().chain([0]).collect::<Vec<_>>())?,
+                n,
+            )
+        } else {
+            // Counts per cell, scanned into offsets; the last entry the total.
+            let mut offset = zeros::<u32>(s, nc + 1)?;
+            launch!(s, k.group_count, blocks(nc, BLOCK as usize), "group_count";
+                &nci, &capi, &blocki, &self.begin, &self.end, &self.more, &self.next, &mut offset)?;
+            scan(s, &k, &mut offset, nc + 1)?;
+            let n = s
+                .clone_dtoh(&offset.slice(nc..nc + 1))
+                .map_err(cuda_err("copy from the device"))?[0] as usize;
+            let mut begin = alloc::<i32>(s, n)?;
+            let mut end = alloc::<i32>(s, n)?;
+            launch!(s, k.group_emit, blocks(nc, BLOCK as usize), "group_emit";
+                &nci, &capi, &blocki, &self.begin, &self.end, &self.more, &self.next, &offset,
+                &mut begin, &mut end)?;
+            (begin, end, n)
+        };
+        let mut boxes = [
+            alloc::<R>(s, n)?,
+            alloc::<R>(s, n)?,
+            alloc::<R>(s, n)?,
+            alloc::<R>(s, n)?,
+            alloc::<R>(s, n)?,
+            alloc::<R>(s, n)?,
+        ];
+        if n > 0 {
+            let ngi = n as i32;
+            let [lx, ly, lz, hx, hy, hz] = &mut boxes;
+            launch!(s, k.group_box, blocks(n, BLOCK as usize), "group_box";
+                &ngi, &begin, &end, pos[0], pos[1], pos[2], lx, ly, lz, hx, hy, hz)?;
+        }
+        Ok(DeviceGroups {
+            n,
+            begin,
+            end,
+            boxes,
+        })
+    }
+
+    /// `x` (one value per particle, tree order) back in input order:
+    /// `out[order[k]] = x[k]`.
+    pub fn scatter(&self, gpu: &Gpu, x: &CudaSlice<R>) -> Result<CudaSlice<R>, Error> {
+        let k = Kernels::load::<R>(gpu)?;
+        let s = gpu.stream();
+        let mut out = alloc::<R>(s, self.n)?;
+        if self.n > 0 {
+            let ni = self.n as i32;
+            launch!(s, k.scatter, blocks(self.n, BLOCK as usize), "scatter";
                 &ni, &self.order, x, &mut out)?;
         }
         Ok(out)

@@ -1,6 +1,8 @@
-//! The treecode on the GPU: the trees and the cells' pseudo-sources are
-//! built on the CPU (for now), the walk runs on the GPU as the generated
-//! walk kernel (`fmm_codegen::emit::walk`), one block per target group.
+//! The treecode on the GPU: the particles go to the device once; the trees,
+//! the cells' pseudo-sources and the target groups are built there
+//! ([`super::device_build`], hu2011), and the walk runs there as the
+//! generated walk kernel (`fmm_codegen::emit::walk`), one block per target
+//! group; the outputs come back in the caller's order.
 //! Same trees, same criterion and, for the same groups (`group` = 128, the
 //! GPU's default), the same interactions as [`super::treecode_cpu`], so the
 //! two agree to rounding.
@@ -9,7 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
-use super::treecode::{prepare, start, Prepared, TreeOptions, TreeStats};
+use super::device_build::{device_pseudo_sources, DeviceOctree};
+use super::treecode::{start, TreeOptions, TreeStats};
 use crate::cuda::Gpu;
 use crate::direct::Outputs;
 use crate::error::Error;
@@ -38,6 +41,13 @@ fn cuda_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error
     move |e| Error::Cuda(format!("{what}: {e}"))
 }
 
+/// Positions and slots of a particle set on the device.
+type DeviceSet<R> = ([CudaSlice<R>; 3], Vec<CudaSlice<R>>);
+
+fn refs<T>(v: &[T; 3]) -> [&T; 3] {
+    [&v[0], &v[1], &v[2]]
+}
+
 /// The Barnes-Hut treecode of kernel `K` with the walk on `gpu`. Same
 /// contract as [`super::treecode_cpu`].
 pub fn treecode_cuda<K: Kernel, R: Real>(
@@ -55,109 +65,72 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
     let func = gpu.function(&module, &walk_entry_name(def, R::NAME))?;
 
-    let t0 = std::time::Instant::now();
-    let Prepared {
-        stree,
-        src,
-        cells,
-        ttree,
-        tgt,
-        groups,
-    } = prepare(targets, sources, &strength, opts, WALK_BLOCK as usize);
-    // Groups of at most one block of targets (a larger `group` asked for
-    // is cut into blocks).
-    let (mut begin, mut end) = (Vec::new(), Vec::new());
-    for &(gb, ge) in &groups {
-        for b in (gb..ge).step_by(WALK_BLOCK as usize) {
-            begin.push(b as i32);
-            end.push((b + WALK_BLOCK as usize).min(ge) as i32);
-        }
-    }
-    // The groups' bounding boxes.
-    let mut lo = [Vec::new(), Vec::new(), Vec::new()];
-    let mut hi = [Vec::new(), Vec::new(), Vec::new()];
-    for (&b, &e) in begin.iter().zip(&end) {
-        for a in 0..3 {
-            let xs = &tgt.pos[a][b as usize..e as usize];
-            lo[a].push(
-                xs.iter()
-                    .copied()
-                    .fold(xs[0], |x, y| if y < x { y } else { x }),
-            );
-            hi[a].push(
-                xs.iter()
-                    .copied()
-                    .fold(xs[0], |x, y| if y > x { y } else { x }),
-            );
-        }
-    }
-    let build_seconds = t0.elapsed().as_secs_f64();
-
-    let s = gpu.stream();
-    let up = |v: &[R]| s.clone_htod(v).map_err(cuda_err("copy to the device"));
-    let up_i = |v: &[i32]| s.clone_htod(v).map_err(cuda_err("copy to the device"));
-    let as_r = |v: &[f64]| v.iter().map(|&x| R::c(x)).collect::<Vec<R>>();
-    let ints = |f: &dyn Fn(&super::Cell) -> usize| {
-        stree
-            .cells
-            .iter()
-            .map(|c| f(c) as i32)
-            .collect::<Vec<i32>>()
+    let group = if opts.group == 0 {
+        WALK_BLOCK as usize
+    } else {
+        opts.group
     };
 
-    let d_tpos = [up(&tgt.pos[0])?, up(&tgt.pos[1])?, up(&tgt.pos[2])?];
-    let d_tslots = tgt
-        .slots
-        .iter()
-        .map(|v| up(v))
-        .collect::<Result<Vec<_>, _>>()?;
-    let (d_gb, d_ge) = (up_i(&begin)?, up_i(&end)?);
-    let d_lo = [up(&lo[0])?, up(&lo[1])?, up(&lo[2])?];
-    let d_hi = [up(&hi[0])?, up(&hi[1])?, up(&hi[2])?];
-    let d_nchild = up_i(&ints(&|c| c.n_children as usize))?;
-    let mut child = vec![0i32; 8 * stree.cells.len()];
-    for c in 0..stree.cells.len() {
-        for (m, k) in stree.children(c).into_iter().enumerate() {
-            child[8 * c + m] = k as i32;
-        }
-    }
-    let d_child = up_i(&child)?;
-    let d_begin = up_i(&ints(&|c| c.begin))?;
-    let d_end = up_i(&ints(&|c| c.end))?;
-    let d_accept2 = up(&as_r(&cells.accept2))?;
-    let centre = |a: usize| as_r(&stree.cells.iter().map(|c| c.center[a]).collect::<Vec<_>>());
-    let d_centre = [up(&centre(0))?, up(&centre(1))?, up(&centre(2))?];
-    let d_half = up(&as_r(
-        &stree.cells.iter().map(|c| c.half).collect::<Vec<_>>(),
-    ))?;
-    let d_cpos = [
-        up(&cells.soa.pos[0])?,
-        up(&cells.soa.pos[1])?,
-        up(&cells.soa.pos[2])?,
-    ];
-    let d_cslots = cells
-        .soa
-        .slots
-        .iter()
-        .map(|v| up(v))
-        .collect::<Result<Vec<_>, _>>()?;
-    let d_spos = [up(&src.pos[0])?, up(&src.pos[1])?, up(&src.pos[2])?];
-    let d_sslots = src
-        .slots
-        .iter()
-        .map(|v| up(v))
-        .collect::<Result<Vec<_>, _>>()?;
+    let t0 = std::time::Instant::now();
+    let s = gpu.stream();
+    let up = |v: &[R]| s.clone_htod(v).map_err(cuda_err("copy to the device"));
+    let upload = |p: &Particles<R>| -> Result<DeviceSet<R>, Error> {
+        let [x, y, z] = p.positions();
+        let slots = p.slots().iter().map(|v| up(v)).collect::<Result<_, _>>()?;
+        Ok(([up(x)?, up(y)?, up(z)?], slots))
+    };
+    // The source tree, the sources in its order and its cells' pseudo-sources.
+    let (spos, sslots) = upload(sources)?;
+    let stree = DeviceOctree::build(gpu, refs(&spos), opts.ncrit)?;
+    let gather = |tree: &DeviceOctree<R>, v: &[CudaSlice<R>]| -> Result<Vec<CudaSlice<R>>, Error> {
+        v.iter().map(|x| tree.gather(gpu, x)).collect()
+    };
+    let three = |v: Vec<CudaSlice<R>>| -> [CudaSlice<R>; 3] {
+        v.try_into().unwrap_or_else(|_| unreachable!("three axes"))
+    };
+    let d_spos = three(gather(&stree, &spos)?);
+    let d_sslots = gather(&stree, &sslots)?;
+    drop((spos, sslots));
+    let cells = device_pseudo_sources(
+        gpu,
+        &stree,
+        refs(&d_spos),
+        &d_sslots.iter().collect::<Vec<_>>(),
+        &strength,
+        opts.theta,
+    )?;
+    let walk_cells = stree.walk_cells(gpu, &cells)?;
+    // The target tree, the targets in its order and the groups.
+    let (tpos, tslots) = upload(targets)?;
+    let ttree = DeviceOctree::build(gpu, refs(&tpos), group)?;
+    let d_tpos = three(gather(&ttree, &tpos)?);
+    let d_tslots = gather(&ttree, &tslots)?;
+    drop((tpos, tslots));
+    let groups = ttree.groups(gpu, group, WALK_BLOCK as usize, refs(&d_tpos))?;
+    s.synchronize().map_err(cuda_err("building the trees"))?;
+    let build_seconds = t0.elapsed().as_secs_f64();
+
     // SAFETY: every element is written by the launch (`accumulate` = 0):
     // the groups cover every target.
     let mut d_out: Vec<CudaSlice<R>> = (0..no)
         .map(|_| unsafe { s.alloc::<R>(m) })
         .collect::<Result<_, _>>()
         .map_err(cuda_err("allocating outputs"))?;
+    // The pseudo-sources' slots as separate arrays.
+    let cell_slots = (0..cells.n_slots)
+        .map(|k| {
+            let mut v = unsafe { s.alloc::<R>(stree.n_cells.max(1)) }
+                .map_err(cuda_err("allocating the walk's cells"))?;
+            s.memcpy_dtod(&cells.slot(k), &mut v)
+                .map_err(cuda_err("copy on the device"))?;
+            Ok(v)
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
 
     let (n_t, n_g, n_c, n_s, acc) = (
         m as i32,
-        begin.len() as i32,
-        stree.cells.len() as i32,
+        groups.n as i32,
+        stree.n_cells as i32,
         n as i32,
         0i32,
     );
@@ -166,7 +139,9 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
         .occupancy_max_active_blocks_per_multiprocessor(WALK_BLOCK, 0, None)
         .map_err(cuda_err("occupancy of the walk"))?
         .max(1);
-    let blocks = (per_sm as usize * gpu.info().multiprocessors.max(1) as usize).min(begin.len());
+    let blocks = (per_sm as usize * gpu.info().multiprocessors.max(1) as usize)
+        .min(groups.n)
+        .max(1);
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
     let new_event = || {
         gpu.context()
@@ -175,7 +150,7 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     };
     let (start, stop) = (new_event()?, new_event()?);
     start.record(s).map_err(cuda_err("timing events"))?;
-    let (mut p2p, mut p2c) = (0, 0);
+    let (p2p, p2c);
     let mut stack_cap = match INITIAL_STACK_OVERRIDE.load(Ordering::Relaxed) {
         0 => INITIAL_STACK,
         cells => cells,
@@ -189,7 +164,7 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
                 .map_err(cuda_err("allocating the walk's state"))
         };
         let (mut next_group, mut overflow) = (zero()?, zero()?);
-        let mut counts = s
+        let counts = s
             .alloc_zeros::<u64>(2)
             .map_err(cuda_err("allocating the walk's state"))?;
         let cap = stack_cap as i32;
@@ -198,21 +173,24 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
         for a in d_tpos.iter().chain(&d_tslots) {
             b.arg(a);
         }
-        b.arg(&n_g).arg(&d_gb).arg(&d_ge);
-        for a in d_lo.iter().chain(&d_hi) {
+        b.arg(&n_g).arg(&groups.begin).arg(&groups.end);
+        for a in &groups.boxes {
             b.arg(a);
         }
         b.arg(&n_c)
-            .arg(&d_nchild)
-            .arg(&d_child)
-            .arg(&d_begin)
-            .arg(&d_end)
-            .arg(&d_accept2);
-        for a in d_centre.iter() {
+            .arg(&stree.n_children)
+            .arg(&walk_cells.child)
+            .arg(&stree.begin)
+            .arg(&stree.end)
+            .arg(&walk_cells.accept2);
+        for a in &walk_cells.center {
             b.arg(a);
         }
-        b.arg(&d_half);
-        for a in d_cpos.iter().chain(&d_cslots) {
+        b.arg(&walk_cells.half);
+        for a in &cells.pos {
+            b.arg(a);
+        }
+        for a in &cell_slots {
             b.arg(a);
         }
         b.arg(&n_s);
@@ -230,7 +208,8 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
         b.arg(&mut stacks)
             .arg(&cap)
             .arg(&mut next_group)
-            .arg(&mut overflow);
+            .arg(&mut overflow)
+            .arg(&counts);
         let cfg = LaunchConfig {
             grid_dim: (blocks as u32, 1, 1),
             block_dim: (WALK_BLOCK, 1, 1),
@@ -240,7 +219,16 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
         // (see `fmm_codegen::emit::walk`): every array has the length its
         // count says, the cells' children are cells, the group ranges lie
         // within `0..n_targets`, and `stacks` holds `blocks * cap` ints.
-        unsafe { b.launch(cfg) }.map_err(cuda_err("launching the walk"))?;
+        unsafe { b.launch(cfg) }.map_err(|e| {
+            use cudarc::driver::sys::CUfunction_attribute as A;
+            let at = |a| func.get_attribute(a).unwrap_or(-1);
+            Error::Cuda(format!(
+                "launching the walk ({blocks} blocks of {WALK_BLOCK}, {n_g} groups, {n_c} cells, stacks of {stack_cap}, {per_sm} blocks per SM; kernel: {} registers, {} B shared, at most {} threads): {e}",
+                at(A::CU_FUNC_ATTRIBUTE_NUM_REGS),
+                at(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                at(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            ))
+        })?;
         let flag = s
             .clone_dtoh(&overflow)
             .map_err(cuda_err("copy from the device"))?;
@@ -258,24 +246,25 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
             return Err(Error::Cuda(format!(
                 "the treecode walk needs more than {MAX_STACK} cells of stack per block \
                  (theta {} on {} cells)",
-                opts.theta,
-                stree.cells.len()
+                opts.theta, stree.n_cells
             )));
         }
     }
     stop.record(s).map_err(cuda_err("timing events"))?;
     let eval_seconds = start.elapsed_ms(&stop).map_err(cuda_err("timing events"))? as f64 / 1e3;
 
-    let mut slots = vec![vec![R::zero(); m]; no];
-    for (k, o) in d_out.iter().enumerate() {
-        let host = s.clone_dtoh(o).map_err(cuda_err("copy from the device"))?;
-        for (r, v) in host.into_iter().enumerate() {
-            slots[k][ttree.order[r] as usize] = v;
-        }
+    // Back to the caller's order on the device, then to the host.
+    let mut slots = Vec::with_capacity(no);
+    for o in &d_out {
+        let o = ttree.scatter(gpu, o)?;
+        slots.push(
+            s.clone_dtoh(&o.slice(0..m))
+                .map_err(cuda_err("copy from the device"))?,
+        );
     }
     let stats = TreeStats {
-        source_cells: stree.cells.len(),
-        target_groups: begin.len(),
+        source_cells: stree.n_cells,
+        target_groups: groups.n,
         p2p,
         p2c,
         build_seconds,
