@@ -33,7 +33,7 @@ struct Args {
     eps: Option<f64>,
     #[arg(long, default_value_t = 0.5)]
     theta: f64,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 32)]
     ncrit: usize,
     /// Report every this many steps.
     #[arg(long, default_value_t = 100)]

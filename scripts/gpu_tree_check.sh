@@ -13,14 +13,15 @@ timeout 300 .gpu/gpu --ignored --test-threads=1 --nocapture 2>&1 | grep -E "^tes
 echo "== tree_bench (gravity, Plummer, theta 0.5)"
 tb() {
   echo "-- $*"
-  timeout 120 .gpu/tree_bench --backend cuda --dist plummer --theta 0.5 --repeat 5 "$@" 2>&1 \
-    | grep -E "^time|tree build|walk and|interactions|relative|force error|cells|error"
+  timeout 120 .gpu/tree_bench --backend cuda --theta 0.5 --repeat 5 "$@" 2>&1 \
+    | grep -E "^time|tree build|walk and|the rest|interactions|relative|force error|cells|error"
 }
 tb --n 1000000
 tb --n 10000000
-tb --n 10000000 --ncrit 32
+tb --n 10000000 --ncrit 64
 tb --n 10000000 --ncrit 16
 tb --n 10000000 --precision f64 --samples 64
-tb --n 1000000 --kernel biot-savart --dist uniform
+tb --n 1000000 --kernel biot-savart
+tb --n 1000000 --kernel velocity-stretching
 echo "== scaling"
 timeout 200 bash scripts/tree_scaling.sh cuda .gpu/tree_bench

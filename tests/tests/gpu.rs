@@ -343,3 +343,33 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
     println!("velocity+stretching walk f32 vs CPU f64 treecode: {e:.2e}");
     assert!(e < 1e-4, "{e:e}");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn staged_copies_round_trip() {
+    // Staged (long, equal lengths), plain (short) and mixed lengths.
+    for lens in [
+        vec![1 << 20, 1 << 20, 1 << 20],
+        vec![1000, 1000],
+        vec![(1 << 19) + 7, 5],
+    ] {
+        let host: Vec<Vec<f32>> = lens
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| (0..n).map(|i| (i as f32) * 0.5 + k as f32).collect())
+            .collect();
+        let refs: Vec<&[f32]> = host.iter().map(|v| v.as_slice()).collect();
+        let dev = gpu().upload_many(&refs).unwrap();
+        for (d, h) in dev.iter().zip(&host) {
+            let back = gpu().download_many(&[d], h.len()).unwrap();
+            assert_eq!(&back[0], h);
+        }
+        let n = lens.iter().copied().min().unwrap();
+        let all = gpu()
+            .download_many(&dev.iter().collect::<Vec<_>>(), n)
+            .unwrap();
+        for (a, h) in all.iter().zip(&host) {
+            assert_eq!(a.as_slice(), &h[..n]);
+        }
+    }
+}

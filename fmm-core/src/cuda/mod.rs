@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod direct;
 pub mod nvrtc;
+pub mod transfer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -85,6 +86,27 @@ fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ 
     move |e| Error::Cuda(format!("{what}: {e}"))
 }
 
+/// Keeps device memory freed on the stream in the device's memory pool
+/// instead of returning it to the driver at every synchronisation: the
+/// treecode allocates its trees and lists afresh at every evaluation, and
+/// mapping hundreds of megabytes again each time costs more than the walk.
+fn keep_freed_memory(ctx: &CudaContext) -> Result<(), Error> {
+    // SAFETY: the device comes from a live context; the attribute takes a
+    // pointer to a u64 that outlives the call.
+    unsafe {
+        let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device())
+            .map_err(driver_err("the device's memory pool"))?;
+        let mut threshold = u64::MAX;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            &mut threshold as *mut u64 as *mut std::ffi::c_void,
+        )
+        .result()
+        .map_err(driver_err("the device's memory pool"))
+    }
+}
+
 /// Whether the CUDA driver library can be loaded.
 pub fn driver_available() -> bool {
     // SAFETY: only tries to open the shared library.
@@ -131,6 +153,7 @@ impl Gpu {
             driver_version,
             nvrtc_version,
         };
+        keep_freed_memory(&ctx)?;
         let stream = ctx.default_stream();
         Ok(Gpu {
             ctx,

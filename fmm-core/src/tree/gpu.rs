@@ -65,28 +65,25 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
     let func = gpu.function(&module, &walk_entry_name(def, R::NAME))?;
 
-    let group = if opts.group == 0 {
-        WALK_BLOCK as usize
-    } else {
-        opts.group
-    };
+    let group = opts.group_size();
 
+    let three = |v: Vec<CudaSlice<R>>| -> [CudaSlice<R>; 3] {
+        v.try_into().unwrap_or_else(|_| unreachable!("three axes"))
+    };
     let t0 = std::time::Instant::now();
     let s = gpu.stream();
-    let up = |v: &[R]| s.clone_htod(v).map_err(cuda_err("copy to the device"));
     let upload = |p: &Particles<R>| -> Result<DeviceSet<R>, Error> {
-        let [x, y, z] = p.positions();
-        let slots = p.slots().iter().map(|v| up(v)).collect::<Result<_, _>>()?;
-        Ok(([up(x)?, up(y)?, up(z)?], slots))
+        let mut host: Vec<&[R]> = p.positions().to_vec();
+        host.extend(p.slots().iter().map(|v| v.as_slice()));
+        let mut d = gpu.upload_many(&host)?;
+        let slots = d.split_off(3);
+        Ok((three(d), slots))
     };
     // The source tree, the sources in its order and its cells' pseudo-sources.
     let (spos, sslots) = upload(sources)?;
     let stree = DeviceOctree::build(gpu, refs(&spos), opts.ncrit)?;
     let gather = |tree: &DeviceOctree<R>, v: &[CudaSlice<R>]| -> Result<Vec<CudaSlice<R>>, Error> {
         v.iter().map(|x| tree.gather(gpu, x)).collect()
-    };
-    let three = |v: Vec<CudaSlice<R>>| -> [CudaSlice<R>; 3] {
-        v.try_into().unwrap_or_else(|_| unreachable!("three axes"))
     };
     let d_spos = three(gather(&stree, &spos)?);
     let d_sslots = gather(&stree, &sslots)?;
@@ -254,14 +251,11 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     let eval_seconds = start.elapsed_ms(&stop).map_err(cuda_err("timing events"))? as f64 / 1e3;
 
     // Back to the caller's order on the device, then to the host.
-    let mut slots = Vec::with_capacity(no);
-    for o in &d_out {
-        let o = ttree.scatter(gpu, o)?;
-        slots.push(
-            s.clone_dtoh(&o.slice(0..m))
-                .map_err(cuda_err("copy from the device"))?,
-        );
-    }
+    let back = d_out
+        .iter()
+        .map(|o| ttree.scatter(gpu, o))
+        .collect::<Result<Vec<_>, _>>()?;
+    let slots = gpu.download_many(&back.iter().collect::<Vec<_>>(), m)?;
     let stats = TreeStats {
         source_cells: stree.n_cells,
         target_groups: groups.n,

@@ -11,4 +11,4 @@ pub mod treecode;
 
 pub use gpu::treecode_cuda;
 pub use octree::{Cell, Octree};
-pub use treecode::{treecode_cpu, TreeOptions, TreeStats};
+pub use treecode::{treecode_cpu, TreeOptions, TreeStats, DEFAULT_GROUP};
