@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use fmm_core::cuda::Gpu;
 use fmm_core::distributions::{plummer, uniform_cube};
-use fmm_core::tree::device_build::{device_pseudo_sources, CudaSlice, DeviceOctree, PseudoSources};
+use fmm_core::tree::device_build::{device_pseudo_sources, CudaSlice, DeviceOctree};
 use fmm_core::tree::Octree;
 use fmm_core::Real;
 use rand::rngs::StdRng;
@@ -173,99 +173,6 @@ fn device_tree_is_the_cpu_tree_tiny_inputs() {
     }
 }
 
-/// The CPU treecode's `pseudo_sources` (private to fmm-core), line for
-/// line: per cell, weight = norm of the strength slots, centre of
-/// strength, strength summed, other slots weighted means (plain means
-/// without strength), and (2 half / theta + delta)^2.
-#[allow(clippy::needless_range_loop)]
-fn cpu_pseudo_sources<R: Real>(
-    tree: &Octree,
-    pos: &[Vec<R>; 3],
-    slots: &[Vec<R>],
-    strength: &[usize],
-    theta: f64,
-) -> PseudoSources<R> {
-    let nc = tree.cells.len();
-    let ns = slots.len();
-    let is_strength: Vec<bool> = (0..ns).map(|k| strength.contains(&k)).collect();
-    let mut w = vec![0.0f64; nc];
-    let mut wx = vec![[0.0f64; 3]; nc];
-    let mut acc = vec![vec![0.0f64; ns]; nc];
-    let mut plain = vec![vec![0.0f64; ns]; nc];
-    for c in (0..nc).rev() {
-        let cell = &tree.cells[c];
-        if cell.is_leaf() {
-            for j in cell.begin..cell.end {
-                let wj = strength
-                    .iter()
-                    .map(|&k| slots[k][j].to_f64().powi(2))
-                    .sum::<f64>()
-                    .sqrt();
-                w[c] += wj;
-                for a in 0..3 {
-                    wx[c][a] += wj * pos[a][j].to_f64();
-                }
-                for k in 0..ns {
-                    let v = slots[k][j].to_f64();
-                    acc[c][k] += if is_strength[k] { v } else { wj * v };
-                    plain[c][k] += v;
-                }
-            }
-        } else {
-            for child in tree.children(c) {
-                w[c] += w[child];
-                for a in 0..3 {
-                    wx[c][a] += wx[child][a];
-                }
-                for k in 0..ns {
-                    acc[c][k] += acc[child][k];
-                    plain[c][k] += plain[child][k];
-                }
-            }
-        }
-    }
-    let mut out = PseudoSources {
-        pos: [Vec::new(), Vec::new(), Vec::new()],
-        slots: vec![Vec::new(); ns],
-        com: Vec::new(),
-        accept2: Vec::new(),
-    };
-    for c in 0..nc {
-        let cell = &tree.cells[c];
-        let n = cell.len().max(1) as f64;
-        let p = if w[c] > 0.0 {
-            wx[c].map(|x| x / w[c])
-        } else {
-            cell.center
-        };
-        for a in 0..3 {
-            out.pos[a].push(R::c(p[a]));
-        }
-        for k in 0..ns {
-            let v = if is_strength[k] {
-                acc[c][k]
-            } else if w[c] > 0.0 {
-                acc[c][k] / w[c]
-            } else {
-                plain[c][k] / n
-            };
-            out.slots[k].push(R::c(v));
-        }
-        let delta = (0..3)
-            .map(|a| (p[a] - cell.center[a]).powi(2))
-            .sum::<f64>()
-            .sqrt();
-        let reach = if theta > 0.0 {
-            2.0 * cell.half / theta + delta
-        } else {
-            f64::INFINITY
-        };
-        out.accept2.push(reach * reach);
-        out.com.push(p);
-    }
-    out
-}
-
 /// Largest relative difference (exact equality counts as 0, infinities
 /// must match) and how many values are bit-identical.
 fn rel_diff(got: &[f64], want: &[f64]) -> (f64, usize) {
@@ -332,7 +239,8 @@ fn check_pseudo<R: Real>(
         .to_host(gpu())
         .unwrap();
         let ms = t0.elapsed().as_secs_f64() * 1e3;
-        let want = cpu_pseudo_sources(&cpu_tree, &hp, &hs, strength, theta);
+        let want =
+            fmm_core::tree::treecode::pseudo_sources_on_host(&cpu_tree, &hp, &hs, strength, theta);
 
         let flat = |v: &[[f64; 3]]| v.iter().flatten().copied().collect::<Vec<f64>>();
         let wide = |v: &[R]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();

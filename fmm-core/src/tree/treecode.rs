@@ -235,6 +235,30 @@ fn pseudo_sources<R: Real>(
     CellSources { soa, accept2, com }
 }
 
+/// The CPU's pseudo-sources of `tree` from sources already in tree order,
+/// in the form [`super::device_build::PseudoSources`] has: the reference
+/// the device version is tested against.
+#[doc(hidden)]
+pub fn pseudo_sources_on_host<R: Real>(
+    tree: &Octree,
+    pos: &[Vec<R>; 3],
+    slots: &[Vec<R>],
+    strength: &[usize],
+    theta: f64,
+) -> super::device_build::PseudoSources<R> {
+    let src = SoA {
+        pos: pos.clone(),
+        slots: slots.to_vec(),
+    };
+    let c = pseudo_sources(tree, &src, strength, theta);
+    super::device_build::PseudoSources {
+        pos: c.soa.pos,
+        slots: c.soa.slots,
+        com: c.com,
+        accept2: c.accept2,
+    }
+}
+
 /// Copies particles into tree order.
 fn sorted<R: Real>(p: &Particles<R>, order: &[u32]) -> SoA<R> {
     let mut s = SoA::with_capacity(p.slots().len(), order.len());
