@@ -285,6 +285,19 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
         );
         assert!(e < 1e-12, "theta {theta}: {e:e}");
     }
+    // Targets elsewhere than the sources (fewer, another sphere).
+    let other = plummer(7_000, 23).0;
+    let t2 = Particles::<f64>::targets::<Gravity>(&other).unwrap();
+    let opts = TreeOptions {
+        theta: 0.5,
+        ncrit: 32,
+        group: 128,
+    };
+    let (cpu, _) = treecode_cpu::<Gravity, f64>(&[0.01], &t2, &s, &opts).unwrap();
+    let (g, _) = treecode_cuda::<Gravity, f64>(gpu(), &[0.01], &t2, &s, &opts).unwrap();
+    let e = worst(g.slots(), cpu.slots());
+    println!("targets elsewhere: GPU vs CPU treecode {e:.2e}");
+    assert!(e < 1e-12, "{e:e}");
     // Stacks too small for the walk: it runs again with deeper ones and
     // gets the same sums.
     let opts = TreeOptions {

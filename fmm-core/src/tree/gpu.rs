@@ -44,6 +44,19 @@ fn cuda_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error
 /// Positions and slots of a particle set on the device.
 type DeviceSet<R> = ([CudaSlice<R>; 3], Vec<CudaSlice<R>>);
 
+/// Whether two particle sets sit at the same points (compared on all
+/// cores: for 10^7 points a few milliseconds, against tens for the copy).
+fn same_points<R: Real>(a: &Particles<R>, b: &Particles<R>) -> bool {
+    use rayon::prelude::*;
+    a.len() == b.len()
+        && a.positions().iter().zip(b.positions()).all(|(x, y)| {
+            std::ptr::eq(*x, y)
+                || x.par_chunks(1 << 16)
+                    .zip(y.par_chunks(1 << 16))
+                    .all(|(p, q)| p == q)
+        })
+}
+
 fn refs<T>(v: &[T; 3]) -> [&T; 3] {
     [&v[0], &v[1], &v[2]]
 }
@@ -87,7 +100,7 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     };
     let d_spos = three(gather(&stree, &spos)?);
     let d_sslots = gather(&stree, &sslots)?;
-    drop((spos, sslots));
+    drop(sslots);
     let cells = device_pseudo_sources(
         gpu,
         &stree,
@@ -98,7 +111,15 @@ pub fn treecode_cuda<K: Kernel, R: Real>(
     )?;
     let walk_cells = stree.walk_cells(gpu, &cells)?;
     // The target tree, the targets in its order and the groups.
-    let (tpos, tslots) = upload(targets)?;
+    // Targets at the sources' points (the usual case: forces on the
+    // particles themselves) reuse the uploaded positions.
+    let (tpos, tslots) = if same_points(targets, sources) {
+        let slots: Vec<&[R]> = targets.slots().iter().map(|v| v.as_slice()).collect();
+        (spos, gpu.upload_many(&slots)?)
+    } else {
+        drop(spos);
+        upload(targets)?
+    };
     let ttree = DeviceOctree::build(gpu, refs(&tpos), group)?;
     let d_tpos = three(gather(&ttree, &tpos)?);
     let d_tslots = gather(&ttree, &tslots)?;
