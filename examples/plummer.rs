@@ -213,6 +213,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.csv.display()
     );
     if plotting {
+        let worst = samples.iter().map(|p| p.drift.abs()).fold(0.0, f64::max);
+        let (lo, hi) = samples.iter().fold((f64::INFINITY, 0.0f64), |(a, b), p| {
+            (a.min(p.virial), b.max(p.virial))
+        });
+        println!("over every step: largest |dE/E0| {worst:.3e}, virial ratio {lo:.4} to {hi:.4}");
         let title = format!(
             "Plummer sphere: N = {n}, eps = {eps:.3}, theta = {}, dt = {}",
             args.theta, args.dt
