@@ -27,7 +27,44 @@ pub trait Kernel: Copy + Default + Send + Sync + 'static {
     /// order. (A range rather than a sub-view: the tree codes call this for
     /// many short runs, and cutting every slot of a view costs more than
     /// the interactions of a short run.)
+    ///
+    /// On x86-64 with AVX2 and FMA this runs [`Kernel::p2p_target_wide`],
+    /// elsewhere (or with `FMM_SIMD=off`) [`Kernel::p2p_target_portable`].
+    #[inline]
     fn p2p_target<R: Real>(
+        p: &[R],
+        xi: [R; 3],
+        t: &[R],
+        src: &SourceSlices<'_, R>,
+        sources: std::ops::Range<usize>,
+        out: &mut [R],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            unsafe { Self::p2p_target_wide(p, xi, t, src, sources, out) };
+            return;
+        }
+        Self::p2p_target_portable(p, xi, t, src, sources, out)
+    }
+
+    /// [`Kernel::p2p_target`] in plain Rust, vectorised by the compiler
+    /// for whatever the build targets.
+    fn p2p_target_portable<R: Real>(
+        p: &[R],
+        xi: [R; 3],
+        t: &[R],
+        src: &SourceSlices<'_, R>,
+        sources: std::ops::Range<usize>,
+        out: &mut [R],
+    );
+
+    /// [`Kernel::p2p_target`] in AVX2 vectors ([`crate::simd`]).
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA ([`crate::simd::avx2_fma`]).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn p2p_target_wide<R: Real>(
         p: &[R],
         xi: [R; 3],
         t: &[R],

@@ -22,6 +22,8 @@ pub mod kernels;
 pub mod particles;
 pub mod real;
 pub mod require;
+#[cfg(target_arch = "x86_64")]
+pub mod simd;
 pub mod tree;
 
 pub use backend::{resolve, Backend};

@@ -28,6 +28,9 @@ pub trait Real:
 {
     /// `"f32"` or `"f64"`.
     const NAME: &'static str;
+    /// The AVX2 vector of this type ([`crate::simd`]).
+    #[cfg(target_arch = "x86_64")]
+    type Wide: crate::simd::Lanes<Scalar = Self>;
     fn zero() -> Self;
     /// A constant, rounded to this precision.
     fn c(x: f64) -> Self;
@@ -54,9 +57,11 @@ pub trait Real:
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:literal, $erf:path) => {
+    ($t:ty, $name:literal, $erf:path, $wide:ident) => {
         impl Real for $t {
             const NAME: &'static str = $name;
+            #[cfg(target_arch = "x86_64")]
+            type Wide = crate::simd::$wide;
             #[inline(always)]
             fn zero() -> Self {
                 0.0
@@ -109,5 +114,5 @@ macro_rules! impl_real {
     };
 }
 
-impl_real!(f32, "f32", libm::erff);
-impl_real!(f64, "f64", libm::erf);
+impl_real!(f32, "f32", libm::erff, F32x8);
+impl_real!(f64, "f64", libm::erf, F64x4);

@@ -21,6 +21,49 @@ pub trait Syntax {
     fn func(&self, f: Func, a: &str) -> String;
     fn min_max(&self, op: Op, a: &str, b: &str) -> String;
     fn select(&self, c: &str, a: &str, b: &str) -> String;
+
+    /// A comparison of two rendered operands (parenthesised where needed).
+    fn compare(&self, c: Cmp, a: &str, b: &str) -> String {
+        let sym = match c {
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+            Cmp::Eq => "==",
+            Cmp::Ne => "!=",
+        };
+        format!("{a} {sym} {b}")
+    }
+
+    fn and(&self, a: &str, b: &str) -> String {
+        format!("{a} && {b}")
+    }
+
+    fn or(&self, a: &str, b: &str) -> String {
+        format!("{a} || {b}")
+    }
+
+    fn not(&self, a: &str) -> String {
+        format!("!{a}")
+    }
+
+    /// `a * b + c` (`sign` +1), `a * b - c` (-1 with `negate_c`) or
+    /// `c - a * b` (`negate_ab`) in one rounding, for a language that has
+    /// it; `None` keeps the product and the sum apart.
+    fn fused(&self, _a: &str, _b: &str, _c: &str, _form: Fused) -> Option<String> {
+        None
+    }
+}
+
+/// The three shapes of a fused multiply-add over a product `a * b` and `c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fused {
+    /// `a * b + c`
+    Add,
+    /// `a * b - c`
+    SubC,
+    /// `c - a * b`
+    SubAb,
 }
 
 /// One accumulation into an output slot.
@@ -31,6 +74,9 @@ pub struct Update {
     pub value: String,
     /// Subtract instead of add (a negation at the root, folded away).
     pub subtract: bool,
+    /// The factors, rendered, when the value is a product: a language
+    /// with a fused multiply-add accumulates it in one operation.
+    pub product: Option<(String, String)>,
     /// Whether the value changes from source to source; a value fixed per
     /// target (never the case for a physical kernel) is still summed.
     pub stage: Stage,
@@ -162,17 +208,37 @@ impl<'a> Schedule<'a> {
         self.body(s, id)
     }
 
+    /// An operand of an infix operator: parenthesised unless it is a name
+    /// or a call.
+    fn operand(&self, s: &dyn Syntax, c: NodeId) -> String {
+        let e = self.expr(s, c);
+        let n = self.graph().node(c);
+        if self.temp[c.index()] || n.children().is_empty() || is_call(n) {
+            e
+        } else {
+            format!("({e})")
+        }
+    }
+
+    fn infix(&self, s: &dyn Syntax, op: Op, a: NodeId, b: NodeId) -> String {
+        let sym = match op {
+            Op::Add => "+",
+            Op::Sub => "-",
+            Op::Mul => "*",
+            _ => "/",
+        };
+        format!("{} {sym} {}", self.operand(s, a), self.operand(s, b))
+    }
+
+    /// A product rendered inline (no temporary), which a sum may fuse.
+    fn fusable(&self, id: NodeId) -> bool {
+        !self.temp[id.index()] && matches!(self.graph().node(id), Node::Binary(Op::Mul, _, _))
+    }
+
     /// Renders the definition of a node, ignoring its own temporary.
     pub fn body(&self, s: &dyn Syntax, id: NodeId) -> String {
         let g = self.graph();
-        let sub = |c: NodeId| {
-            let e = self.expr(s, c);
-            if self.temp[c.index()] || g.node(c).children().is_empty() || is_call(g.node(c)) {
-                e
-            } else {
-                format!("({e})")
-            }
-        };
+        let sub = |c: NodeId| self.operand(s, c);
         match g.node(id) {
             Node::Const(c) => s.literal(c),
             n @ (Node::Param(_)
@@ -185,29 +251,26 @@ impl<'a> Schedule<'a> {
             Node::Binary(op @ (Op::Min | Op::Max), a, b) => {
                 s.min_max(op, &self.expr(s, a), &self.expr(s, b))
             }
-            Node::Binary(op, a, b) => {
-                let sym = match op {
-                    Op::Add => "+",
-                    Op::Sub => "-",
-                    Op::Mul => "*",
-                    _ => "/",
+            Node::Binary(op @ (Op::Add | Op::Sub), a, b) if self.fusable(b) || self.fusable(a) => {
+                let operands = |m: NodeId| match g.node(m) {
+                    Node::Binary(Op::Mul, x, y) => (self.expr(s, x), self.expr(s, y)),
+                    _ => unreachable!("fusable"),
                 };
-                format!("{} {sym} {}", sub(a), sub(b))
-            }
-            Node::Compare(c, a, b) => {
-                let sym = match c {
-                    Cmp::Lt => "<",
-                    Cmp::Le => "<=",
-                    Cmp::Gt => ">",
-                    Cmp::Ge => ">=",
-                    Cmp::Eq => "==",
-                    Cmp::Ne => "!=",
+                let (m, c, form) = match (op, self.fusable(b)) {
+                    (Op::Add, true) => (b, a, Fused::Add),
+                    (Op::Add, false) => (a, b, Fused::Add),
+                    (_, true) => (b, a, Fused::SubAb),
+                    (_, false) => (a, b, Fused::SubC),
                 };
-                format!("{} {sym} {}", sub(a), sub(b))
+                let (x, y) = operands(m);
+                s.fused(&x, &y, &self.expr(s, c), form)
+                    .unwrap_or_else(|| self.infix(s, op, a, b))
             }
-            Node::And(a, b) => format!("{} && {}", sub(a), sub(b)),
-            Node::Or(a, b) => format!("{} || {}", sub(a), sub(b)),
-            Node::Not(a) => format!("!{}", sub(a)),
+            Node::Binary(op, a, b) => self.infix(s, op, a, b),
+            Node::Compare(c, a, b) => s.compare(c, &sub(a), &sub(b)),
+            Node::And(a, b) => s.and(&sub(a), &sub(b)),
+            Node::Or(a, b) => s.or(&sub(a), &sub(b)),
+            Node::Not(a) => s.not(&sub(a)),
             Node::Select(c, a, b) => s.select(&self.expr(s, c), &self.expr(s, a), &self.expr(s, b)),
         }
     }
@@ -224,10 +287,15 @@ impl<'a> Schedule<'a> {
                     Node::Unary(Func::Neg, x) => (x, true),
                     _ => (root, false),
                 };
+                let product = match g.node(r) {
+                    Node::Binary(Op::Mul, a, b) => Some((self.expr(s, a), self.expr(s, b))),
+                    _ => None,
+                };
                 Update {
                     slot,
                     value: self.expr(s, r),
                     subtract,
+                    product,
                     stage: self.stages[root.index()],
                 }
             })

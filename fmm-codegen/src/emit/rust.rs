@@ -11,8 +11,8 @@
 //! with the loop in a generic helper taking the pair's source index, 7.6e8
 //! with this one); sums in blocks keep f32 accurate over long runs.
 
-use super::{float_literal, Schedule, Syntax};
-use crate::ir::{Func, Node, Op, Stage};
+use super::{float_literal, Fused, Schedule, Syntax};
+use crate::ir::{Cmp, Func, Node, Op, Stage};
 use crate::kernel::KernelDef;
 
 struct RustSyntax<'a> {
@@ -74,48 +74,51 @@ pub(crate) fn leaf_name(def: &KernelDef, node: Node) -> String {
     }
 }
 
-/// Emits `fn p2p_target`, with `core` the path of the runtime crate (for
+/// Emits the CPU evaluators of `fmm_core::Kernel`, `p2p_target_portable`
+/// and `p2p_target_wide`, with `core` the path of the runtime crate (for
 /// example `::fmm_core`).
 pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
-    let sch = Schedule::new(def);
-    let syn = RustSyntax { def };
-    let no = def.n_outputs();
+    let mut o = emit_portable(def, core);
+    o.push_str(&emit_wide(def, core));
+    o
+}
+
+/// The loads of the parameters and target values the kernel reads, as
+/// `let` statements; `wrap` turns the slot read into the value.
+fn prologue_loads(
+    def: &KernelDef,
+    sch: &Schedule,
+    wrap: &dyn Fn(String) -> String,
+    indent: &str,
+) -> String {
     let mut o = String::new();
-    o.push_str("#[inline]\n#[allow(unused_variables, clippy::all)]\n");
-    o.push_str(&format!(
-        "fn p2p_target<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
-    ));
-    // Loads of parameters and target values.
     for f in &def.params {
         for (c, name) in f.slot_names().iter().enumerate() {
             if sch.uses_leaf(Node::Param((f.offset + c) as u16)) {
-                o.push_str(&format!("    let p_{name} = p[{}];\n", f.offset + c));
+                let v = wrap(format!("p[{}]", f.offset + c));
+                o.push_str(&format!("{indent}let p_{name} = {v};\n"));
             }
         }
     }
     for (c, axis) in ["x", "y", "z"].iter().enumerate() {
         if sch.uses_leaf(Node::TgtPos(c as u8)) {
-            o.push_str(&format!("    let {axis}_i = xi[{c}];\n"));
+            let v = wrap(format!("xi[{c}]"));
+            o.push_str(&format!("{indent}let {axis}_i = {v};\n"));
         }
     }
     for f in &def.targets {
         for (c, name) in f.slot_names().iter().enumerate() {
             if sch.uses_leaf(Node::Tgt((f.offset + c) as u16)) {
-                o.push_str(&format!("    let t_{name} = t[{}];\n", f.offset + c));
+                let v = wrap(format!("t[{}]", f.offset + c));
+                o.push_str(&format!("{indent}let t_{name} = {v};\n"));
             }
         }
     }
-    for stage in [Stage::Param, Stage::Target] {
-        for id in sch.temps(stage) {
-            o.push_str(&format!(
-                "    let {} = {};\n",
-                sch.temp_name(id),
-                sch.body(&syn, id)
-            ));
-        }
-    }
-    // Source slices cut to one length, so the loop has no bounds checks.
-    // The source values the interaction reads: (variable, slice expression).
+    o
+}
+
+/// The source values the interaction reads: (variable, slice expression).
+fn source_columns(def: &KernelDef, sch: &Schedule) -> Vec<(String, String)> {
     let mut cols: Vec<(String, String)> = Vec::new();
     for (c, axis) in ["x", "y", "z"].iter().enumerate() {
         if sch.uses_leaf(Node::SrcPos(c as u8)) {
@@ -129,6 +132,30 @@ pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
             }
         }
     }
+    cols
+}
+
+/// The portable evaluator: scalar code in the lane-loop shape.
+fn emit_portable(def: &KernelDef, core: &str) -> String {
+    let sch = Schedule::new(def);
+    let syn = RustSyntax { def };
+    let no = def.n_outputs();
+    let mut o = String::new();
+    o.push_str("#[inline]\n#[allow(unused_variables, clippy::all)]\n");
+    o.push_str(&format!(
+        "fn p2p_target_portable<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
+    ));
+    o.push_str(&prologue_loads(def, &sch, &|v| v, "    "));
+    for stage in [Stage::Param, Stage::Target] {
+        for id in sch.temps(stage) {
+            o.push_str(&format!(
+                "    let {} = {};\n",
+                sch.temp_name(id),
+                sch.body(&syn, id)
+            ));
+        }
+    }
+    let cols = source_columns(def, &sch);
     // Slices cut to one length, so the loops have no bounds checks.
     o.push_str("    let n = sources.len();\n");
     for (var, slice) in &cols {
@@ -212,5 +239,198 @@ pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
         o.push_str(&format!("    out[{}] {op} total[{}];\n", u.slot, u.slot));
     }
     o.push_str("}\n");
+    o
+}
+
+/// Expressions over `V: fmm_core::simd::Lanes`: constants splatted,
+/// functions and comparisons as the vector type's methods, masks for
+/// booleans.
+struct WideSyntax<'a> {
+    def: &'a KernelDef,
+}
+
+impl Syntax for WideSyntax<'_> {
+    fn literal(&self, c: f64) -> String {
+        format!("V::c({})", float_literal(c))
+    }
+
+    fn leaf(&self, node: Node) -> String {
+        leaf_name(self.def, node)
+    }
+
+    fn func(&self, f: Func, a: &str) -> String {
+        let name = match f {
+            Func::Neg => return format!("-{a}"),
+            Func::Sqrt => "sqrt",
+            Func::Rsqrt => "rsqrt",
+            Func::Exp => "exp",
+            Func::Erf => "erf",
+            Func::Log => "ln",
+            Func::Abs => "abs",
+        };
+        format!("V::{name}({a})")
+    }
+
+    fn min_max(&self, op: Op, a: &str, b: &str) -> String {
+        let name = if op == Op::Min { "min" } else { "max" };
+        format!("V::{name}({a}, {b})")
+    }
+
+    fn select(&self, c: &str, a: &str, b: &str) -> String {
+        format!("V::select({c}, {a}, {b})")
+    }
+
+    fn compare(&self, c: Cmp, a: &str, b: &str) -> String {
+        let name = match c {
+            Cmp::Lt => "lt",
+            Cmp::Le => "le",
+            Cmp::Gt => "gt",
+            Cmp::Ge => "ge",
+            Cmp::Eq => "eq",
+            Cmp::Ne => "ne",
+        };
+        format!("V::{name}({a}, {b})")
+    }
+
+    fn and(&self, a: &str, b: &str) -> String {
+        format!("V::and({a}, {b})")
+    }
+
+    fn or(&self, a: &str, b: &str) -> String {
+        format!("V::or({a}, {b})")
+    }
+
+    fn not(&self, a: &str) -> String {
+        format!("V::not({a})")
+    }
+
+    fn fused(&self, a: &str, b: &str, c: &str, form: Fused) -> Option<String> {
+        let name = match form {
+            Fused::Add => "mul_add",
+            Fused::SubC => "mul_sub",
+            Fused::SubAb => "neg_mul_add",
+        };
+        Some(format!("V::{name}({a}, {b}, {c})"))
+    }
+}
+
+/// The AVX2 evaluator (`fmm_core::simd`): one source per lane, the pair's
+/// math in vector operations, one vector partial sum per output summed in
+/// blocks of `BLOCK` sources like the portable loop. The last partial
+/// vector of a block reads zeros past the end and its lanes there are
+/// masked off. The math is written out twice (full vectors and the last
+/// one) rather than put in a closure: a closure would not carry the
+/// function's target features on every compiler the crate supports.
+fn emit_wide(def: &KernelDef, core: &str) -> String {
+    let sch = Schedule::new(def);
+    let syn = WideSyntax { def };
+    let no = def.n_outputs();
+    let cols = source_columns(def, &sch);
+    let mut o = String::new();
+    o.push_str("#[cfg(target_arch = \"x86_64\")]\n#[inline]\n");
+    o.push_str(&format!(
+        "unsafe fn p2p_target_wide<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
+    ));
+    o.push_str("    #[target_feature(enable = \"avx2,fma\")]\n");
+    o.push_str("    #[allow(unused_variables, unused_unsafe, unused_mut, clippy::all)]\n");
+    o.push_str(&format!(
+        "    unsafe fn wide<V: {core}::simd::Lanes>(p: &[V::Scalar], xi: [V::Scalar; 3], t: &[V::Scalar], src: &{core}::SourceSlices<'_, V::Scalar>, sources: ::core::ops::Range<usize>, out: &mut [V::Scalar]) {{\n"
+    ));
+    o.push_str("    unsafe {\n");
+    let ind = "        ";
+    o.push_str(&prologue_loads(
+        def,
+        &sch,
+        &|v| format!("V::splat({v})"),
+        ind,
+    ));
+    for stage in [Stage::Param, Stage::Target] {
+        for id in sch.temps(stage) {
+            o.push_str(&format!(
+                "{ind}let {} = {};\n",
+                sch.temp_name(id),
+                sch.body(&syn, id)
+            ));
+        }
+    }
+    o.push_str(&format!("{ind}let n = sources.len();\n"));
+    o.push_str(&format!("{ind}let w = V::WIDTH;\n"));
+    for (var, slice) in &cols {
+        o.push_str(&format!("{ind}let sl_{var} = &{slice}[sources.clone()];\n"));
+    }
+    // The pair's math on the vectors named by the columns.
+    let updates = sch.updates(&syn);
+    let pair_temps = |ind: &str| {
+        let mut b = String::new();
+        for id in sch.temps_in(&[Stage::Source, Stage::Pair]) {
+            b.push_str(&format!(
+                "{ind}let {} = {};\n",
+                sch.temp_name(id),
+                sch.body(&syn, id)
+            ));
+        }
+        b
+    };
+    o.push_str(&format!(
+        "{ind}let mut total = [<V::Scalar as {core}::Real>::zero(); {no}];\n"
+    ));
+    o.push_str(&format!("{ind}let mut start = 0;\n"));
+    o.push_str(&format!("{ind}while start < n {{\n"));
+    o.push_str(&format!(
+        "{ind}    let end = (start + {core}::BLOCK).min(n);\n"
+    ));
+    o.push_str(&format!(
+        "{ind}    let full = start + (end - start) / w * w;\n"
+    ));
+    o.push_str(&format!("{ind}    let mut acc = [V::c(0.0); {no}];\n"));
+    o.push_str(&format!("{ind}    let mut c = start;\n"));
+    o.push_str(&format!("{ind}    while c < full {{\n"));
+    for (var, _) in &cols {
+        o.push_str(&format!(
+            "{ind}        let {var} = V::load_at(sl_{var}, c);\n"
+        ));
+    }
+    o.push_str(&pair_temps(&format!("{ind}        ")));
+    // A product is accumulated by a fused multiply-add (its temporary, if
+    // any, is then dead and dropped by the compiler).
+    for u in &updates {
+        let k = u.slot;
+        match &u.product {
+            Some((a, b)) => o.push_str(&format!(
+                "{ind}        acc[{k}] = V::mul_add({a}, {b}, acc[{k}]);\n"
+            )),
+            None => o.push_str(&format!(
+                "{ind}        acc[{k}] = acc[{k}] + {};\n",
+                u.value
+            )),
+        }
+    }
+    o.push_str(&format!("{ind}        c += w;\n{ind}    }}\n"));
+    o.push_str(&format!("{ind}    if full < end {{\n"));
+    for (var, _) in &cols {
+        o.push_str(&format!(
+            "{ind}        let {var} = V::load_partial(&sl_{var}[full..end]);\n"
+        ));
+    }
+    o.push_str(&pair_temps(&format!("{ind}        ")));
+    o.push_str(&format!("{ind}        let live = V::first(end - full);\n"));
+    for u in &updates {
+        let k = u.slot;
+        o.push_str(&format!(
+            "{ind}        acc[{k}] = acc[{k}] + V::select(live, {}, V::c(0.0));\n",
+            u.value
+        ));
+    }
+    o.push_str(&format!("{ind}    }}\n"));
+    o.push_str(&format!(
+        "{ind}    for k in 0..{no} {{\n{ind}        total[k] += V::sum(acc[k]);\n{ind}    }}\n"
+    ));
+    o.push_str(&format!("{ind}    start = end;\n{ind}}}\n"));
+    for u in &updates {
+        let op = if u.subtract { "-=" } else { "+=" };
+        o.push_str(&format!("{ind}out[{}] {op} total[{}];\n", u.slot, u.slot));
+    }
+    o.push_str("    }\n    }\n");
+    o.push_str("    wide::<R::Wide>(p, xi, t, src, sources, out)\n}\n");
     o
 }

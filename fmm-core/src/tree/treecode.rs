@@ -89,8 +89,21 @@ impl<R: Real> SoA<R> {
         }
     }
 
-    fn len(&self) -> usize {
-        self.pos[0].len()
+    fn clear(&mut self) {
+        self.pos.iter_mut().for_each(Vec::clear);
+        self.slots.iter_mut().for_each(Vec::clear);
+    }
+
+    /// Appends the entries `idx` of `other` (a gather: one pass per slot,
+    /// where a `push_from` per entry would copy one number per call).
+    fn gather_from(&mut self, other: &SoA<R>, idx: &[u32]) {
+        for a in 0..3 {
+            let o = &other.pos[a];
+            self.pos[a].extend(idx.iter().map(|&c| o[c as usize]));
+        }
+        for (s, o) in self.slots.iter_mut().zip(&other.slots) {
+            s.extend(idx.iter().map(|&c| o[c as usize]));
+        }
     }
 
     /// Appends the entries `range` of `other`.
@@ -280,21 +293,17 @@ fn positions_f64<R: Real>(p: &Particles<R>) -> [Vec<f64>; 3] {
 }
 
 /// Squared distance from a point to a box (0 inside).
+#[inline]
 fn dist2_to_box(p: [f64; 3], lo: [f64; 3], hi: [f64; 3]) -> f64 {
-    (0..3)
-        .map(|a| {
-            let d = if p[a] < lo[a] {
-                lo[a] - p[a]
-            } else if p[a] > hi[a] {
-                p[a] - hi[a]
-            } else {
-                0.0
-            };
-            d * d
-        })
-        .sum()
+    let mut d2 = 0.0;
+    for a in 0..3 {
+        let d = (lo[a] - p[a]).max(p[a] - hi[a]).max(0.0);
+        d2 += d * d;
+    }
+    d2
 }
 
+#[inline]
 fn boxes_overlap(lo: [f64; 3], hi: [f64; 3], center: [f64; 3], half: f64) -> bool {
     (0..3).all(|a| lo[a] <= center[a] + half && hi[a] >= center[a] - half)
 }
@@ -431,55 +440,66 @@ pub fn treecode_cpu<K: Kernel, R: Real>(
     // Each group: (outputs of its targets in tree order, p2p, p2c).
     let results: Vec<(Vec<R>, u64, u64)> = groups
         .par_iter()
-        .map_init(Vec::new, |near: &mut Vec<(usize, usize)>, &(gb, ge)| {
-            let mut lo = [f64::INFINITY; 3];
-            let mut hi = [f64::NEG_INFINITY; 3];
-            for i in gb..ge {
-                for a in 0..3 {
-                    let x = tgt.pos[a][i].to_f64();
-                    lo[a] = lo[a].min(x);
-                    hi[a] = hi[a].max(x);
+        .map_init(
+            || {
+                (
+                    Vec::new(),
+                    Vec::new(),
+                    SoA::<R>::with_capacity(src.slots.len(), 4096),
+                )
+            },
+            |(near, far, list): &mut (Vec<(usize, usize)>, Vec<u32>, SoA<R>), &(gb, ge)| {
+                let mut lo = [f64::INFINITY; 3];
+                let mut hi = [f64::NEG_INFINITY; 3];
+                for i in gb..ge {
+                    for a in 0..3 {
+                        let x = tgt.pos[a][i].to_f64();
+                        lo[a] = lo[a].min(x);
+                        hi[a] = hi[a].max(x);
+                    }
                 }
-            }
-            // The walk: one list of the pseudo-sources of the accepted cells
-            // followed by the particles of the leaves that are not, so each
-            // target makes one long vectorised pass over it.
-            let mut list = SoA::<R>::with_capacity(src.slots.len(), 4096);
-            let mut near_n = 0;
-            let mut c = 0;
-            while c < stree.cells.len() {
-                let cell = &stree.cells[c];
-                let accept = dist2_to_box(cells.com[c], lo, hi) > cells.accept2[c]
-                    && !boxes_overlap(lo, hi, cell.center, cell.half);
-                if accept {
-                    list.push_from(&cells.soa, c..c + 1);
-                    c = cell.next;
-                } else if cell.is_leaf() {
-                    near.push((cell.begin, cell.end));
-                    near_n += cell.len();
-                    c = cell.next;
-                } else {
-                    c = cell.more;
+                // The walk: one list of the pseudo-sources of the accepted cells
+                // followed by the particles of the leaves that are not, so each
+                // target makes one long vectorised pass over it.
+                list.clear();
+                let mut near_n = 0;
+                let mut c = 0;
+                while c < stree.cells.len() {
+                    let cell = &stree.cells[c];
+                    let accept = dist2_to_box(cells.com[c], lo, hi) > cells.accept2[c]
+                        && !boxes_overlap(lo, hi, cell.center, cell.half);
+                    if accept {
+                        far.push(c as u32);
+                        c = cell.next;
+                    } else if cell.is_leaf() {
+                        near.push((cell.begin, cell.end));
+                        near_n += cell.len();
+                        c = cell.next;
+                    } else {
+                        c = cell.more;
+                    }
                 }
-            }
-            let far_n = list.len();
-            for &(b, e) in near.iter() {
-                list.push_from(&src, b..e);
-            }
-            near.clear();
-            let slices = list.slices();
-            let mut out = vec![R::zero(); (ge - gb) * no];
-            let mut t = [R::zero(); MAX_SLOTS];
-            for (i, o) in (gb..ge).zip(out.chunks_mut(no)) {
-                for k in 0..nt {
-                    t[k] = tgt.slots[k][i];
+                list.gather_from(&cells.soa, far);
+                let far_n = far.len();
+                for &(b, e) in near.iter() {
+                    list.push_from(&src, b..e);
                 }
-                let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
-                K::p2p_target(&p, xi, &t, &slices, 0..slices.len(), o);
-            }
-            let g = (ge - gb) as u64;
-            (out, g * near_n as u64, g * far_n as u64)
-        })
+                near.clear();
+                far.clear();
+                let slices = list.slices();
+                let mut out = vec![R::zero(); (ge - gb) * no];
+                let mut t = [R::zero(); MAX_SLOTS];
+                for (i, o) in (gb..ge).zip(out.chunks_mut(no)) {
+                    for k in 0..nt {
+                        t[k] = tgt.slots[k][i];
+                    }
+                    let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
+                    K::p2p_target(&p, xi, &t, &slices, 0..slices.len(), o);
+                }
+                let g = (ge - gb) as u64;
+                (out, g * near_n as u64, g * far_n as u64)
+            },
+        )
         .collect();
 
     // Back to the caller's order.
