@@ -82,21 +82,21 @@ pub(crate) struct SoA<R> {
 }
 
 impl<R: Real> SoA<R> {
-    fn with_capacity(n_slots: usize, n: usize) -> Self {
+    pub(crate) fn with_capacity(n_slots: usize, n: usize) -> Self {
         SoA {
             pos: [0, 1, 2].map(|_| Vec::with_capacity(n)),
             slots: (0..n_slots).map(|_| Vec::with_capacity(n)).collect(),
         }
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.pos.iter_mut().for_each(Vec::clear);
         self.slots.iter_mut().for_each(Vec::clear);
     }
 
     /// Appends the entries `idx` of `other` (a gather: one pass per slot,
     /// where a `push_from` per entry would copy one number per call).
-    fn gather_from(&mut self, other: &SoA<R>, idx: &[u32]) {
+    pub(crate) fn gather_from(&mut self, other: &SoA<R>, idx: &[u32]) {
         for a in 0..3 {
             let o = &other.pos[a];
             self.pos[a].extend(idx.iter().map(|&c| o[c as usize]));
@@ -107,7 +107,7 @@ impl<R: Real> SoA<R> {
     }
 
     /// Appends the entries `range` of `other`.
-    fn push_from(&mut self, other: &SoA<R>, range: std::ops::Range<usize>) {
+    pub(crate) fn push_from(&mut self, other: &SoA<R>, range: std::ops::Range<usize>) {
         for a in 0..3 {
             self.pos[a].extend_from_slice(&other.pos[a][range.clone()]);
         }
@@ -116,7 +116,7 @@ impl<R: Real> SoA<R> {
         }
     }
 
-    fn slices(&self) -> SourceSlices<'_, R> {
+    pub(crate) fn slices(&self) -> SourceSlices<'_, R> {
         let mut fields: [&[R]; MAX_SLOTS] = [&[]; MAX_SLOTS];
         for (f, s) in fields.iter_mut().zip(&self.slots) {
             *f = s;
@@ -273,7 +273,7 @@ pub fn pseudo_sources_on_host<R: Real>(
 }
 
 /// Copies particles into tree order.
-fn sorted<R: Real>(p: &Particles<R>, order: &[u32]) -> SoA<R> {
+pub(crate) fn sorted<R: Real>(p: &Particles<R>, order: &[u32]) -> SoA<R> {
     let mut s = SoA::with_capacity(p.slots().len(), order.len());
     for &i in order {
         let i = i as usize;
@@ -287,7 +287,7 @@ fn sorted<R: Real>(p: &Particles<R>, order: &[u32]) -> SoA<R> {
     s
 }
 
-fn positions_f64<R: Real>(p: &Particles<R>) -> [Vec<f64>; 3] {
+pub(crate) fn positions_f64<R: Real>(p: &Particles<R>) -> [Vec<f64>; 3] {
     p.positions()
         .map(|v| v.iter().map(|x| x.to_f64()).collect())
 }

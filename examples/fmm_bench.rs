@@ -1,0 +1,207 @@
+//! FMM benchmark: time per evaluation (trees included) and per stage, the
+//! work done (M2L translations, P2P interactions), and the error against an
+//! f64 direct sum on sampled targets. `--method tree` and `--method direct`
+//! run the other methods on the same problem for comparison.
+//!
+//! `cargo run --release --example fmm_bench -- --kernel gravity --n 1000000 --dist uniform --p 8 --theta 0.5`
+
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use fmm_core::tree::{treecode_cpu, TreeOptions};
+use fmm_core::{direct_cpu, fmm_cpu, FmmOptions, FmmStats, Kernel, Real};
+
+mod common;
+use common::{median, sampled_error, Dist, KernelName, Precision, Problem, Strengths};
+
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+enum Method {
+    Direct,
+    Tree,
+    Fmm,
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "FMM benchmark of the built-in kernels (CPU)")]
+struct Args {
+    #[arg(long, value_enum, default_value = "fmm")]
+    method: Method,
+    #[arg(long, value_enum, default_value = "gravity")]
+    kernel: KernelName,
+    #[arg(long, default_value_t = 100_000)]
+    n: usize,
+    #[arg(long, value_enum, default_value = "uniform")]
+    dist: Dist,
+    /// The source strengths.
+    #[arg(long, value_enum, default_value = "coherent")]
+    strengths: Strengths,
+    /// The kernel's parameter values, comma-separated (default: those of
+    /// the drawn problem, for gravity a softening of half the mean
+    /// spacing). The FMM's far field is the singular Laplace one, so with
+    /// softening eps its model error is about 1.5 (eps / d)^2 for cells a
+    /// distance d apart; `--params 0` computes what FMM3D does.
+    #[arg(long, value_delimiter = ',')]
+    params: Option<Vec<f64>>,
+    /// Expansion order.
+    #[arg(long, default_value_t = 8)]
+    p: usize,
+    /// Multipole acceptance criterion (the treecode's opening angle with
+    /// --method tree).
+    #[arg(long, default_value_t = 0.5)]
+    theta: f64,
+    /// Most particles per leaf.
+    #[arg(long, default_value_t = 64)]
+    ncrit: usize,
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Precision,
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Targets sampled for the error (0: no error).
+    #[arg(long, default_value_t = 256)]
+    samples: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Read the particles from this file (`.npy` or CSV, columns x, y, z
+    /// and the kernel's fields) instead of drawing them.
+    #[arg(long)]
+    input: Option<std::path::PathBuf>,
+}
+
+struct Report {
+    n: usize,
+    params: Vec<f64>,
+    seconds: f64,
+    stats: FmmStats,
+    error: Option<f64>,
+}
+
+fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Error>> {
+    let mut prob = match &args.input {
+        Some(path) => Problem::from_file::<K>(path)?,
+        None => Problem::new::<K>(args.n, None, args.seed, args.dist, args.strengths),
+    };
+    if let Some(p) = &args.params {
+        prob.params = p.clone();
+    }
+    let (tgt, src) = prob.particles::<K, R>(None)?;
+    let opts = FmmOptions {
+        p: args.p,
+        theta: args.theta,
+        ncrit: args.ncrit,
+    };
+    let tree_opts = TreeOptions {
+        theta: args.theta,
+        ncrit: args.ncrit,
+        group: 0,
+    };
+    let eval = || -> Result<_, fmm_core::Error> {
+        match args.method {
+            Method::Direct => Ok((
+                direct_cpu::<K, R>(&prob.params, &tgt, &src)?,
+                FmmStats::default(),
+            )),
+            Method::Tree => Ok((
+                treecode_cpu::<K, R>(&prob.params, &tgt, &src, &tree_opts)?.0,
+                FmmStats::default(),
+            )),
+            Method::Fmm => fmm_cpu::<K, R>(&prob.params, &tgt, &src, &opts),
+        }
+    };
+    let mut times = Vec::new();
+    let (mut out, mut stats) = eval()?;
+    for _ in 0..args.repeat.max(1) {
+        let t0 = Instant::now();
+        (out, stats) = eval()?;
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    let error = (args.samples > 0)
+        .then(|| sampled_error::<K, R>(&prob, &out, args.samples, args.seed))
+        .transpose()?;
+    Ok(Report {
+        params: prob.params.clone(),
+        n: tgt.len(),
+        seconds: median(times),
+        stats,
+        error,
+    })
+}
+
+fn main() {
+    if let Err(e) = bench(Args::parse()) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let (report, name) = match args.precision {
+        Precision::F32 => with_kernel!(args.kernel, |K| (run::<K, f32>(&args)?, K::name())),
+        Precision::F64 => with_kernel!(args.kernel, |K| (run::<K, f64>(&args)?, K::name())),
+    };
+    let s = &report.stats;
+    let precision = format!("{:?}", args.precision).to_lowercase();
+    let method = format!("{:?}", args.method).to_lowercase();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  p {}  theta {}  ncrit {}  params {:?}  cpu ({threads} threads)",
+        report.n, args.dist, args.p, args.theta, args.ncrit, report.params
+    );
+    println!(
+        "time per evaluation   {:.4} s (median of {}, trees included)",
+        report.seconds,
+        args.repeat.max(1)
+    );
+    if args.method == Method::Fmm {
+        for (stage, t) in [
+            ("trees", s.tree_seconds),
+            ("P2M and M2M", s.upward_seconds),
+            ("traversal", s.traversal_seconds),
+            ("M2L", s.m2l_seconds),
+            ("L2L and L2P", s.downward_seconds),
+            ("P2P", s.p2p_seconds),
+        ] {
+            println!("  {stage:<20}{t:.4} s");
+        }
+        println!(
+            "cells                 {} source, {} target",
+            s.source_cells, s.target_cells
+        );
+        println!(
+            "work                  {:.3e} M2L, {:.3e} P2P interactions",
+            s.m2l as f64, s.p2p as f64
+        );
+    }
+    if let Some(e) = report.error {
+        println!(
+            "relative L2 error     {e:.3e} (all outputs, against f64 direct on {} sampled targets)",
+            args.samples.min(report.n)
+        );
+    }
+    if let Some(path) = &args.json {
+        let json = format!(
+            "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
+             \"backend\": \"Cpu\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
+             \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"m2l\": {}, \"p2p\": {}, \"relative_l2_error\": {}}}\n",
+            report.n,
+            args.dist,
+            args.p,
+            args.theta,
+            args.ncrit,
+            report.seconds,
+            s.tree_seconds,
+            s.upward_seconds,
+            s.traversal_seconds,
+            s.m2l_seconds,
+            s.downward_seconds,
+            s.p2p_seconds,
+            s.m2l,
+            s.p2p,
+            report.error.map_or("null".to_string(), |e| e.to_string()),
+        );
+        std::fs::write(path, json)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! The FMM on the CPU: trees, upward pass (P2M, M2M), dual tree traversal,
+//! M2L, downward pass (L2L, L2P) and the near field (P2P by the kernel's
+//! generated evaluator), each stage parallel with rayon. Expansions are in
+//! f64 whatever the particles' precision.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use super::harmonics::{ncoef, C};
+use super::operators::{l2l, l2p, m2l, m2m, p2m, FullRange, Scratch};
+use super::traversal::{children, spheres, traverse};
+use super::{FmmOptions, FmmStats, MAX_ORDER};
+use crate::direct::Outputs;
+use crate::error::Error;
+use crate::kernel::{Kernel, MAX_SLOTS};
+use crate::particles::Particles;
+use crate::real::Real;
+use crate::tree::treecode::{positions_f64, sorted, SoA};
+use crate::tree::Octree;
+use fmm_codegen::kernel::{FarTerm, Term};
+use fmm_codegen::FarField;
+
+/// Checks the options: an order the operators take, a MAC that keeps
+/// the expansions convergent (`theta < 1`), at least one particle a leaf.
+pub(crate) fn check_options(opts: &FmmOptions) -> Result<(), Error> {
+    if opts.p == 0 || opts.p > MAX_ORDER {
+        return Err(Error::BadOption(format!(
+            "the expansion order p must be 1 to {MAX_ORDER}, not {}",
+            opts.p
+        )));
+    }
+    if !(opts.theta > 0.0 && opts.theta < 1.0) {
+        return Err(Error::BadOption(format!(
+            "theta must be above 0 and below 1 for the expansions to converge, not {}",
+            opts.theta
+        )));
+    }
+    if opts.ncrit == 0 {
+        return Err(Error::BadOption("ncrit must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// The far-field declaration of `K`, checked for what the FMM evaluates:
+/// the strength's slots and the terms.
+pub(crate) fn far_terms<K: Kernel>() -> Result<(Vec<usize>, Vec<FarTerm>), Error> {
+    let def = K::def();
+    let FarField::Laplace { strength, terms } = &def.far_field else {
+        return Err(Error::NoFarField {
+            kernel: def.name.clone(),
+            method: "the FMM",
+        });
+    };
+    if let Some(t) = terms.iter().find(|t| matches!(t.term, Term::Stretching(_))) {
+        return Err(Error::BadOption(format!(
+            "the FMM does not yet evaluate stretching far fields (kernel {}, output `{}`); use the treecode or direct summation",
+            def.name, def.outputs[t.output].name
+        )));
+    }
+    let f = &def.sources[*strength];
+    Ok((
+        (f.offset..f.offset + f.shape.slots()).collect(),
+        terms.clone(),
+    ))
+}
+
+/// Cells of a tree by level, shallowest first.
+fn levels(tree: &Octree) -> Vec<Vec<usize>> {
+    let mut by: Vec<Vec<usize>> = Vec::new();
+    for (i, c) in tree.cells.iter().enumerate() {
+        let l = c.level as usize;
+        if by.len() <= l {
+            by.resize(l + 1, Vec::new());
+        }
+        by[l].push(i);
+    }
+    by
+}
+
+fn points(pos: &[Vec<f64>; 3], order: &[u32]) -> Vec<[f64; 3]> {
+    order
+        .iter()
+        .map(|&i| [0, 1, 2].map(|a| pos[a][i as usize]))
+        .collect()
+}
+
+#[inline]
+fn sub(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
+}
+
+/// The fast multipole method of kernel `K` on the CPU. Same contract as
+/// [`crate::direct_cpu`]; the far field is approximated to order `p`.
+pub fn fmm_cpu<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &FmmOptions,
+) -> Result<(Outputs<R>, FmmStats), Error> {
+    let def = K::def();
+    let p = crate::direct::check_inputs::<K, R>(params, targets, sources)?;
+    check_options(opts)?;
+    let (strength, terms) = far_terms::<K>()?;
+    let no = def.n_outputs();
+    let mut stats = FmmStats::default();
+    if targets.is_empty() || sources.is_empty() || no == 0 {
+        return Ok((Outputs::zeros::<K>(targets.len()), stats));
+    }
+    let order = opts.p;
+    let nq = strength.len();
+    let nc = ncoef(order);
+    let block = nq * nc;
+
+    // Trees.
+    let t0 = Instant::now();
+    let spos = positions_f64(sources);
+    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
+    let src = sorted(sources, &stree.order);
+    let sp = points(&spos, &stree.order);
+    let q: Vec<Vec<f64>> = strength
+        .iter()
+        .map(|&k| src.slots[k].iter().map(|x| x.to_f64()).collect())
+        .collect();
+    let tpos = positions_f64(targets);
+    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], opts.ncrit);
+    let tgt = sorted(targets, &ttree.order);
+    let tp = points(&tpos, &ttree.order);
+    let ssph = spheres(&stree, &sp);
+    let tsph = spheres(&ttree, &tp);
+    stats.source_cells = stree.cells.len();
+    stats.target_cells = ttree.cells.len();
+    stats.tree_seconds = t0.elapsed().as_secs_f64();
+
+    // Upward pass: P2M at the leaves, then M2M level by level up.
+    let t1 = Instant::now();
+    let mut mult = vec![C::ZERO; stree.cells.len() * block];
+    mult.par_chunks_mut(block).enumerate().for_each_init(
+        || Scratch::new(order),
+        |s, (c, m)| {
+            let cell = &stree.cells[c];
+            if cell.is_leaf() {
+                let (b, e) = (cell.begin, cell.end);
+                for (k, qk) in q.iter().enumerate() {
+                    p2m(
+                        ssph[c].center,
+                        &sp[b..e],
+                        &qk[b..e],
+                        s,
+                        &mut m[k * nc..(k + 1) * nc],
+                    );
+                }
+            }
+        },
+    );
+    for level in levels(&stree).iter().rev() {
+        let parents: Vec<(usize, Vec<C>)> = level
+            .par_iter()
+            .filter(|&&c| !stree.cells[c].is_leaf())
+            .map_init(
+                || Scratch::new(order),
+                |s, &c| {
+                    let mut m = vec![C::ZERO; block];
+                    for ch in children(&stree, c) {
+                        let d = sub(ssph[ch].center, ssph[c].center);
+                        for k in 0..nq {
+                            let child = &mult[ch * block + k * nc..ch * block + (k + 1) * nc];
+                            m2m(child, d, s, &mut m[k * nc..(k + 1) * nc]);
+                        }
+                    }
+                    (c, m)
+                },
+            )
+            .collect();
+        for (c, m) in parents {
+            mult[c * block..(c + 1) * block].copy_from_slice(&m);
+        }
+    }
+    stats.upward_seconds = t1.elapsed().as_secs_f64();
+
+    // Dual tree traversal.
+    let t2 = Instant::now();
+    let lists = traverse(&ttree, &tsph, &stree, &ssph, opts.theta);
+    stats.m2l = lists.m2l_count() as u64;
+    stats.traversal_seconds = t2.elapsed().as_secs_f64();
+
+    // M2L, one target cell at a time, from the multipoles in full range.
+    let t3 = Instant::now();
+    let mfull: Vec<FullRange> = (0..stree.cells.len() * nq)
+        .into_par_iter()
+        .map(|i| FullRange::of(&mult[i * nc..(i + 1) * nc], order))
+        .collect();
+    let mut local = vec![C::ZERO; ttree.cells.len() * block];
+    local.par_chunks_mut(block).enumerate().for_each_init(
+        || Scratch::new(order),
+        |s, (a, l)| {
+            for &b in &lists.m2l[a] {
+                let b = b as usize;
+                let d = sub(tsph[a].center, ssph[b].center);
+                for k in 0..nq {
+                    m2l(&mfull[b * nq + k], d, s, &mut l[k * nc..(k + 1) * nc]);
+                }
+            }
+        },
+    );
+    stats.m2l_seconds = t3.elapsed().as_secs_f64();
+
+    // L2L level by level down.
+    let t4 = Instant::now();
+    let tlevels = levels(&ttree);
+    for level in &tlevels {
+        let shifted: Vec<(usize, Vec<C>)> = level
+            .par_iter()
+            .filter(|&&c| !ttree.cells[c].is_leaf())
+            .flat_map_iter(|&c| children(&ttree, c).map(move |ch| (c, ch)))
+            .map_init(
+                || Scratch::new(order),
+                |s, (c, ch)| {
+                    let mut l = vec![C::ZERO; block];
+                    let d = sub(tsph[ch].center, tsph[c].center);
+                    for k in 0..nq {
+                        let parent = &local[c * block + k * nc..c * block + (k + 1) * nc];
+                        l2l(parent, d, s, &mut l[k * nc..(k + 1) * nc]);
+                    }
+                    (ch, l)
+                },
+            )
+            .collect();
+        for (ch, l) in shifted {
+            for (x, y) in local[ch * block..(ch + 1) * block].iter_mut().zip(&l) {
+                *x += *y;
+            }
+        }
+    }
+    let t_l2l = t4.elapsed().as_secs_f64();
+
+    // L2P and P2P, one target leaf at a time.
+    let leaves: Vec<usize> = (0..ttree.cells.len())
+        .filter(|&c| ttree.cells[c].is_leaf())
+        .collect();
+    let nt = def.n_targets();
+    let t5 = Instant::now();
+    let far: Vec<Vec<f64>> = leaves
+        .par_iter()
+        .map_init(
+            || Scratch::new(order),
+            |s, &a| {
+                let cell = &ttree.cells[a];
+                let mut out = vec![0.0; cell.len() * no];
+                let mut phi = [0.0; 3];
+                let mut grad = [[0.0; 3]; 3];
+                for (i, o) in (cell.begin..cell.end).zip(out.chunks_mut(no)) {
+                    let r = sub(tp[i], tsph[a].center);
+                    for k in 0..nq {
+                        let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
+                        (phi[k], grad[k]) = l2p(l, r, s);
+                    }
+                    far_outputs(def, &terms, nq, &phi, &grad, o);
+                }
+                out
+            },
+        )
+        .collect();
+    stats.downward_seconds = t_l2l + t5.elapsed().as_secs_f64();
+
+    let t6 = Instant::now();
+    let near: Vec<(Vec<R>, u64)> = leaves
+        .par_iter()
+        .map_init(
+            || SoA::<R>::with_capacity(src.slots.len(), 4096),
+            |list, &a| {
+                let cell = &ttree.cells[a];
+                list.clear();
+                for &b in &lists.p2p[a] {
+                    let b = &stree.cells[b as usize];
+                    list.push_from(&src, b.begin..b.end);
+                }
+                let slices = list.slices();
+                let mut out = vec![R::zero(); cell.len() * no];
+                let mut t = [R::zero(); MAX_SLOTS];
+                for (i, o) in (cell.begin..cell.end).zip(out.chunks_mut(no)) {
+                    for (tk, slot) in t.iter_mut().zip(&tgt.slots).take(nt) {
+                        *tk = slot[i];
+                    }
+                    let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
+                    K::p2p_target(&p, xi, &t, &slices, 0..slices.len(), o);
+                }
+                (out, (cell.len() * slices.len()) as u64)
+            },
+        )
+        .collect();
+    stats.p2p_seconds = t6.elapsed().as_secs_f64();
+
+    // Back to the caller's order.
+    let m = targets.len();
+    let mut slots = vec![vec![R::zero(); m]; no];
+    for ((&a, f), (n, pairs)) in leaves.iter().zip(&far).zip(&near) {
+        let cell = &ttree.cells[a];
+        for r in 0..cell.len() {
+            let i = ttree.order[cell.begin + r] as usize;
+            for k in 0..no {
+                slots[k][i] = n[r * no + k] + R::c(f[r * no + k]);
+            }
+        }
+        stats.p2p += pairs;
+    }
+    Ok((Outputs::new(def.name.as_str(), &def.outputs, slots), stats))
+}
+
+/// The far-field outputs of one target from the potentials `phi` and
+/// gradients `grad` of its `nq` expansions, by the declared terms.
+fn far_outputs(
+    def: &fmm_codegen::KernelDef,
+    terms: &[FarTerm],
+    nq: usize,
+    phi: &[f64; 3],
+    grad: &[[f64; 3]; 3],
+    out: &mut [f64],
+) {
+    for t in terms {
+        let o = def.outputs[t.output].offset;
+        let c = t.coefficient;
+        match t.term {
+            Term::Potential => {
+                for k in 0..nq {
+                    out[o + k] += c * phi[k];
+                }
+            }
+            Term::Gradient => {
+                for a in 0..3 {
+                    out[o + a] += c * grad[0][a];
+                }
+            }
+            Term::Curl => {
+                out[o] += c * (grad[2][1] - grad[1][2]);
+                out[o + 1] += c * (grad[0][2] - grad[2][0]);
+                out[o + 2] += c * (grad[1][0] - grad[0][1]);
+            }
+            Term::Stretching(_) => unreachable!("refused by far_terms"),
+        }
+    }
+}

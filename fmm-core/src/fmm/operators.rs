@@ -1,0 +1,309 @@
+//! The FMM operators on one scalar Laplace expansion of order `p`, in f64
+//! (see [`super::harmonics`] for the conventions):
+//!
+//! - a multipole expansion about `z`: `Phi(x) = sum M_n^m I_n^m(x - z)`,
+//!   `M_n^m = sum_j q_j conj(R_n^m(x_j - z))`;
+//! - a local expansion about `z`: `Phi(x) = sum L_n^m conj(R_n^m(x - z))`.
+//!
+//! The translations are the direct double sums, O(p^4) for M2L. Terms of
+//! total degree above `p` are dropped (as exaFMM does), so M2L needs the
+//! singular harmonics to degree `p` only.
+
+use super::harmonics::{get, idx, ncoef, regular, singular, C};
+
+/// Scratch space for one thread: the harmonics of one translation vector.
+pub struct Scratch {
+    pub p: usize,
+    h: Vec<C>,
+    full: FullRange,
+}
+
+impl Scratch {
+    pub fn new(p: usize) -> Scratch {
+        Scratch {
+            p,
+            h: vec![C::ZERO; ncoef(p)],
+            full: FullRange {
+                re: vec![0.0; (p + 1) * (p + 1)],
+                im: vec![0.0; (p + 1) * (p + 1)],
+            },
+        }
+    }
+}
+
+/// Adds the multipole expansion about `z` of charges `q` at `x` to `m`.
+pub fn p2m(z: [f64; 3], x: &[[f64; 3]], q: &[f64], s: &mut Scratch, m: &mut [C]) {
+    let p = s.p;
+    for (xj, &qj) in x.iter().zip(q) {
+        regular([xj[0] - z[0], xj[1] - z[1], xj[2] - z[2]], p, &mut s.h);
+        for (mk, r) in m.iter_mut().zip(&s.h) {
+            *mk += r.conj().scale(qj);
+        }
+    }
+}
+
+/// Adds the child expansion `child` (centre `z_child`) to its parent's,
+/// `parent` (centre `z_parent`).
+pub fn m2m(child: &[C], d: [f64; 3], s: &mut Scratch, parent: &mut [C]) {
+    // d = z_child - z_parent
+    let p = s.p;
+    regular(d, p, &mut s.h);
+    for n in 0..=p {
+        for m in 0..=n as isize {
+            let mut acc = C::ZERO;
+            for k in 0..=n {
+                let lo = (-(k as isize)).max(m - (n - k) as isize);
+                let hi = (k as isize).min(m + (n - k) as isize);
+                for l in lo..=hi {
+                    acc += get(&s.h, k, l).conj() * get(child, n - k, m - l);
+                }
+            }
+            parent[idx(n, m as usize)] += acc;
+        }
+    }
+}
+
+/// Where `(n, m)`, `-n <= m <= n`, is in a full-range array.
+#[inline(always)]
+fn full(n: usize, m: isize) -> usize {
+    ((n * n + n) as isize + m) as usize
+}
+
+/// A multipole expansion with both signs of `m`, real and imaginary parts
+/// apart: the form M2L reads, made once per source cell.
+#[derive(Clone, Debug, Default)]
+pub struct FullRange {
+    pub re: Vec<f64>,
+    pub im: Vec<f64>,
+}
+
+impl FullRange {
+    pub fn of(x: &[C], p: usize) -> FullRange {
+        let mut f = FullRange {
+            re: vec![0.0; (p + 1) * (p + 1)],
+            im: vec![0.0; (p + 1) * (p + 1)],
+        };
+        for n in 0..=p {
+            for m in -(n as isize)..=n as isize {
+                let v = get(x, n, m);
+                let i = full(n, m);
+                f.re[i] = v.re;
+                f.im[i] = v.im;
+            }
+        }
+        f
+    }
+}
+
+/// Adds the local expansion about `z_target` of the multipole expansion
+/// `mult` (full range) about `z_source`, `d = z_target - z_source`, to
+/// `local`.
+///
+/// `L_k^l = (-1)^k sum_{n <= p - k} sum_{|m| <= n} M_n^m I_{n+k}^{m+l}(d)`:
+/// for `l >= 0` every `m` of row `n` is in range, so the inner sum is a
+/// dot product of row `n` of `M` with a contiguous piece of row `n + k` of
+/// `I`.
+pub fn m2l(mult: &FullRange, d: [f64; 3], s: &mut Scratch, local: &mut [C]) {
+    let p = s.p;
+    singular(d, p, &mut s.h);
+    let FullRange { re: ire, im: iim } = &mut s.full;
+    for n in 0..=p {
+        for m in -(n as isize)..=n as isize {
+            let v = get(&s.h, n, m);
+            ire[full(n, m)] = v.re;
+            iim[full(n, m)] = v.im;
+        }
+    }
+    for k in 0..=p {
+        let sign = if k & 1 == 0 { 1.0 } else { -1.0 };
+        for l in 0..=k {
+            let (mut re, mut im) = (0.0, 0.0);
+            for n in 0..=p - k {
+                let a = full(n, -(n as isize));
+                let b = full(n + k, -(n as isize) + l as isize);
+                let len = 2 * n + 1;
+                let (mr, mi) = (&mult.re[a..a + len], &mult.im[a..a + len]);
+                let (ir, ii) = (&ire[b..b + len], &iim[b..b + len]);
+                for j in 0..len {
+                    re += mr[j] * ir[j] - mi[j] * ii[j];
+                    im += mr[j] * ii[j] + mi[j] * ir[j];
+                }
+            }
+            local[idx(k, l)] += C::new(re, im).scale(sign);
+        }
+    }
+}
+
+/// Adds the parent's local expansion `parent` shifted to the child's
+/// centre, `d = z_child - z_parent`, to `child`.
+pub fn l2l(parent: &[C], d: [f64; 3], s: &mut Scratch, child: &mut [C]) {
+    let p = s.p;
+    regular(d, p, &mut s.h);
+    for n in 0..=p {
+        for m in 0..=n as isize {
+            let mut acc = C::ZERO;
+            for j in 0..=p - n {
+                let lo = (-(j as isize)).max(-((n + j) as isize) - m);
+                let hi = (j as isize).min((n + j) as isize - m);
+                for sj in lo..=hi {
+                    acc += get(parent, n + j, m + sj) * get(&s.h, j, sj).conj();
+                }
+            }
+            child[idx(n, m as usize)] += acc;
+        }
+    }
+}
+
+/// The potential and its gradient at `x` of the local expansion `local`
+/// about `z`.
+pub fn l2p(local: &[C], r: [f64; 3], s: &mut Scratch) -> (f64, [f64; 3]) {
+    let p = s.p;
+    regular(r, p, &mut s.h);
+    let h = &s.h;
+    let mut phi = 0.0;
+    let mut gz = 0.0;
+    let mut gxy = C::ZERO;
+    for n in 0..=p {
+        // Phi: m = 0 once, m > 0 twice (with the m < 0 mirror).
+        phi += local[idx(n, 0)].re * h[idx(n, 0)].re;
+        for m in 1..=n {
+            let t = local[idx(n, m)] * h[idx(n, m)].conj();
+            phi += 2.0 * t.re;
+        }
+        if n == 0 {
+            continue;
+        }
+        // d/dz: sum L_n^m conj(R_{n-1}^m), real.
+        gz += local[idx(n, 0)].re * h[idx(n - 1, 0)].re;
+        for m in 1..n {
+            gz += 2.0 * (local[idx(n, m)] * h[idx(n - 1, m)].conj()).re;
+        }
+        // d/dx + i d/dy: -sum_m L_n^m conj(R_{n-1}^{m-1}), |m - 1| <= n - 1.
+        for m in -(n as isize) + 2..=n as isize {
+            gxy += get(local, n, m) * get(h, n - 1, m - 1).conj();
+        }
+    }
+    (phi, [-gxy.re, -gxy.im, gz])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// Potential and gradient of charges `q` at `x`, at `t`, directly.
+    fn direct(x: &[[f64; 3]], q: &[f64], t: [f64; 3]) -> (f64, [f64; 3]) {
+        let mut phi = 0.0;
+        let mut g = [0.0; 3];
+        for (xj, qj) in x.iter().zip(q) {
+            let d = [t[0] - xj[0], t[1] - xj[1], t[2] - xj[2]];
+            let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+            let inv = 1.0 / r2.sqrt();
+            phi += qj * inv;
+            for a in 0..3 {
+                g[a] -= qj * d[a] * inv * inv * inv;
+            }
+        }
+        (phi, g)
+    }
+
+    fn cluster(rng: &mut StdRng, c: [f64; 3], r: f64, n: usize) -> Vec<[f64; 3]> {
+        (0..n)
+            .map(|_| [0, 1, 2].map(|a| c[a] + rng.gen_range(-r..r)))
+            .collect()
+    }
+
+    fn err(got: (f64, [f64; 3]), want: (f64, [f64; 3])) -> (f64, f64) {
+        let g = got
+            .1
+            .iter()
+            .zip(&want.1)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let gn = want.1.iter().map(|b| b * b).sum::<f64>().sqrt();
+        ((got.0 - want.0).abs() / want.0.abs(), g / gn)
+    }
+
+    /// P2M, M2M, M2L, L2L, L2P in a chain, against the direct sum; the
+    /// error falls geometrically with p.
+    #[test]
+    fn the_operator_chain_converges_to_the_direct_sum() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let zs = [0.0, 0.0, 0.0];
+        let zt = [3.0, 1.0, -0.5];
+        let x = cluster(&mut rng, [0.2, -0.1, 0.15], 0.25, 50);
+        let q: Vec<f64> = (0..50).map(|_| rng.gen_range(0.1..1.0)).collect();
+        let tz = [zt[0] + 0.2, zt[1] - 0.15, zt[2] + 0.1];
+        let targets = cluster(&mut rng, tz, 0.2, 10);
+        let mut last = f64::INFINITY;
+        for p in [4, 8, 12, 16] {
+            let mut s = Scratch::new(p);
+            let mut mc = vec![C::ZERO; ncoef(p)];
+            let zc = [0.2, -0.1, 0.15];
+            p2m(zc, &x, &q, &mut s, &mut mc);
+            let mut mp = vec![C::ZERO; ncoef(p)];
+            m2m(
+                &mc,
+                [zc[0] - zs[0], zc[1] - zs[1], zc[2] - zs[2]],
+                &mut s,
+                &mut mp,
+            );
+            let mut lp = vec![C::ZERO; ncoef(p)];
+            m2l(
+                &FullRange::of(&mp, p),
+                [zt[0] - zs[0], zt[1] - zs[1], zt[2] - zs[2]],
+                &mut s,
+                &mut lp,
+            );
+            let mut lc = vec![C::ZERO; ncoef(p)];
+            l2l(
+                &lp,
+                [tz[0] - zt[0], tz[1] - zt[1], tz[2] - zt[2]],
+                &mut s,
+                &mut lc,
+            );
+            let mut worst: f64 = 0.0;
+            for t in &targets {
+                let got = l2p(&lc, [t[0] - tz[0], t[1] - tz[1], t[2] - tz[2]], &mut s);
+                let (ep, eg) = err(got, direct(&x, &q, *t));
+                worst = worst.max(ep).max(eg);
+            }
+            assert!(
+                worst < last * 0.2,
+                "p = {p}: error {worst:e} after {last:e}"
+            );
+            last = worst;
+        }
+        assert!(last < 1e-9, "p = 16: error {last:e}");
+    }
+
+    /// The multipole expansion alone, evaluated as `sum M I`, against the
+    /// direct potential (what M represents).
+    #[test]
+    fn a_multipole_expansion_represents_its_charges() {
+        let mut rng = StdRng::seed_from_u64(6);
+        let x = cluster(&mut rng, [0.0; 3], 0.3, 30);
+        let q: Vec<f64> = (0..30).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        let p = 14;
+        let mut s = Scratch::new(p);
+        let mut m = vec![C::ZERO; ncoef(p)];
+        p2m([0.0; 3], &x, &q, &mut s, &mut m);
+        let t = [1.2, -0.9, 1.6];
+        let mut i = vec![C::ZERO; ncoef(p)];
+        singular(t, p, &mut i);
+        let mut phi = 0.0;
+        for n in 0..=p {
+            phi += m[idx(n, 0)].re * i[idx(n, 0)].re;
+            for k in 1..=n {
+                phi += 2.0 * (m[idx(n, k)] * i[idx(n, k)]).re;
+            }
+        }
+        let want = direct(&x, &q, t).0;
+        assert!(
+            (phi - want).abs() < 1e-10 * want.abs().max(1e-3),
+            "{phi} against {want}"
+        );
+    }
+}
