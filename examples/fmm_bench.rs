@@ -3,7 +3,7 @@
 //! f64 direct sum on sampled targets. `--method tree` and `--method direct`
 //! run the other methods on the same problem for comparison.
 //!
-//! `cargo run --release --example fmm_bench -- --kernel gravity --n 1000000 --dist uniform --p 8 --theta 0.5`
+//! `cargo run --release --example fmm_bench -- --kernel gravity --n 1000000 --dist uniform --p 6 --theta 0.5 --params 0`
 
 use std::time::Instant;
 
@@ -43,7 +43,7 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     params: Option<Vec<f64>>,
     /// Expansion order.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 6)]
     p: usize,
     /// Multipole acceptance criterion (the treecode's opening angle with
     /// --method tree).

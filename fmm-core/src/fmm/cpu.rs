@@ -192,14 +192,14 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
         .collect();
     let mut local = vec![C::ZERO; ttree.cells.len() * block];
     local.par_chunks_mut(block).enumerate().for_each_init(
-        || Scratch::new(order),
+        || M2lScratch::new(order),
         |s, (a, l)| {
-            for &b in &lists.m2l[a] {
-                let b = b as usize;
-                let d = sub(tsph[a].center, ssph[b].center);
-                for k in 0..nq {
-                    m2l(&mfull[b * nq + k], d, s, &mut l[k * nc..(k + 1) * nc]);
-                }
+            for k in 0..nq {
+                let list: Vec<(&FullRange, [f64; 3])> = lists.m2l[a]
+                    .iter()
+                    .map(|&b| (&mfull[b as usize * nq + k], ssph[b as usize].center))
+                    .collect();
+                s.m2l_list(tsph[a].center, &list, &mut l[k * nc..(k + 1) * nc]);
             }
         },
     );
@@ -337,6 +337,40 @@ fn far_outputs(
                 out[o + 2] += c * (grad[1][0] - grad[0][1]);
             }
             Term::Stretching(_) => unreachable!("refused by far_terms"),
+        }
+    }
+}
+
+/// M2L of a whole list: in AVX2 lanes where the CPU has them, else one
+/// source cell at a time.
+enum M2lScratch {
+    #[cfg(target_arch = "x86_64")]
+    Lanes(super::m2l_lanes::LaneScratch<crate::simd::F64x4>),
+    Scalar(Scratch),
+}
+
+impl M2lScratch {
+    fn new(p: usize) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return M2lScratch::Lanes(unsafe { super::m2l_lanes::LaneScratch::new(p) });
+        }
+        M2lScratch::Scalar(Scratch::new(p))
+    }
+
+    fn m2l_list(&mut self, center: [f64; 3], list: &[(&FullRange, [f64; 3])], local: &mut [C]) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: made only where the CPU has AVX2 and FMA.
+            M2lScratch::Lanes(s) => unsafe {
+                super::m2l_lanes::m2l_list_avx2(center, list, s, local)
+            },
+            M2lScratch::Scalar(s) => {
+                for &(m, z) in list {
+                    m2l(m, sub(center, z), s, local);
+                }
+            }
         }
     }
 }
