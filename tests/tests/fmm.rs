@@ -79,7 +79,7 @@ fn gravity_error_falls_with_p_below_1e_9() {
 }
 
 #[test]
-fn coulomb_and_vortex_kernels_match_the_direct_sum() {
+fn coulomb_vortex_and_stretching_kernels_match_the_direct_sum() {
     let pos = uniform_cube(2500, 4);
     // Targets elsewhere, some outside the sources' box.
     let tpos: Vec<[f64; 3]> = uniform_cube(700, 5)
@@ -99,6 +99,23 @@ fn coulomb_and_vortex_kernels_match_the_direct_sum() {
     let (t, s) = set::<BiotSavart>(&pos, &tpos, 1e-3, 7);
     let e = error::<BiotSavart>(&[], &t, &s, opts);
     assert!(e < 5e-6, "BiotSavart: {e:e}");
+    for seed in [21, 22] {
+        // Stretching reads the targets' own strengths.
+        let (mut t, s) = set::<Stretching>(&pos, &tpos, 1e-3, seed);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a: Vec<[f64; 3]> = (0..tpos.len())
+            .map(|_| [0, 1, 2].map(|_| rng.gen_range(-1.0..1.0)))
+            .collect();
+        t.set_vec3("alpha_i", &a).unwrap();
+        let e = if seed == 21 {
+            error::<Stretching>(&[], &t, &s, opts)
+        } else {
+            let (mut t2, s2) = set::<VelocityStretching>(&pos, &tpos, 1e-3, seed);
+            t2.set_vec3("alpha_i", &a).unwrap();
+            error::<VelocityStretching>(&[], &t2, &s2, opts)
+        };
+        assert!(e < 5e-6, "stretching (seed {seed}): {e:e}");
+    }
     let (t, s) = set::<HuBiotSavart>(&pos, &tpos, 0.0, 8);
     let e = error::<HuBiotSavart>(&[1e-3], &t, &s, opts);
     assert!(e < 5e-6, "HuBiotSavart: {e:e}");
@@ -158,9 +175,9 @@ fn bad_options_and_kernels_are_refused_by_name() {
             other => panic!("p {p} theta {theta} ncrit {ncrit}: {other:?}"),
         }
     }
-    let (t, s) = set::<Stretching>(&pos, &pos, 0.1, 13);
-    match fmm_cpu::<Stretching, f64>(&[], &t, &s, &FmmOptions::default()) {
-        Err(Error::BadOption(m)) => assert!(m.contains("stretching"), "{m}"),
+    let (t, s) = set::<Gravity>(&pos, &pos, 0.0, 13);
+    match fmm_cpu::<Gravity, f64>(&[-1.0], &t, &s, &FmmOptions::default()) {
+        Err(Error::Requirement { requirement, .. }) => assert!(requirement.contains("eps")),
         other => panic!("{other:?}"),
     }
 }
@@ -178,5 +195,33 @@ fn no_sources_or_one_particle_give_exact_answers() {
     assert!(
         out.slots().iter().flatten().all(|&x| x == 0.0),
         "a lone particle feels nothing"
+    );
+}
+
+fmm_core::kernel! {
+    /// A kernel without a far field.
+    pub kernel Screened {
+        param kappa;
+        source q;
+        output phi;
+        phi += select(r2 > 0.0, q * exp(-kappa * r) * rsqrt(r2), 0.0);
+    }
+}
+
+#[test]
+fn a_kernel_without_far_field_is_refused_by_name() {
+    let pos = uniform_cube(10, 5);
+    let s = Particles::<f64>::sources::<Screened>(&pos).unwrap();
+    let t = Particles::<f64>::targets::<Screened>(&pos).unwrap();
+    let e = fmm_cpu::<Screened, f64>(&[1.0], &t, &s, &FmmOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NoFarField {
+                method: "the FMM",
+                ..
+            }
+        ),
+        "{e:?}"
     );
 }

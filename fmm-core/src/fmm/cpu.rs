@@ -8,7 +8,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::harmonics::{ncoef, C};
-use super::operators::{l2l, l2p, m2l, m2m, p2m, FullRange, Scratch};
+use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, FullRange, Scratch};
 use super::traversal::{children, spheres, traverse};
 use super::{FmmOptions, FmmStats, MAX_ORDER};
 use crate::direct::Outputs;
@@ -52,12 +52,6 @@ pub(crate) fn far_terms<K: Kernel>() -> Result<(Vec<usize>, Vec<FarTerm>), Error
             method: "the FMM",
         });
     };
-    if let Some(t) = terms.iter().find(|t| matches!(t.term, Term::Stretching(_))) {
-        return Err(Error::BadOption(format!(
-            "the FMM does not yet evaluate stretching far fields (kernel {}, output `{}`); use the treecode or direct summation",
-            def.name, def.outputs[t.output].name
-        )));
-    }
     let f = &def.sources[*strength];
     Ok((
         (f.offset..f.offset + f.shape.slots()).collect(),
@@ -239,6 +233,7 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
         .filter(|&c| ttree.cells[c].is_leaf())
         .collect();
     let nt = def.n_targets();
+    let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
     let t5 = Instant::now();
     let far: Vec<Vec<f64>> = leaves
         .par_iter()
@@ -247,15 +242,17 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
             |s, &a| {
                 let cell = &ttree.cells[a];
                 let mut out = vec![0.0; cell.len() * no];
-                let mut phi = [0.0; 3];
-                let mut grad = [[0.0; 3]; 3];
+                let mut x = FarValues::default();
                 for (i, o) in (cell.begin..cell.end).zip(out.chunks_mut(no)) {
                     let r = sub(tp[i], tsph[a].center);
                     for k in 0..nq {
                         let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
-                        (phi[k], grad[k]) = l2p(l, r, s);
+                        (x.phi[k], x.grad[k]) = l2p(l, r, s);
+                        if hessians {
+                            x.hess[k] = l2p_hessian(l, r, s);
+                        }
                     }
-                    far_outputs(def, &terms, nq, &phi, &grad, o);
+                    far_outputs(def, &terms, nq, &x, |slot| tgt.slots[slot][i].to_f64(), o);
                 }
                 out
             },
@@ -307,36 +304,57 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
     Ok((Outputs::new(def.name.as_str(), &def.outputs, slots), stats))
 }
 
-/// The far-field outputs of one target from the potentials `phi` and
-/// gradients `grad` of its `nq` expansions, by the declared terms.
+/// What L2P gives at one target for each of the (up to 3) expansions.
+#[derive(Default)]
+struct FarValues {
+    phi: [f64; 3],
+    grad: [[f64; 3]; 3],
+    /// Second derivatives, where a term needs them.
+    hess: [[[f64; 3]; 3]; 3],
+}
+
+/// The far-field outputs of one target from the L2P values of its `nq`
+/// expansions, by the declared terms; `target(slot)` reads the target's
+/// field slots (the vector of a stretching term).
+#[allow(clippy::needless_range_loop)] // axes index several arrays at once
 fn far_outputs(
     def: &fmm_codegen::KernelDef,
     terms: &[FarTerm],
     nq: usize,
-    phi: &[f64; 3],
-    grad: &[[f64; 3]; 3],
+    x: &FarValues,
+    target: impl Fn(usize) -> f64,
     out: &mut [f64],
 ) {
+    let (g, h) = (&x.grad, &x.hess);
     for t in terms {
         let o = def.outputs[t.output].offset;
         let c = t.coefficient;
         match t.term {
             Term::Potential => {
                 for k in 0..nq {
-                    out[o + k] += c * phi[k];
+                    out[o + k] += c * x.phi[k];
                 }
             }
             Term::Gradient => {
                 for a in 0..3 {
-                    out[o + a] += c * grad[0][a];
+                    out[o + a] += c * g[0][a];
                 }
             }
             Term::Curl => {
-                out[o] += c * (grad[2][1] - grad[1][2]);
-                out[o + 1] += c * (grad[0][2] - grad[2][0]);
-                out[o + 2] += c * (grad[1][0] - grad[0][1]);
+                out[o] += c * (g[2][1] - g[1][2]);
+                out[o + 1] += c * (g[0][2] - g[2][0]);
+                out[o + 2] += c * (g[1][0] - g[0][1]);
             }
-            Term::Stretching(_) => unreachable!("refused by far_terms"),
+            // (alpha_i . grad) curl psi
+            Term::Stretching(ti) => {
+                let f = def.targets[ti].offset;
+                for b in 0..3 {
+                    let ab = c * target(f + b);
+                    out[o] += ab * (h[2][b][1] - h[1][b][2]);
+                    out[o + 1] += ab * (h[0][b][2] - h[2][b][0]);
+                    out[o + 2] += ab * (h[1][b][0] - h[0][b][1]);
+                }
+            }
         }
     }
 }

@@ -186,6 +186,38 @@ pub fn l2p(local: &[C], r: [f64; 3], s: &mut Scratch) -> (f64, [f64; 3]) {
     (phi, [-gxy.re, -gxy.im, gz])
 }
 
+/// The second derivatives at `r` of the local expansion `local`, from
+/// the derivative rules applied twice: with `D+ = d/dx + i d/dy`,
+/// `d2/dz2 = sum L conj(R_{n-2}^m)`, `D+ d/dz = -sum L conj(R_{n-2}^{m-1})`
+/// and `D+ D+ = sum L conj(R_{n-2}^{m-2})`; the potential is harmonic, so
+/// `d2/dx2 + d2/dy2 = -d2/dz2`.
+pub fn l2p_hessian(local: &[C], r: [f64; 3], s: &mut Scratch) -> [[f64; 3]; 3] {
+    let p = s.p;
+    regular(r, p, &mut s.h);
+    let h = &s.h;
+    let (mut zz, mut pz, mut pp) = (0.0, C::ZERO, C::ZERO);
+    for n in 2..=p {
+        let k = (n - 2) as isize;
+        for m in -(n as isize)..=n as isize {
+            let l = get(local, n, m);
+            if m.abs() <= k {
+                zz += (l * get(h, n - 2, m).conj()).re;
+            }
+            if (m - 1).abs() <= k {
+                pz += l * get(h, n - 2, m - 1).conj();
+            }
+            if (m - 2).abs() <= k {
+                pp += l * get(h, n - 2, m - 2).conj();
+            }
+        }
+    }
+    let (xz, yz) = (-pz.re, -pz.im);
+    let xx = 0.5 * (-zz + pp.re);
+    let yy = 0.5 * (-zz - pp.re);
+    let xy = 0.5 * pp.im;
+    [[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +309,38 @@ mod tests {
             last = worst;
         }
         assert!(last < 1e-9, "p = 16: error {last:e}");
+    }
+
+    /// The Hessian of a local expansion against finite differences of its
+    /// gradient.
+    #[test]
+    fn the_hessian_is_the_derivative_of_the_gradient() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let x = cluster(&mut rng, [0.0; 3], 0.3, 20);
+        let q: Vec<f64> = (0..20).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        let p = 10;
+        let mut s = Scratch::new(p);
+        let mut m = vec![C::ZERO; ncoef(p)];
+        p2m([0.0; 3], &x, &q, &mut s, &mut m);
+        let mut l = vec![C::ZERO; ncoef(p)];
+        m2l(&FullRange::of(&m, p), [3.0, -2.0, 1.5], &mut s, &mut l);
+        let r = [0.1, -0.2, 0.15];
+        let hess = l2p_hessian(&l, r, &mut s);
+        let h = 1e-5;
+        for b in 0..3 {
+            let (mut up, mut down) = (r, r);
+            up[b] += h;
+            down[b] -= h;
+            let (gu, gd) = (l2p(&l, up, &mut s).1, l2p(&l, down, &mut s).1);
+            for a in 0..3 {
+                let fd = (gu[a] - gd[a]) / (2.0 * h);
+                assert!(
+                    (hess[a][b] - fd).abs() < 1e-7 * fd.abs().max(1e-3),
+                    "d{a}d{b}: {} against {fd}",
+                    hess[a][b]
+                );
+            }
+        }
     }
 
     /// The multipole expansion alone, evaluated as `sum M I`, against the
