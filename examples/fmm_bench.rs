@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
 use fmm_core::tree::{treecode_cpu, TreeOptions};
-use fmm_core::{direct_cpu, fmm_cpu, FmmOptions, FmmStats, Kernel, Real};
+use fmm_core::{
+    direct_cpu, fmm_cpu, fmm_cpu_tolerance, Achieved, FmmOptions, FmmStats, Kernel, Real,
+};
 
 mod common;
 use common::{median, sampled_error, Dist, KernelName, Precision, Problem, Strengths};
@@ -45,6 +47,11 @@ struct Args {
     /// Expansion order.
     #[arg(long, default_value_t = 6)]
     p: usize,
+    /// Relative L2 error wanted: the order is chosen for it and the error
+    /// estimated on sampled targets (overrides --p and --theta: theta 0.6,
+    /// ncrit 64).
+    #[arg(long)]
+    tol: Option<f64>,
     /// Multipole acceptance criterion (the treecode's opening angle with
     /// --method tree).
     #[arg(long, default_value_t = 0.5)]
@@ -72,6 +79,7 @@ struct Args {
 
 struct Report {
     n: usize,
+    achieved: Option<Achieved>,
     params: Vec<f64>,
     seconds: f64,
     stats: FmmStats,
@@ -102,25 +110,32 @@ fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Er
             Method::Direct => Ok((
                 direct_cpu::<K, R>(&prob.params, &tgt, &src)?,
                 FmmStats::default(),
+                None,
             )),
             Method::Tree => Ok((
                 treecode_cpu::<K, R>(&prob.params, &tgt, &src, &tree_opts)?.0,
                 FmmStats::default(),
+                None,
             )),
-            Method::Fmm => fmm_cpu::<K, R>(&prob.params, &tgt, &src, &opts),
+            Method::Fmm => match args.tol {
+                Some(tol) => fmm_cpu_tolerance::<K, R>(&prob.params, &tgt, &src, tol)
+                    .map(|(o, s, a)| (o, s, Some(a))),
+                None => fmm_cpu::<K, R>(&prob.params, &tgt, &src, &opts).map(|(o, s)| (o, s, None)),
+            },
         }
     };
     let mut times = Vec::new();
-    let (mut out, mut stats) = eval()?;
+    let (mut out, mut stats, mut achieved) = eval()?;
     for _ in 0..args.repeat.max(1) {
         let t0 = Instant::now();
-        (out, stats) = eval()?;
+        (out, stats, achieved) = eval()?;
         times.push(t0.elapsed().as_secs_f64());
     }
     let error = (args.samples > 0)
         .then(|| sampled_error::<K, R>(&prob, &out, args.samples, args.seed))
         .transpose()?;
     Ok(Report {
+        achieved,
         params: prob.params.clone(),
         n: tgt.len(),
         seconds: median(times),
@@ -147,13 +162,28 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  p {}  theta {}  ncrit {}  params {:?}  cpu ({threads} threads)",
-        report.n, args.dist, args.p, args.theta, args.ncrit, report.params
+        report.n,
+        args.dist,
+        report.achieved.as_ref().map_or(args.p, |a| a.options.p),
+        report.achieved.as_ref().map_or(args.theta, |a| a.options.theta),
+        args.ncrit,
+        report.params
     );
     println!(
         "time per evaluation   {:.4} s (median of {}, trees included)",
         report.seconds,
         args.repeat.max(1)
     );
+    if let Some(a) = &report.achieved {
+        println!(
+            "tolerance             {:e}: chose p {}, estimated error {:.3e} on {} targets ({}; the time includes the estimate)",
+            args.tol.unwrap_or(0.0),
+            a.options.p,
+            a.estimated_error,
+            a.samples,
+            if a.met { "met" } else { "NOT met" }
+        );
+    }
     if args.method == Method::Fmm {
         for (stage, t) in [
             ("trees", s.tree_seconds),
@@ -184,11 +214,11 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
              \"backend\": \"Cpu\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
-             \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"m2l\": {}, \"p2p\": {}, \"relative_l2_error\": {}}}\n",
+             \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"m2l\": {}, \"p2p\": {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
             report.n,
             args.dist,
-            args.p,
-            args.theta,
+            report.achieved.as_ref().map_or(args.p, |a| a.options.p),
+            report.achieved.as_ref().map_or(args.theta, |a| a.options.theta),
             args.ncrit,
             report.seconds,
             s.tree_seconds,
@@ -200,6 +230,7 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             s.m2l,
             s.p2p,
             report.error.map_or("null".to_string(), |e| e.to_string()),
+            args.tol.map_or("null".to_string(), |t| t.to_string()),
         );
         std::fs::write(path, json)?;
     }

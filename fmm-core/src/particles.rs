@@ -88,6 +88,23 @@ impl<R: Real> Particles<R> {
         })
     }
 
+    /// The particles `idx` (all if `None`) in f64, for reference sums.
+    pub(crate) fn to_f64(&self, idx: Option<&[usize]>) -> Particles<f64> {
+        let pick = |v: &Vec<R>| -> Vec<f64> {
+            match idx {
+                Some(idx) => idx.iter().map(|&i| v[i].to_f64()).collect(),
+                None => v.iter().map(|x| x.to_f64()).collect(),
+            }
+        };
+        Particles {
+            kernel: self.kernel,
+            role: self.role,
+            layout: self.layout.clone(),
+            pos: [pick(&self.pos[0]), pick(&self.pos[1]), pick(&self.pos[2])],
+            slots: self.slots.iter().map(pick).collect(),
+        }
+    }
+
     /// Number of particles.
     pub fn len(&self) -> usize {
         self.pos[0].len()

@@ -11,6 +11,7 @@
 //! expansions of `psi = sum alpha_j / r` whose curl is the velocity
 //! (Biot-Savart, hu2011).
 
+pub mod accuracy;
 pub mod cpu;
 pub mod harmonics;
 #[cfg(target_arch = "x86_64")]
@@ -18,6 +19,7 @@ pub mod m2l_lanes;
 pub mod operators;
 pub mod traversal;
 
+pub use accuracy::{fmm_cpu_tolerance, Achieved};
 pub use cpu::fmm_cpu;
 
 /// Settings of the FMM.
