@@ -20,6 +20,8 @@ def main():
     ap.add_argument("--p", type=int, default=6)
     ap.add_argument("--theta", type=float, default=0.5)
     ap.add_argument("--ncrit", type=int, default=64)
+    ap.add_argument("--tol", type=float, default=None,
+                    help="our tolerance (fmm_bench --tol) instead of --p and --theta")
     ap.add_argument("--eps", type=float, default=1e-4, help="FMM3D's tolerance")
     ap.add_argument("--precision", default="f32")
     ap.add_argument("--repeat", type=int, default=3)
@@ -53,9 +55,9 @@ def main():
         np.save(path, np.column_stack([x, m]))
         out = os.path.join(tmp, "ours.json")
         cmd = [a.bin, "--method", "fmm", "--kernel", "gravity", "--input", path,
-               "--params", "0", "--p", str(a.p), "--theta", str(a.theta),
-               "--ncrit", str(a.ncrit), "--precision", a.precision,
+               "--params", "0", "--ncrit", str(a.ncrit), "--precision", a.precision,
                "--repeat", str(a.repeat), "--samples", str(a.samples), "--json", out]
+        cmd += ["--tol", str(a.tol)] if a.tol else ["--p", str(a.p), "--theta", str(a.theta)]
         print("ours:", " ".join(cmd[1:]), flush=True)
         print(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout, flush=True)
         ours = json.load(open(out))
@@ -74,7 +76,7 @@ def main():
     e3d = rel(pot / scale, grad / scale)
     print(f"fmm3dpy {fmm3dpy.__version__ if hasattr(fmm3dpy, '__version__') else ''} lfmm3d eps {a.eps}: "
           f"{t3d:.3f} s (median of {len(times)}), relative L2 error {e3d:.3e} (kernel scale {scale:.6f})")
-    print(f"ours  --p {a.p} --theta {a.theta} {a.precision}: {ours['seconds']:.3f} s, "
+    print(f"ours  p {ours['p']} theta {ours['theta']} {a.precision}: {ours['seconds']:.3f} s, "
           f"relative L2 error {ours['relative_l2_error']:.3e}")
     print(f"N = {a.n}, {os.cpu_count()} cores: FMM3D time / ours = {t3d / ours['seconds']:.2f}")
 
