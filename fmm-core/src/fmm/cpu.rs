@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::harmonics::{ncoef, C};
 use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, FullRange, Scratch};
-use super::traversal::{children, spheres, traverse};
+use super::traversal::{children, spheres, traverse_levels};
 use super::{FmmOptions, FmmStats, MAX_ORDER};
 use crate::direct::Outputs;
 use crate::error::Error;
@@ -174,7 +174,7 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
 
     // Dual tree traversal.
     let t2 = Instant::now();
-    let lists = traverse(&ttree, &tsph, &stree, &ssph, opts.theta);
+    let lists = traverse_levels(&ttree, &tsph, &stree, &ssph, opts.theta);
     stats.m2l = lists.m2l_count() as u64;
     stats.traversal_seconds = t2.elapsed().as_secs_f64();
 

@@ -4,6 +4,8 @@
 //! two leaves that are not interact by P2P; otherwise the larger cell (by
 //! radius; a leaf is never split) is split and its children are visited.
 
+use rayon::prelude::*;
+
 use crate::tree::Octree;
 
 /// The interaction lists of one traversal.
@@ -99,4 +101,174 @@ pub fn traverse(tt: &Octree, ts: &[Sphere], st: &Octree, ss: &[Sphere], theta: f
         }
     }
     lists
+}
+
+/// What one target cell's visit at its level produced: its lists and the
+/// source cells it hands down to its children.
+struct CellLists {
+    cell: usize,
+    m2l: Vec<u32>,
+    p2p: Vec<u32>,
+    deferred: Vec<u32>,
+}
+
+/// The same traversal, level by level over the target tree and parallel
+/// over the cells of a level: a target cell works through the source cells
+/// its parent handed down (its frontier), takes the well-separated ones by
+/// M2L, splits a source cell larger than itself at once, and hands the
+/// rest to its children (or, as a leaf, takes source leaves by P2P and
+/// splits the rest). Each (target, source) pair meets the same decision as
+/// in [`traverse`], so the lists are the same up to order; this form needs
+/// no shared stack, which is what a GPU traversal needs too.
+pub fn traverse_levels(
+    tt: &Octree,
+    ts: &[Sphere],
+    st: &Octree,
+    ss: &[Sphere],
+    theta: f64,
+) -> Lists {
+    let n = tt.cells.len();
+    let mut lists = Lists {
+        m2l: vec![Vec::new(); n],
+        p2p: vec![Vec::new(); n],
+    };
+    if n == 0 || st.cells.is_empty() {
+        return lists;
+    }
+    let mut by_level: Vec<Vec<usize>> = Vec::new();
+    for (i, c) in tt.cells.iter().enumerate() {
+        let l = c.level as usize;
+        if by_level.len() <= l {
+            by_level.resize(l + 1, Vec::new());
+        }
+        by_level[l].push(i);
+    }
+    let theta2 = theta * theta;
+    let mut frontier: Vec<Vec<u32>> = vec![Vec::new(); n];
+    frontier[0].push(0);
+    for level in &by_level {
+        let done: Vec<CellLists> = level
+            .par_iter()
+            .map(|&a| {
+                let sa = ts[a];
+                let leaf_a = tt.cells[a].is_leaf();
+                let (mut m2l, mut p2p, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
+                let mut stack: Vec<u32> = frontier[a].clone();
+                while let Some(b) = stack.pop() {
+                    let b = b as usize;
+                    let sb = ss[b];
+                    let r = sa.radius + sb.radius;
+                    let leaf_b = st.cells[b].is_leaf();
+                    if r * r < theta2 * dist2(sa.center, sb.center) {
+                        m2l.push(b as u32);
+                    } else if leaf_a && leaf_b {
+                        p2p.push(b as u32);
+                    } else if leaf_a || (!leaf_b && sb.radius > sa.radius) {
+                        stack.extend(children(st, b).map(|c| c as u32));
+                    } else {
+                        deferred.push(b as u32);
+                    }
+                }
+                CellLists {
+                    cell: a,
+                    m2l,
+                    p2p,
+                    deferred,
+                }
+            })
+            .collect();
+        for d in done {
+            lists.m2l[d.cell] = d.m2l;
+            lists.p2p[d.cell] = d.p2p;
+            frontier[d.cell] = Vec::new();
+            for c in children(tt, d.cell) {
+                frontier[c] = d.deferred.clone();
+            }
+        }
+    }
+    lists
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distributions::{plummer, uniform_cube};
+
+    fn tree(pos: &[[f64; 3]], ncrit: usize) -> (Octree, Vec<Sphere>) {
+        let xs: [Vec<f64>; 3] = [0, 1, 2].map(|a| pos.iter().map(|p| p[a]).collect());
+        let t = Octree::build([&xs[0], &xs[1], &xs[2]], ncrit);
+        let sorted: Vec<[f64; 3]> = t.order.iter().map(|&i| pos[i as usize]).collect();
+        let s = spheres(&t, &sorted);
+        (t, s)
+    }
+
+    /// Every source particle reaches every target particle exactly once:
+    /// by M2L to a cell on the target's path from the root, or by P2P to
+    /// its leaf.
+    fn check_coverage(tt: &Octree, st: &Octree, lists: &Lists) {
+        let mut parent = vec![usize::MAX; tt.cells.len()];
+        for c in 0..tt.cells.len() {
+            for ch in children(tt, c) {
+                parent[ch] = c;
+            }
+        }
+        let ns = st.order.len();
+        for (leaf, cell) in tt.cells.iter().enumerate().filter(|(_, c)| c.is_leaf()) {
+            let mut count = vec![0u32; ns];
+            for &b in &lists.p2p[leaf] {
+                let b = &st.cells[b as usize];
+                count[b.begin..b.end].iter_mut().for_each(|c| *c += 1);
+            }
+            let mut a = leaf;
+            while a != usize::MAX {
+                for &b in &lists.m2l[a] {
+                    let b = &st.cells[b as usize];
+                    count[b.begin..b.end].iter_mut().for_each(|c| *c += 1);
+                }
+                a = parent[a];
+            }
+            if !cell.is_empty() {
+                assert!(count.iter().all(|&c| c == 1), "leaf {leaf}: {count:?}");
+            }
+        }
+    }
+
+    fn sorted(lists: &Lists) -> Lists {
+        let sort = |v: &Vec<Vec<u32>>| {
+            v.iter()
+                .map(|l| {
+                    let mut l = l.clone();
+                    l.sort_unstable();
+                    l
+                })
+                .collect()
+        };
+        Lists {
+            m2l: sort(&lists.m2l),
+            p2p: sort(&lists.p2p),
+        }
+    }
+
+    #[test]
+    fn both_traversals_cover_every_pair_once_and_agree() {
+        let cube = uniform_cube(3000, 1);
+        let sphere = plummer(3000, 2).0;
+        let targets = uniform_cube(500, 3);
+        for (src, tgt, ncrit, theta) in [
+            (&cube, &cube, 16, 0.5),
+            (&sphere, &sphere, 32, 0.6),
+            (&sphere, &targets, 8, 0.4),
+            (&cube, &sphere, 64, 0.9),
+        ] {
+            let (st, ss) = tree(src, ncrit);
+            let (tt, ts) = tree(tgt, ncrit);
+            let a = traverse(&tt, &ts, &st, &ss, theta);
+            let b = traverse_levels(&tt, &ts, &st, &ss, theta);
+            check_coverage(&tt, &st, &a);
+            check_coverage(&tt, &st, &b);
+            let (a, b) = (sorted(&a), sorted(&b));
+            assert_eq!(a.m2l, b.m2l);
+            assert_eq!(a.p2p, b.p2p);
+        }
+    }
 }
