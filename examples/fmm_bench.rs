@@ -4,17 +4,19 @@
 //! run the other methods on the same problem for comparison.
 //!
 //! `cargo run --release --example fmm_bench -- --kernel gravity --n 1000000 --dist uniform --p 6 --theta 0.5 --params 0`
+//! (`--backend cuda` for the GPU FMM).
 
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use fmm_core::tree::{treecode_cpu, TreeOptions};
+use fmm_core::cuda::Gpu;
+use fmm_core::tree::{treecode_cpu, treecode_cuda, TreeOptions};
 use fmm_core::{
-    direct_cpu, fmm_cpu, fmm_cpu_tolerance, Achieved, FmmOptions, FmmStats, Kernel, Real,
+    direct_cpu, fmm_cpu, fmm_cpu_tolerance, fmm_cuda, Achieved, FmmOptions, FmmStats, Kernel, Real,
 };
 
 mod common;
-use common::{median, sampled_error, Dist, KernelName, Precision, Problem, Strengths};
+use common::{median, sampled_error, Backend, Dist, KernelName, Precision, Problem, Strengths};
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 enum Method {
@@ -24,7 +26,7 @@ enum Method {
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "FMM benchmark of the built-in kernels (CPU)")]
+#[command(about = "FMM benchmark of the built-in kernels (CPU or GPU)")]
 struct Args {
     #[arg(long, value_enum, default_value = "fmm")]
     method: Method,
@@ -59,6 +61,8 @@ struct Args {
     /// Most particles per leaf.
     #[arg(long, default_value_t = 64)]
     ncrit: usize,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
     #[arg(long, default_value_t = 3)]
@@ -86,7 +90,10 @@ struct Report {
     error: Option<f64>,
 }
 
-fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Error>> {
+fn run<K: Kernel, R: Real>(
+    args: &Args,
+    gpu: Option<&Gpu>,
+) -> Result<Report, Box<dyn std::error::Error>> {
     let mut prob = match &args.input {
         Some(path) => Problem::from_file::<K>(path)?,
         None => Problem::new::<K>(args.n, None, args.seed, args.dist, args.strengths),
@@ -113,14 +120,26 @@ fn run<K: Kernel, R: Real>(args: &Args) -> Result<Report, Box<dyn std::error::Er
                 None,
             )),
             Method::Tree => Ok((
-                treecode_cpu::<K, R>(&prob.params, &tgt, &src, &tree_opts)?.0,
+                match gpu {
+                    Some(g) => treecode_cuda::<K, R>(g, &prob.params, &tgt, &src, &tree_opts)?.0,
+                    None => treecode_cpu::<K, R>(&prob.params, &tgt, &src, &tree_opts)?.0,
+                },
                 FmmStats::default(),
                 None,
             )),
-            Method::Fmm => match args.tol {
-                Some(tol) => fmm_cpu_tolerance::<K, R>(&prob.params, &tgt, &src, tol)
+            Method::Fmm => match (args.tol, gpu) {
+                (Some(_), Some(_)) => Err(fmm_core::Error::BadOption(
+                    "--tol runs on the CPU only for now; give --p and --theta with --backend cuda"
+                        .into(),
+                )),
+                (Some(tol), None) => fmm_cpu_tolerance::<K, R>(&prob.params, &tgt, &src, tol)
                     .map(|(o, s, a)| (o, s, Some(a))),
-                None => fmm_cpu::<K, R>(&prob.params, &tgt, &src, &opts).map(|(o, s)| (o, s, None)),
+                (None, Some(g)) => {
+                    fmm_cuda::<K, R>(g, &prob.params, &tgt, &src, &opts).map(|(o, s)| (o, s, None))
+                }
+                (None, None) => {
+                    fmm_cpu::<K, R>(&prob.params, &tgt, &src, &opts).map(|(o, s)| (o, s, None))
+                }
             },
         }
     };
@@ -152,16 +171,24 @@ fn main() {
 }
 
 fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let gpu = match args.backend {
+        Backend::Cuda => Some(Gpu::shared()?),
+        Backend::Cpu => None,
+    };
     let (report, name) = match args.precision {
-        Precision::F32 => with_kernel!(args.kernel, |K| (run::<K, f32>(&args)?, K::name())),
-        Precision::F64 => with_kernel!(args.kernel, |K| (run::<K, f64>(&args)?, K::name())),
+        Precision::F32 => with_kernel!(args.kernel, |K| (run::<K, f32>(&args, gpu)?, K::name())),
+        Precision::F64 => with_kernel!(args.kernel, |K| (run::<K, f64>(&args, gpu)?, K::name())),
     };
     let s = &report.stats;
     let precision = format!("{:?}", args.precision).to_lowercase();
     let method = format!("{:?}", args.method).to_lowercase();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let on = match gpu {
+        Some(g) => format!("{}", g.info()),
+        None => format!("cpu ({threads} threads)"),
+    };
     println!(
-        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  p {}  theta {}  ncrit {}  params {:?}  cpu ({threads} threads)",
+        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  p {}  theta {}  ncrit {}  params {:?}  {on}",
         report.n,
         args.dist,
         report.achieved.as_ref().map_or(args.p, |a| a.options.p),
@@ -213,10 +240,11 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
-             \"backend\": \"Cpu\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
+             \"backend\": \"{:?}\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
              \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"m2l\": {}, \"p2p\": {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
             report.n,
             args.dist,
+            args.backend,
             report.achieved.as_ref().map_or(args.p, |a| a.options.p),
             report.achieved.as_ref().map_or(args.theta, |a| a.options.theta),
             args.ncrit,

@@ -14,19 +14,14 @@ use fmm_core::{direct_cpu, Kernel, Real};
 
 mod common;
 use common::{
-    median, sampled_error, sampled_percentiles, Dist, KernelName, Precision, Problem, Strengths,
+    median, sampled_error, sampled_percentiles, Backend, Dist, KernelName, Precision, Problem,
+    Strengths,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 enum Method {
     Direct,
     Tree,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
-enum Backend {
-    Cpu,
-    Cuda,
 }
 
 #[derive(Parser, Debug)]

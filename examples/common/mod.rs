@@ -59,6 +59,13 @@ macro_rules! with_kernel {
     }};
 }
 
+/// Where a benchmark runs.
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+pub enum Backend {
+    Cpu,
+    Cuda,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 pub enum Precision {
     F32,
@@ -89,8 +96,9 @@ pub enum Dist {
 pub type FieldValues = Vec<(String, Vec<[f64; 3]>, bool)>;
 
 /// Random inputs for kernel `K`: particles in the unit cube, strengths in
-/// [-1, 1], core radii (fields named `sigma`) in [0.02, 0.04], and the
-/// parameters given.
+/// [-1, 1], core radii (fields named `sigma`) equal to the mean spacing
+/// `N^(-1/3)` (overlap 1, as yokota2009 sets them), and the parameters
+/// given.
 pub struct Problem {
     pub params: Vec<f64>,
     src_pos: Vec<[f64; 3]>,
@@ -103,6 +111,7 @@ fn random_fields(
     rng: &mut StdRng,
     fields: &[fmm_core::fmm_codegen::Field],
     n: usize,
+    sigma: f64,
 ) -> FieldValues {
     use fmm_core::fmm_codegen::ast::Shape;
     fields
@@ -111,8 +120,7 @@ fn random_fields(
             let values = (0..n)
                 .map(|_| {
                     if f.name == "sigma" {
-                        let s = rng.gen_range(0.02..0.04);
-                        [s, s, s]
+                        [sigma; 3]
                     } else {
                         [0, 1, 2].map(|_| rng.gen_range(-1.0..1.0))
                     }
@@ -195,7 +203,9 @@ impl Problem {
             None => src_pos.clone(),
         };
         let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-        let mut src_fields = random_fields(&mut rng, &def.sources, src_pos.len());
+        // Core radii of overlap 1: the mean spacing of the sources.
+        let sigma = 1.0 / (n.max(1) as f64).cbrt();
+        let mut src_fields = random_fields(&mut rng, &def.sources, src_pos.len(), sigma);
         if strengths == Strengths::Coherent {
             let c = [0, 1, 2].map(|a| src_pos.iter().map(|p| p[a]).sum::<f64>() / n.max(1) as f64);
             for (name, values, vec3) in &mut src_fields {
@@ -210,7 +220,7 @@ impl Problem {
                 }
             }
         }
-        let tgt_fields = random_fields(&mut rng, &def.targets, tgt_pos.len());
+        let tgt_fields = random_fields(&mut rng, &def.targets, tgt_pos.len(), sigma);
         // Softening (gravity) or smoothing radius (hu2011): about the mean
         // spacing of the particles.
         let params = vec![0.5 / (n.max(1) as f64).cbrt(); def.n_params()];

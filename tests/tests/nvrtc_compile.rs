@@ -27,6 +27,15 @@ fn compile<K: Kernel>(arch: i32) {
                 "{entry} missing from the sm_{arch} module"
             );
         }
+        for entry in [
+            fmm_core::fmm_codegen::emit::walk::walk_entry_name(def, prec),
+            fmm_core::fmm_codegen::emit::p2p_list::p2p_list_entry_name(def, prec),
+        ] {
+            assert!(
+                text.contains(&entry),
+                "{entry} missing from the sm_{arch} module"
+            );
+        }
     }
 }
 
@@ -76,6 +85,27 @@ fn nvrtc_compiles_the_tree_build_kernels() {
                 text.contains(entry),
                 "{entry} missing from the sm_{arch} module"
             );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
+fn nvrtc_compiles_the_fmm_operators_at_every_order() {
+    use fmm_core::fmm::gpu::{MAX_GPU_ORDER, OPS_SOURCE};
+    for p in [1, 4, 6, 10, 16, MAX_GPU_ORDER] {
+        let source = format!("#define FMM_P {p}\n{OPS_SOURCE}");
+        let cubin = nvrtc::compile_cubin("fmm_ops", &source, 90, &nvrtc::default_options())
+            .unwrap_or_else(|e| panic!("FMM operators at p = {p}: {e}"));
+        let text = String::from_utf8_lossy(&cubin);
+        for entry in [
+            "fmm_m2l",
+            "fmm_m2m",
+            "fmm_l2l",
+            "fmm_p2m_f32",
+            "fmm_l2p_f64",
+        ] {
+            assert!(text.contains(entry), "{entry} missing at p = {p}");
         }
     }
 }

@@ -297,6 +297,7 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     o.push_str("}\n");
 
     o.push_str(&super::walk::emit(def, &sch, &syn));
+    o.push_str(&super::p2p_list::emit(def, &sch, &syn));
 
     for (prec, ty) in PRECISIONS {
         for &(p, q) in &opts.shapes {

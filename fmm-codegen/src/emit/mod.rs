@@ -8,6 +8,7 @@
 //! formula it came from.
 
 pub mod cuda;
+pub mod p2p_list;
 pub mod rust;
 pub mod walk;
 

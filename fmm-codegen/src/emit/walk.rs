@@ -152,72 +152,17 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         "counts".into(),
     ));
 
-    // One flush: the tiles of `count` list entries, `index` the source (or
-    // pseudo-source) index of entry `q`, read from the arrays `prefix_*`.
-    let flush = |count: &str, index: &str, prefix: &str| -> String {
-        let mut f = String::new();
-        f.push_str(&format!(
-            "        for (int base = 0; base < {count}; base += B) {{\n"
-        ));
-        f.push_str("            const int q = base + tid;\n");
-        f.push_str(&format!("            if (q < {count}) {{\n"));
-        f.push_str(index);
-        f.push_str(&tile.store(
-            sch,
-            syn,
-            "                ",
-            &|_, stem| format!("{prefix}_{stem}[j]"),
-            "tid",
-        ));
-        f.push_str("            }\n");
-        f.push_str("            __syncthreads();\n");
-        f.push_str(&format!(
-            "            const int count = min(B, {count} - base);\n"
-        ));
-        for k in 0..no {
-            f.push_str(&format!("            T part_{k} = T(0);\n"));
-        }
-        f.push_str(&tile.pair(sch, syn, "            "));
-        f.push_str("            if (count == B) {\n");
-        f.push_str("#pragma unroll 8\n");
-        f.push_str("                for (int k = 0; k < B; ++k) pair(k);\n");
-        f.push_str("            } else {\n");
-        f.push_str("                for (int k = 0; k < count; ++k) pair(k);\n");
-        f.push_str("            }\n");
-        for k in 0..no {
-            f.push_str(&format!("            total_{k} += part_{k};\n"));
-        }
-        f.push_str("            __syncthreads();\n");
-        f.push_str("        }\n");
-        f
-    };
-    // The interactions a flush makes, counted once per block.
-    let count = |n: &str, slot: usize| {
-        format!(
-            "        if (tid == 0) atomicAdd(&counts[{slot}], (unsigned long long)({n}) * n_active);\n"
-        )
-    };
     let flush_far = count("n_far", 1)
         + &flush(
+            def,
+            &tile,
+            sch,
+            syn,
             "n_far",
             "                const int j = far_list[q];\n",
             "cell",
         );
-    let flush_near = count("n_near_src", 0)
-        + &flush(
-            "n_near_src",
-            concat!(
-                "                // The leaf holding the q-th listed source: the last\n",
-                "                // whose first listed source is at or before q.\n",
-                "                int lo = 0, hi = n_near - 1;\n",
-                "                while (lo < hi) {\n",
-                "                    const int mid = (lo + hi + 1) >> 1;\n",
-                "                    if (near_start[mid] <= q) lo = mid; else hi = mid - 1;\n",
-                "                }\n",
-                "                const int j = near_first[lo] + q - near_start[lo];\n",
-            ),
-            "src",
-        );
+    let flush_near = count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn);
 
     o.push_str("\n// The treecode walk (see fmm_codegen::emit::walk).\n");
     o.push_str(BLOCK_SCAN);
@@ -389,8 +334,94 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     o
 }
 
+/// The interactions a flush makes, counted once per block.
+pub(super) fn count(n: &str, slot: usize) -> String {
+    format!(
+        "        if (tid == 0) atomicAdd(&counts[{slot}], (unsigned long long)({n}) * n_active);\n"
+    )
+}
+
+/// One flush: the tiles of `count` list entries, `index` the source (or
+/// pseudo-source) index of entry `q`, read from the arrays `prefix_*`;
+/// every thread adds the tile's interactions with its target to `total_*`.
+fn flush(
+    def: &KernelDef,
+    tile: &Tile,
+    sch: &Schedule,
+    syn: &CudaSyntax,
+    count: &str,
+    index: &str,
+    prefix: &str,
+) -> String {
+    let no = def.n_outputs();
+    let mut f = String::new();
+    f.push_str(&format!(
+        "        for (int base = 0; base < {count}; base += B) {{\n"
+    ));
+    f.push_str("            const int q = base + tid;\n");
+    f.push_str(&format!("            if (q < {count}) {{\n"));
+    f.push_str(index);
+    f.push_str(&tile.store(
+        sch,
+        syn,
+        "                ",
+        &|_, stem| format!("{prefix}_{stem}[j]"),
+        "tid",
+    ));
+    f.push_str("            }\n");
+    f.push_str("            __syncthreads();\n");
+    f.push_str(&format!(
+        "            const int count = min(B, {count} - base);\n"
+    ));
+    for k in 0..no {
+        f.push_str(&format!("            T part_{k} = T(0);\n"));
+    }
+    f.push_str(&tile.pair(sch, syn, "            "));
+    f.push_str("            if (count == B) {\n");
+    f.push_str("#pragma unroll 8\n");
+    f.push_str("                for (int k = 0; k < B; ++k) pair(k);\n");
+    f.push_str("            } else {\n");
+    f.push_str("                for (int k = 0; k < count; ++k) pair(k);\n");
+    f.push_str("            }\n");
+    for k in 0..no {
+        f.push_str(&format!("            total_{k} += part_{k};\n"));
+    }
+    f.push_str("            __syncthreads();\n");
+    f.push_str("        }\n");
+    f
+}
+
+/// The flush of a list of leaves: `n_near` leaves, the first source of
+/// each in `near_first` and where its sources start in the flattened list
+/// in `near_start`, `n_near_src` sources in all.
+pub(super) fn flush_leaves(
+    def: &KernelDef,
+    tile: &Tile,
+    sch: &Schedule,
+    syn: &CudaSyntax,
+) -> String {
+    flush(
+        def,
+        tile,
+        sch,
+        syn,
+        "n_near_src",
+        concat!(
+            "                // The leaf holding the q-th listed source: the last\n",
+            "                // whose first listed source is at or before q.\n",
+            "                int lo = 0, hi = n_near - 1;\n",
+            "                while (lo < hi) {\n",
+            "                    const int mid = (lo + hi + 1) >> 1;\n",
+            "                    if (near_start[mid] <= q) lo = mid; else hi = mid - 1;\n",
+            "                }\n",
+            "                const int j = near_first[lo] + q - near_start[lo];\n",
+        ),
+        "src",
+    )
+}
+
 /// `text` with every non-empty line indented by `by` more.
-fn indent(text: &str, by: &str) -> String {
+pub(super) fn indent(text: &str, by: &str) -> String {
     text.lines()
         .map(|l| {
             if l.is_empty() || l.starts_with('#') {

@@ -13,6 +13,7 @@
 
 pub mod accuracy;
 pub mod cpu;
+pub mod gpu;
 pub mod harmonics;
 #[cfg(target_arch = "x86_64")]
 pub mod m2l_lanes;
@@ -21,6 +22,7 @@ pub mod traversal;
 
 pub use accuracy::{fmm_cpu_tolerance, Achieved};
 pub use cpu::fmm_cpu;
+pub use gpu::{fmm_cuda, MAX_GPU_ORDER};
 
 /// Settings of the FMM.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -6,6 +6,7 @@
 
 use rayon::prelude::*;
 
+use crate::tree::octree::Cell;
 use crate::tree::Octree;
 
 /// The interaction lists of one traversal.
@@ -51,6 +52,18 @@ pub fn spheres(tree: &Octree, pos: &[[f64; 3]]) -> Vec<Sphere> {
                 center: c.center,
                 radius: r2.sqrt(),
             }
+        })
+        .collect()
+}
+
+/// The spheres of cells whose radii were measured elsewhere (on the GPU).
+pub fn spheres_from(cells: &[Cell], radius: &[f64]) -> Vec<Sphere> {
+    cells
+        .iter()
+        .zip(radius)
+        .map(|(c, &radius)| Sphere {
+            center: c.center,
+            radius,
         })
         .collect()
 }

@@ -46,7 +46,7 @@ type DeviceSet<R> = ([CudaSlice<R>; 3], Vec<CudaSlice<R>>);
 
 /// Whether two particle sets sit at the same points (compared on all
 /// cores: for 10^7 points a few milliseconds, against tens for the copy).
-fn same_points<R: Real>(a: &Particles<R>, b: &Particles<R>) -> bool {
+pub(crate) fn same_points<R: Real>(a: &Particles<R>, b: &Particles<R>) -> bool {
     use rayon::prelude::*;
     a.len() == b.len()
         && a.positions().iter().zip(b.positions()).all(|(x, y)| {

@@ -1,0 +1,181 @@
+//! The FMM's near field on the GPU: the P2P list kernel, emitted next to
+//! the walk and built from the same pieces (the declaration's pair
+//! interaction over shared-memory tiles of sources).
+//!
+//! One thread block takes one group of at most [`P2P_BLOCK`] targets of
+//! one target leaf, one thread per target, and sums over the particles of
+//! the source leaves in that leaf's P2P list (yokota2012: the P2P lists of
+//! the dual tree traversal, one target cell per block). The list is read
+//! in chunks of [`P2P_BLOCK`] leaves; a block-wide prefix sum of their
+//! sizes flattens a chunk into one run of sources, loaded into shared
+//! memory a tile at a time.
+//!
+//! Arguments of `<kernel>_p2p_list_f32` / `_f64`, in order: `n_targets`,
+//! target `x, y, z`, target slots (tree order); `n_groups`,
+//! `group_begin`, `group_end` (targets `begin..end`), `group_cell` (the
+//! target leaf of the group); `list_begin`, `list_end` (one int per
+//! target cell: the P2P list of cell `c` is
+//! `list[list_begin[c]..list_end[c]]`), `list` (source cells);
+//! `cell_begin`, `cell_end` (the source cells' particle ranges);
+//! `n_sources`, source `x, y, z` and slots (tree order); the parameters;
+//! the outputs (tree order); `accumulate`; `counts` (one 64-bit integer to
+//! which the kernel adds its interactions).
+
+use super::cuda::{slots, target_prologue, CudaSyntax, Tile, PRECISIONS};
+use super::walk::{count, flush_leaves, indent};
+use super::Schedule;
+use crate::kernel::KernelDef;
+
+/// Most targets in a group, the block size: half the walk's, since the
+/// FMM's leaves hold `ncrit` (64) or fewer targets, about 40 in a uniform
+/// cube, and a thread per target.
+pub const P2P_BLOCK: u32 = 64;
+
+/// The name of the P2P list entry point for one precision.
+pub fn p2p_list_entry_name(def: &KernelDef, precision: &str) -> String {
+    format!("{}_p2p_list_{precision}", def.symbol())
+}
+
+/// Emits the P2P list template and its entry points (after the walk, whose
+/// block scan it uses).
+pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String {
+    let sym = def.symbol();
+    let no = def.n_outputs();
+    let tile = Tile::new(def, sch);
+
+    // Argument list: (declaration with T, name).
+    let mut args: Vec<(String, String)> = Vec::new();
+    let int = |name: &str| (format!("const int {name}"), name.to_string());
+    let ptr = |ty: &str, name: &str| (format!("const {ty}* __restrict__ {name}"), name.into());
+    args.push(int("n_targets"));
+    for a in ["x", "y", "z"] {
+        args.push(ptr("T", &format!("{a}_i_ptr")));
+    }
+    for s in slots(&def.targets, "t") {
+        args.push(ptr("T", &format!("{s}_ptr")));
+    }
+    args.push(int("n_groups"));
+    for g in [
+        "group_begin",
+        "group_end",
+        "group_cell",
+        "list_begin",
+        "list_end",
+        "list",
+    ] {
+        args.push(ptr("int", g));
+    }
+    for c in ["cell_begin", "cell_end"] {
+        args.push(ptr("int", c));
+    }
+    args.push(int("n_sources"));
+    for a in ["x", "y", "z"] {
+        args.push(ptr("T", &format!("src_{a}")));
+    }
+    for s in slots(&def.sources, "s") {
+        args.push(ptr("T", &format!("src_{s}")));
+    }
+    for s in slots(&def.params, "p") {
+        args.push((format!("const T {s}"), s));
+    }
+    for s in slots(&def.outputs, "o") {
+        args.push((format!("T* __restrict__ {s}"), s));
+    }
+    args.push(int("accumulate"));
+    args.push((
+        "unsigned long long* __restrict__ counts".into(),
+        "counts".into(),
+    ));
+
+    let mut o = String::new();
+    o.push_str("\n// The FMM's P2P lists (see fmm_codegen::emit::p2p_list).\n");
+    o.push_str("template <typename T>\n");
+    o.push_str(&format!(
+        "__device__ __forceinline__ void {sym}_p2p_list(\n    "
+    ));
+    o.push_str(
+        &args
+            .iter()
+            .map(|a| a.0.clone())
+            .collect::<Vec<_>>()
+            .join(",\n    "),
+    );
+    o.push_str(")\n{\n");
+    o.push_str(&format!("    constexpr int B = {P2P_BLOCK};\n"));
+    o.push_str(&tile.declare("B"));
+    o.push_str(concat!(
+        "    __shared__ int near_first[B], near_start[B];\n",
+        "    __shared__ int sums[B / 32][2];\n",
+        "    const int tid = threadIdx.x;\n",
+        "    for (int g = blockIdx.x; g < n_groups; g += gridDim.x) {\n",
+        "        const int gb = group_begin[g];\n",
+        "        const int i = gb + tid;\n",
+        "        const bool active = i < group_end[g];\n",
+        "        const int n_active = group_end[g] - gb;\n",
+        "        const int ii = active ? i : gb;\n",
+    ));
+    for line in target_prologue(def, sch, syn).lines() {
+        o.push_str(&format!("    {line}\n"));
+    }
+    for k in 0..no {
+        o.push_str(&format!("        T total_{k} = T(0);\n"));
+    }
+    o.push_str(concat!(
+        "        const int c = group_cell[g];\n",
+        "        const int ls = list_begin[c], le = list_end[c];\n",
+        "        for (int chunk = ls; chunk < le; chunk += B) {\n",
+        "            const int n_near = min(B, le - chunk);\n",
+        "            int first = 0, at = 0, none = 0, n_near_src, n_none;\n",
+        "            if (tid < n_near) {\n",
+        "                const int b = list[chunk + tid];\n",
+        "                first = cell_begin[b];\n",
+        "                at = cell_end[b] - first;\n",
+        "            }\n",
+        "            fmm_block_scan2(at, none, n_near_src, n_none, sums);\n",
+        "            if (tid < n_near) {\n",
+        "                near_first[tid] = first;\n",
+        "                near_start[tid] = at;\n",
+        "            }\n",
+        "            __syncthreads();\n",
+    ));
+    o.push_str(&indent(
+        &(count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn)),
+        "    ",
+    ));
+    o.push_str(concat!(
+        "            // `sums` and the leaf lists are reused by the next chunk.\n",
+        "            __syncthreads();\n",
+        "        }\n",
+        "        if (active) {\n",
+    ));
+    for (k, s) in slots(&def.outputs, "o").iter().enumerate() {
+        o.push_str(&format!(
+            "            {s}[i] = accumulate ? {s}[i] + total_{k} : total_{k};\n"
+        ));
+    }
+    o.push_str("        }\n");
+    o.push_str("    }\n");
+    o.push_str("}\n");
+
+    let pass = args
+        .iter()
+        .map(|a| a.1.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (prec, ty) in PRECISIONS {
+        let decl = args
+            .iter()
+            .map(|a| {
+                a.0.replace("const T*", &format!("const {ty}*"))
+                    .replace("const T ", &format!("const {ty} "))
+                    .replace("T* ", &format!("{ty}* "))
+            })
+            .collect::<Vec<_>>()
+            .join(",\n    ");
+        o.push_str(&format!(
+            "\nextern \"C\" __global__ void __launch_bounds__({P2P_BLOCK}) {}(\n    {decl})\n{{\n    {sym}_p2p_list<{ty}>({pass});\n}}\n",
+            p2p_list_entry_name(def, prec)
+        ));
+    }
+    o
+}

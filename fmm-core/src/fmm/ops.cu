@@ -1,0 +1,661 @@
+// The FMM operators on the GPU (see fmm-core/src/fmm/gpu.rs): P2M, M2M,
+// M2L, L2L and L2P of scalar Laplace expansions, the same formulas as the
+// CPU operators (operators.rs, harmonics.rs: Dehnen's scaling,
+// R_n^m = r^n P_n^m e^{i m phi} / (n + m)!, I_n^m = (n - m)! P_n^m e^{i m phi} / r^{n+1},
+// coefficients with m >= 0 stored, m < 0 by (-1)^m conj).
+//
+// The host compiles this file once per order, with FMM_P defined, so every
+// loop bound is a constant. Particles are in T (float or double); the
+// expansions are in double on the device whatever T is: the H100 runs
+// double at half the float rate, and double needs no rescaling of the
+// coefficients to stay in range (r^n / (n + m)! underflows float for small
+// cells at high order).
+//
+// Expansions live in `double2` arrays, cell-major: expansion k of cell c at
+// `(c * nq + k) * NC`.
+
+#ifndef FMM_P
+#error "FMM_P (the expansion order) must be defined"
+#endif
+#define P FMM_P
+#define NC ((P + 1) * (P + 2) / 2)
+#define NF ((P + 1) * (P + 1))
+
+__device__ __forceinline__ int idx(int n, int m) { return n * (n + 1) / 2 + m; }
+__device__ __forceinline__ int full(int n, int m) { return n * n + n + m; }
+
+// The coefficient (n, m) of an expansion stored for m >= 0.
+__device__ __forceinline__ double2 get(const double2* a, int n, int m)
+{
+    if (m >= 0) return a[idx(n, m)];
+    const double2 v = a[idx(n, -m)];
+    return (m & 1) ? make_double2(-v.x, v.y) : make_double2(v.x, -v.y);
+}
+
+__device__ __forceinline__ double2 cmul(double2 a, double2 b)
+{
+    return make_double2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+// a * conj(b)
+__device__ __forceinline__ double2 cmulc(double2 a, double2 b)
+{
+    return make_double2(a.x * b.x + a.y * b.y, a.y * b.x - a.x * b.y);
+}
+
+// R_n^m(x, y, z) for 0 <= m <= n <= P.
+__device__ void regular(double x, double y, double z, double2* out)
+{
+    const double r2 = x * x + y * y + z * z;
+    out[0] = make_double2(1.0, 0.0);
+    for (int m = 1; m <= P; ++m) {
+        const double2 a = out[idx(m - 1, m - 1)];
+        const double s = -1.0 / (2 * m);
+        out[idx(m, m)] = make_double2((x * a.x - y * a.y) * s, (x * a.y + y * a.x) * s);
+    }
+    for (int m = 0; m <= P; ++m) {
+        for (int n = m + 1; n <= P; ++n) {
+            const double2 a = out[idx(n - 1, m)];
+            const double c = (2 * n - 1) * z;
+            const double2 b = n >= m + 2 ? out[idx(n - 2, m)] : make_double2(0.0, 0.0);
+            const double s = 1.0 / ((n + m) * (n - m));
+            out[idx(n, m)] = make_double2((a.x * c - b.x * r2) * s, (a.y * c - b.y * r2) * s);
+        }
+    }
+}
+
+// I_n^m(x, y, z) for 0 <= m <= n <= P (the point not at the origin).
+__device__ void singular(double x, double y, double z, double2* out)
+{
+    const double inv_r2 = 1.0 / (x * x + y * y + z * z);
+    out[0] = make_double2(sqrt(inv_r2), 0.0);
+    for (int m = 1; m <= P; ++m) {
+        const double2 a = out[idx(m - 1, m - 1)];
+        const double s = -(2 * m - 1) * inv_r2;
+        out[idx(m, m)] = make_double2((x * a.x - y * a.y) * s, (x * a.y + y * a.x) * s);
+    }
+    for (int m = 0; m <= P; ++m) {
+        for (int n = m + 1; n <= P; ++n) {
+            const double2 a = out[idx(n - 1, m)];
+            const double c = (2 * n - 1) * z;
+            const double2 b = n >= m + 2 ? out[idx(n - 2, m)] : make_double2(0.0, 0.0);
+            const double e = (double)((n - 1) * (n - 1) - m * m);
+            out[idx(n, m)] = make_double2((a.x * c - b.x * e) * inv_r2, (a.y * c - b.y * e) * inv_r2);
+        }
+    }
+}
+
+// Parent of every cell (-1 for the root), from the next/more links.
+extern "C" __global__ void fmm_parents(const int n_cells, const int* __restrict__ more,
+                                       const int* __restrict__ next,
+                                       const int* __restrict__ n_children, int* __restrict__ parent)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_cells) return;
+    if (c == 0) parent[0] = -1;
+    int ch = more[c];
+    for (int i = 0; i < n_children[c]; ++i) {
+        parent[ch] = c;
+        ch = next[ch];
+    }
+}
+
+// The leaf holding every particle (tree order).
+extern "C" __global__ void fmm_leaf_of(const int n_cells, const int* __restrict__ n_children,
+                                       const int* __restrict__ begin, const int* __restrict__ end,
+                                       int* __restrict__ leaf)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_cells || n_children[c] != 0) return;
+    for (int i = begin[c]; i < end[c]; ++i) leaf[i] = c;
+}
+
+// The distance from each cell's centre to its farthest particle: one block
+// per cell, a strided loop over its particles and a block-wide maximum.
+template <typename T>
+__device__ void cell_radius(const int n_cells, const int* __restrict__ begin,
+                            const int* __restrict__ end, const double* __restrict__ cx,
+                            const double* __restrict__ cy, const double* __restrict__ cz,
+                            const T* __restrict__ x, const T* __restrict__ y,
+                            const T* __restrict__ z, double* __restrict__ radius)
+{
+    __shared__ double best[32];
+    for (int c = blockIdx.x; c < n_cells; c += gridDim.x) {
+        double r2 = 0.0;
+        const double ox = cx[c], oy = cy[c], oz = cz[c];
+        for (int i = begin[c] + threadIdx.x; i < end[c]; i += blockDim.x) {
+            const double dx = (double)x[i] - ox, dy = (double)y[i] - oy, dz = (double)z[i] - oz;
+            r2 = fmax(r2, dx * dx + dy * dy + dz * dz);
+        }
+        for (int d = 16; d > 0; d >>= 1) r2 = fmax(r2, __shfl_down_sync(0xffffffffu, r2, d));
+        if ((threadIdx.x & 31) == 0) best[threadIdx.x >> 5] = r2;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double m = 0.0;
+            for (int w = 0; w < (int)(blockDim.x >> 5); ++w) m = fmax(m, best[w]);
+            radius[c] = sqrt(m);
+        }
+        __syncthreads();
+    }
+}
+
+// P2M: one thread per (cell, expansion), for the leaves: the leaf's
+// particles in turn.
+template <typename T>
+__device__ void p2m(const int n_cells, const int* __restrict__ n_children,
+                    const int* __restrict__ begin, const int* __restrict__ end,
+                    const double* __restrict__ cx, const double* __restrict__ cy,
+                    const double* __restrict__ cz, const T* __restrict__ x,
+                    const T* __restrict__ y, const T* __restrict__ z, const int nq,
+                    const T* __restrict__ q0, const T* __restrict__ q1,
+                    const T* __restrict__ q2, double2* __restrict__ mult)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_cells * nq) return;
+    const int c = t / nq, k = t % nq;
+    if (n_children[c] != 0) return;
+    const T* q = k == 0 ? q0 : (k == 1 ? q1 : q2);
+    double2 m[NC], r[NC];
+    for (int i = 0; i < NC; ++i) m[i] = make_double2(0.0, 0.0);
+    const double ox = cx[c], oy = cy[c], oz = cz[c];
+    for (int j = begin[c]; j < end[c]; ++j) {
+        regular((double)x[j] - ox, (double)y[j] - oy, (double)z[j] - oz, r);
+        const double qj = (double)q[j];
+        for (int i = 0; i < NC; ++i) {
+            m[i].x += qj * r[i].x;
+            m[i].y -= qj * r[i].y;
+        }
+    }
+    double2* out = mult + ((size_t)c * nq + k) * NC;
+    for (int i = 0; i < NC; ++i) out[i] = m[i];
+}
+
+// M2M: one thread per (cell of a level, expansion); the children's
+// expansions (a level deeper, done) shifted to the cell's centre and added.
+extern "C" __global__ void fmm_m2m(const int n, const int* __restrict__ cells,
+                                   const int* __restrict__ more, const int* __restrict__ next,
+                                   const int* __restrict__ n_children,
+                                   const double* __restrict__ cx, const double* __restrict__ cy,
+                                   const double* __restrict__ cz, const int nq,
+                                   double2* __restrict__ mult)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * nq) return;
+    const int c = cells[t / nq], k = t % nq;
+    if (n_children[c] == 0) return;
+    double2 acc[NC], r[NC];
+    for (int i = 0; i < NC; ++i) acc[i] = make_double2(0.0, 0.0);
+    int ch = more[c];
+    for (int e = 0; e < n_children[c]; ++e) {
+        regular(cx[ch] - cx[c], cy[ch] - cy[c], cz[ch] - cz[c], r);
+        const double2* child = mult + ((size_t)ch * nq + k) * NC;
+        for (int nn = 0; nn <= P; ++nn) {
+            for (int mm = 0; mm <= nn; ++mm) {
+                double2 s = make_double2(0.0, 0.0);
+                for (int kk = 0; kk <= nn; ++kk) {
+                    const int lo = max(-kk, mm - (nn - kk)), hi = min(kk, mm + (nn - kk));
+                    for (int l = lo; l <= hi; ++l) {
+                        const double2 v = cmulc(get(child, nn - kk, mm - l), get(r, kk, l));
+                        s.x += v.x;
+                        s.y += v.y;
+                    }
+                }
+                acc[idx(nn, mm)].x += s.x;
+                acc[idx(nn, mm)].y += s.y;
+            }
+        }
+        ch = next[ch];
+    }
+    double2* out = mult + ((size_t)c * nq + k) * NC;
+    for (int i = 0; i < NC; ++i) out[i] = acc[i];
+}
+
+// M2L: one block per target cell (yokota2012 Fig. 7). The block takes its
+// list `sb` source cells at a time: one thread per source computes the
+// singular harmonics of the translation, all threads copy the sources'
+// multipoles, both in full range (m from -n to n), into shared memory.
+// L_k^l = (-1)^k sum_{n <= P - k} sum_m M_n^m I_{n+k}^{m+l} is split into
+// tasks of about equal work, `tasks[j] = (c, n_lo, n_hi)`: the rows n_lo to
+// n_hi of the sum for coefficient c = idx(k, l). One thread per (task,
+// expansion): one thread per coefficient would leave the threads of low k,
+// with (P + 1)^2 products, the rest of their warp waiting. The partial sums
+// of a coefficient meet by atomicAdd at the end of the cell.
+// Dynamic shared memory: sb * (1 + nq) * NF * 2 doubles.
+extern "C" __global__ void fmm_m2l(const int n_cells, const int* __restrict__ list_begin,
+                                   const int* __restrict__ list_end, const int* __restrict__ list, const double* __restrict__ tx,
+                                   const double* __restrict__ ty, const double* __restrict__ tz,
+                                   const double* __restrict__ sx, const double* __restrict__ sy,
+                                   const double* __restrict__ sz, const int nq, const int sb,
+                                   const int n_tasks, const int4* __restrict__ tasks,
+                                   const double2* __restrict__ mfull, double2* __restrict__ local)
+{
+    extern __shared__ double smem[];
+    double* ire = smem;
+    double* iim = ire + sb * NF;
+    double* mre = iim + sb * NF;
+    double* mim = mre + sb * nq * NF;
+    const int t = threadIdx.x;
+    const bool own = t < nq * n_tasks;
+    const int q = own ? t / n_tasks : 0;
+    const int4 task = tasks[own ? t % n_tasks : 0];
+    const int c = task.x, n_lo = task.y, n_hi = task.z;
+    int k = 0;
+    while (idx(k + 1, 0) <= c) ++k;
+    const int l = c - idx(k, 0);
+    for (int a = blockIdx.x; a < n_cells; a += gridDim.x) {
+        const int ls = list_begin[a], le = list_end[a];
+        if (ls == le) continue;
+        double re = 0.0, im = 0.0;
+        for (int chunk = ls; chunk < le; chunk += sb) {
+            const int cnt = min(sb, le - chunk);
+            // The singular harmonics, one thread per (source, m): I_m^m by
+            // its own product chain, then up the column in n (the same
+            // recurrences as singular()), both signs of m written.
+            for (int e = t; e < cnt * (P + 1); e += blockDim.x) {
+                const int s = e / (P + 1), m = e % (P + 1);
+                const int b = list[chunk + s];
+                const double x = tx[a] - sx[b], y = ty[a] - sy[b], z = tz[a] - sz[b];
+                const double inv_r2 = 1.0 / (x * x + y * y + z * z);
+                double2 cur = make_double2(sqrt(inv_r2), 0.0);
+                for (int j = 1; j <= m; ++j) {
+                    const double f = -(2 * j - 1) * inv_r2;
+                    cur = make_double2((x * cur.x - y * cur.y) * f, (x * cur.y + y * cur.x) * f);
+                }
+                double2 prev = make_double2(0.0, 0.0);
+                for (int n = m; n <= P; ++n) {
+                    if (n > m) {
+                        const double c = (2 * n - 1) * z;
+                        const double d = (double)((n - 1) * (n - 1) - m * m);
+                        const double2 next = make_double2((cur.x * c - prev.x * d) * inv_r2,
+                                                          (cur.y * c - prev.y * d) * inv_r2);
+                        prev = cur;
+                        cur = next;
+                    }
+                    ire[s * NF + full(n, m)] = cur.x;
+                    iim[s * NF + full(n, m)] = cur.y;
+                    if (m > 0) {
+                        const double sg = (m & 1) ? -1.0 : 1.0;
+                        ire[s * NF + full(n, -m)] = sg * cur.x;
+                        iim[s * NF + full(n, -m)] = -sg * cur.y;
+                    }
+                }
+            }
+            // The multipoles, already in full range (fmm_full_range).
+            for (int e = t; e < cnt * nq * NF; e += blockDim.x) {
+                const int s = e / (nq * NF), rest = e % (nq * NF);
+                const double2 v = mfull[(size_t)list[chunk + s] * nq * NF + rest];
+                mre[e] = v.x;
+                mim[e] = v.y;
+            }
+            __syncthreads();
+            if (own) {
+                for (int s = 0; s < cnt; ++s) {
+                    const double* mr = mre + (s * nq + q) * NF;
+                    const double* mi = mim + (s * nq + q) * NF;
+                    const double* hr = ire + s * NF;
+                    const double* hi = iim + s * NF;
+                    for (int n = n_lo; n <= n_hi; ++n) {
+                        const int ma = full(n, -n), ib = full(n + k, -n + l);
+                        for (int j = 0; j <= 2 * n; ++j) {
+                            re += mr[ma + j] * hr[ib + j] - mi[ma + j] * hi[ib + j];
+                            im += mr[ma + j] * hi[ib + j] + mi[ma + j] * hr[ib + j];
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        if (own) {
+            const double sign = (k & 1) ? -1.0 : 1.0;
+            double2* out = local + ((size_t)a * nq + q) * NC + c;
+            atomicAdd(&out->x, sign * re);
+            atomicAdd(&out->y, sign * im);
+        }
+    }
+}
+
+// The multipole expansions in full range (m from -n to n, at n * n + n + m),
+// the form M2L reads: one thread per coefficient.
+extern "C" __global__ void fmm_full_range(const int n_exp, const double2* __restrict__ mult,
+                                          double2* __restrict__ mfull)
+{
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)n_exp * NF) return;
+    const int f = (int)(e % NF);
+    int n = (int)sqrt((double)f);
+    while (n * n > f) --n;
+    while ((n + 1) * (n + 1) <= f) ++n;
+    mfull[e] = get(mult + (e / NF) * NC, n, f - n * n - n);
+}
+
+// L2L: one thread per (cell of a level below the root, expansion); the
+// parent's local expansion (a level up, done) shifted to the cell's centre
+// and added.
+extern "C" __global__ void fmm_l2l(const int n, const int* __restrict__ cells,
+                                   const int* __restrict__ parent, const double* __restrict__ cx,
+                                   const double* __restrict__ cy, const double* __restrict__ cz,
+                                   const int nq, double2* __restrict__ local)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * nq) return;
+    const int c = cells[t / nq], k = t % nq;
+    const int pa = parent[c];
+    if (pa < 0) return;
+    double2 r[NC];
+    regular(cx[c] - cx[pa], cy[c] - cy[pa], cz[c] - cz[pa], r);
+    const double2* lp = local + ((size_t)pa * nq + k) * NC;
+    double2* lc = local + ((size_t)c * nq + k) * NC;
+    for (int nn = 0; nn <= P; ++nn) {
+        for (int mm = 0; mm <= nn; ++mm) {
+            double2 s = make_double2(0.0, 0.0);
+            for (int j = 0; j <= P - nn; ++j) {
+                const int lo = max(-j, -(nn + j) - mm), hi = min(j, (nn + j) - mm);
+                for (int sj = lo; sj <= hi; ++sj) {
+                    const double2 v = cmulc(get(lp, nn + j, mm + sj), get(r, j, sj));
+                    s.x += v.x;
+                    s.y += v.y;
+                }
+            }
+            lc[idx(nn, mm)].x += s.x;
+            lc[idx(nn, mm)].y += s.y;
+        }
+    }
+}
+
+// The potential, gradient and (when `hess`) second derivatives at r (the
+// regular harmonics of r in `h`) of the local expansion `lo`.
+__device__ void evaluate(const double2* __restrict__ lo, const double2* h, const bool hess,
+                         double& phi, double g[3], double H[3][3])
+{
+    phi = 0.0;
+    double gz = 0.0;
+    double2 gxy = make_double2(0.0, 0.0);
+    for (int n = 0; n <= P; ++n) {
+        phi += lo[idx(n, 0)].x * h[idx(n, 0)].x;
+        for (int m = 1; m <= n; ++m) phi += 2.0 * cmulc(lo[idx(n, m)], h[idx(n, m)]).x;
+        if (n == 0) continue;
+        gz += lo[idx(n, 0)].x * h[idx(n - 1, 0)].x;
+        for (int m = 1; m < n; ++m) gz += 2.0 * cmulc(lo[idx(n, m)], h[idx(n - 1, m)]).x;
+        for (int m = -n + 2; m <= n; ++m) {
+            const double2 v = cmulc(get(lo, n, m), get(h, n - 1, m - 1));
+            gxy.x += v.x;
+            gxy.y += v.y;
+        }
+    }
+    g[0] = -gxy.x;
+    g[1] = -gxy.y;
+    g[2] = gz;
+    if (!hess) return;
+    double zz = 0.0;
+    double2 pz = make_double2(0.0, 0.0), pp = make_double2(0.0, 0.0);
+    for (int n = 2; n <= P; ++n) {
+        const int kk = n - 2;
+        for (int m = -n; m <= n; ++m) {
+            const double2 l = get(lo, n, m);
+            if (abs(m) <= kk) zz += cmulc(l, get(h, n - 2, m)).x;
+            if (abs(m - 1) <= kk) {
+                const double2 v = cmulc(l, get(h, n - 2, m - 1));
+                pz.x += v.x;
+                pz.y += v.y;
+            }
+            if (abs(m - 2) <= kk) {
+                const double2 v = cmulc(l, get(h, n - 2, m - 2));
+                pp.x += v.x;
+                pp.y += v.y;
+            }
+        }
+    }
+    const double xz = -pz.x, yz = -pz.y;
+    const double xx = 0.5 * (-zz + pp.x), yy = 0.5 * (-zz - pp.x), xy = 0.5 * pp.y;
+    H[0][0] = xx; H[0][1] = xy; H[0][2] = xz;
+    H[1][0] = xy; H[1][1] = yy; H[1][2] = yz;
+    H[2][0] = xz; H[2][1] = yz; H[2][2] = zz;
+}
+
+// Far-field terms, as the kernel declares them (fmm_codegen::kernel::Term).
+#define TERM_POTENTIAL 0
+#define TERM_GRADIENT 1
+#define TERM_CURL 2
+#define TERM_STRETCHING 3
+#define MAX_TERMS 4
+#define MAX_OUT 8
+
+// L2P: one thread per target (tree order); the far field of the target's
+// leaf's local expansions, combined into the outputs by the declared terms
+// (`term[2 t]` the kind, `term[2 t + 1]` the first output slot; `coef[t]`
+// the coefficient; a stretching term reads the target vector `a0, a1, a2`).
+// Writes `out[o * n + i]` for every output slot o.
+template <typename T>
+__device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* __restrict__ cx,
+                    const double* __restrict__ cy, const double* __restrict__ cz,
+                    const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ z,
+                    const int nq, const double2* __restrict__ local, const int n_terms,
+                    const int* __restrict__ term, const double* __restrict__ coef,
+                    const T* __restrict__ a0, const T* __restrict__ a1,
+                    const T* __restrict__ a2, const int n_out, T* __restrict__ out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int a = leaf_of[i];
+    bool hess = false;
+    for (int t = 0; t < n_terms; ++t) hess |= term[2 * t] == TERM_STRETCHING;
+    double2 h[NC];
+    regular((double)x[i] - cx[a], (double)y[i] - cy[a], (double)z[i] - cz[a], h);
+    double phi[3], g[3][3], H[3][3][3];
+    for (int k = 0; k < nq; ++k) evaluate(local + ((size_t)a * nq + k) * NC, h, hess, phi[k], g[k], H[k]);
+    double o[MAX_OUT];
+    for (int s = 0; s < MAX_OUT; ++s) o[s] = 0.0;
+    for (int t = 0; t < n_terms; ++t) {
+        const int kind = term[2 * t], s = term[2 * t + 1];
+        const double c = coef[t];
+        if (kind == TERM_POTENTIAL) {
+            for (int k = 0; k < nq; ++k) o[s + k] += c * phi[k];
+        } else if (kind == TERM_GRADIENT) {
+            for (int e = 0; e < 3; ++e) o[s + e] += c * g[0][e];
+        } else if (kind == TERM_CURL) {
+            o[s] += c * (g[2][1] - g[1][2]);
+            o[s + 1] += c * (g[0][2] - g[2][0]);
+            o[s + 2] += c * (g[1][0] - g[0][1]);
+        } else if (kind == TERM_STRETCHING) {
+            const double al[3] = {(double)a0[i], (double)a1[i], (double)a2[i]};
+            for (int b = 0; b < 3; ++b) {
+                const double ab = c * al[b];
+                o[s] += ab * (H[2][b][1] - H[1][b][2]);
+                o[s + 1] += ab * (H[0][b][2] - H[2][b][0]);
+                o[s + 2] += ab * (H[1][b][0] - H[0][b][1]);
+            }
+        }
+    }
+    for (int s = 0; s < n_out; ++s) out[(size_t)s * n + i] = (T)o[s];
+}
+
+#define PRECISION(T, SUFFIX)                                                                      \
+    extern "C" __global__ void fmm_cell_radius_##SUFFIX(                                         \
+        const int n_cells, const int* __restrict__ begin, const int* __restrict__ end,            \
+        const double* __restrict__ cx, const double* __restrict__ cy,                             \
+        const double* __restrict__ cz, const T* __restrict__ x, const T* __restrict__ y,          \
+        const T* __restrict__ z, double* __restrict__ radius)                                     \
+    {                                                                                             \
+        cell_radius<T>(n_cells, begin, end, cx, cy, cz, x, y, z, radius);                         \
+    }                                                                                             \
+    extern "C" __global__ void fmm_p2m_##SUFFIX(                                                 \
+        const int n_cells, const int* __restrict__ n_children, const int* __restrict__ begin,    \
+        const int* __restrict__ end, const double* __restrict__ cx,                               \
+        const double* __restrict__ cy, const double* __restrict__ cz, const T* __restrict__ x,    \
+        const T* __restrict__ y, const T* __restrict__ z, const int nq,                           \
+        const T* __restrict__ q0, const T* __restrict__ q1, const T* __restrict__ q2,             \
+        double2* __restrict__ mult)                                                               \
+    {                                                                                             \
+        p2m<T>(n_cells, n_children, begin, end, cx, cy, cz, x, y, z, nq, q0, q1, q2, mult);          \
+    }                                                                                             \
+    extern "C" __global__ void fmm_l2p_##SUFFIX(                                                 \
+        const int n, const int* __restrict__ leaf_of, const double* __restrict__ cx,              \
+        const double* __restrict__ cy, const double* __restrict__ cz, const T* __restrict__ x,    \
+        const T* __restrict__ y, const T* __restrict__ z, const int nq,                           \
+        const double2* __restrict__ local, const int n_terms, const int* __restrict__ term,       \
+        const double* __restrict__ coef, const T* __restrict__ a0, const T* __restrict__ a1,      \
+        const T* __restrict__ a2, const int n_out, T* __restrict__ out)                           \
+    {                                                                                             \
+        l2p<T>(n, leaf_of, cx, cy, cz, x, y, z, nq, local, n_terms, term, coef, a0, a1, a2,       \
+               n_out, out);                                                                       \
+    }
+
+PRECISION(float, f32)
+PRECISION(double, f64)
+
+// ---------------------------------------------------------------------------
+// The dual tree traversal on the device, level by level over the target
+// tree (the form of traversal.rs's traverse_levels): one thread per target
+// cell of the level works through the source cells its parent handed down
+// (its frontier), with a small stack for the source cells it splits. It
+// runs twice per level: first counting (M2L, P2P and handed-down cells per
+// target cell), then, after a scan of the counts, writing them.
+
+// Source cells a thread may hold while splitting: 7 per level of the
+// source tree and one.
+#define TRAVERSE_STACK (7 * 22 + 1)
+
+extern "C" __global__ void fmm_traverse(
+    const int n, const int* __restrict__ cells, const int emit, const double theta2,
+    // target tree
+    const double* __restrict__ tx, const double* __restrict__ ty, const double* __restrict__ tz,
+    const double* __restrict__ tr, const int* __restrict__ t_nchild,
+    const int* __restrict__ t_more, const int* __restrict__ t_next,
+    // source tree
+    const double* __restrict__ sx, const double* __restrict__ sy, const double* __restrict__ sz,
+    const double* __restrict__ sr, const int* __restrict__ s_nchild,
+    const int* __restrict__ s_more, const int* __restrict__ s_next,
+    // this level's frontiers (per target cell) in `frontier`
+    const int* __restrict__ f_begin, const int* __restrict__ f_end,
+    const int* __restrict__ frontier,
+    // counts (first pass) or their exclusive scans (second pass), n + 1 each
+    int* __restrict__ n_m2l, int* __restrict__ n_p2p, int* __restrict__ n_def,
+    // second pass: where this level's entries start in the pools
+    const int m2l_base, const int p2p_base,
+    int* __restrict__ m2l_pool, int* __restrict__ m2l_begin, int* __restrict__ m2l_end,
+    int* __restrict__ p2p_pool, int* __restrict__ p2p_begin, int* __restrict__ p2p_end,
+    int* __restrict__ deferred, int* __restrict__ next_f_begin, int* __restrict__ next_f_end,
+    int* __restrict__ overflow)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    const int a = cells[t];
+    const double ax = tx[a], ay = ty[a], az = tz[a], ra = tr[a];
+    const bool leaf_a = t_nchild[a] == 0;
+    int c_m2l = 0, c_p2p = 0, c_def = 0;
+    int o_m2l = 0, o_p2p = 0, o_def = 0;
+    if (emit) {
+        o_m2l = m2l_base + n_m2l[t];
+        o_p2p = p2p_base + n_p2p[t];
+        o_def = n_def[t];
+    }
+    int stack[TRAVERSE_STACK];
+    for (int f = f_begin[a]; f < f_end[a]; ++f) {
+        int top = 0;
+        stack[top++] = frontier[f];
+        while (top > 0) {
+            const int b = stack[--top];
+            const double dx = ax - sx[b], dy = ay - sy[b], dz = az - sz[b];
+            const double r = ra + sr[b];
+            const bool leaf_b = s_nchild[b] == 0;
+            if (r * r < theta2 * (dx * dx + dy * dy + dz * dz)) {
+                if (emit) m2l_pool[o_m2l + c_m2l] = b;
+                ++c_m2l;
+            } else if (leaf_a && leaf_b) {
+                if (emit) p2p_pool[o_p2p + c_p2p] = b;
+                ++c_p2p;
+            } else if (leaf_a || (!leaf_b && sr[b] > ra)) {
+                if (top + 8 > TRAVERSE_STACK) {
+                    atomicExch(overflow, 1);
+                    return;
+                }
+                int ch = s_more[b];
+                for (int e = 0; e < s_nchild[b]; ++e) {
+                    stack[top++] = ch;
+                    ch = s_next[ch];
+                }
+            } else {
+                if (emit) deferred[o_def + c_def] = b;
+                ++c_def;
+            }
+        }
+    }
+    if (!emit) {
+        n_m2l[t] = c_m2l;
+        n_p2p[t] = c_p2p;
+        n_def[t] = c_def;
+        return;
+    }
+    m2l_begin[a] = o_m2l;
+    m2l_end[a] = o_m2l + c_m2l;
+    if (leaf_a) {
+        p2p_begin[a] = o_p2p;
+        p2p_end[a] = o_p2p + c_p2p;
+    }
+    int ch = t_more[a];
+    for (int e = 0; e < t_nchild[a]; ++e) {
+        next_f_begin[ch] = o_def;
+        next_f_end[ch] = o_def + c_def;
+        ch = t_next[ch];
+    }
+}
+
+// Exclusive prefix sums of `k` int arrays of n + 1 entries (the last
+// receives the total), in place, by one block of 1024 threads: each thread
+// sums a contiguous run, the runs' sums are scanned in shared memory, and
+// each thread rewrites its run.
+extern "C" __global__ void fmm_scan(const int n, const int k, int* __restrict__ a0,
+                                    int* __restrict__ a1, int* __restrict__ a2)
+{
+    __shared__ int sums[1024];
+    int* arrays[3] = {a0, a1, a2};
+    const int t = threadIdx.x, nt = blockDim.x;
+    const int per = (n + nt - 1) / nt;
+    const int lo = min(n, t * per), hi = min(n, lo + per);
+    for (int j = 0; j < k; ++j) {
+        int* a = arrays[j];
+        int s = 0;
+        for (int i = lo; i < hi; ++i) s += a[i];
+        sums[t] = s;
+        __syncthreads();
+        for (int d = 1; d < nt; d <<= 1) {
+            const int v = t >= d ? sums[t - d] : 0;
+            __syncthreads();
+            sums[t] += v;
+            __syncthreads();
+        }
+        int run = sums[t] - s;
+        for (int i = lo; i < hi; ++i) {
+            const int v = a[i];
+            a[i] = run;
+            run += v;
+        }
+        if (t == nt - 1) a[n] = sums[nt - 1];
+        __syncthreads();
+    }
+}
+
+// The P2P groups: every target leaf cut into pieces of at most `block`
+// targets. First pass: pieces per cell (0 for other cells); second pass,
+// after a scan: the pieces' ranges and leaves.
+extern "C" __global__ void fmm_groups(const int n_cells, const int block, const int emit,
+                                      const int* __restrict__ n_children,
+                                      const int* __restrict__ begin, const int* __restrict__ end,
+                                      int* __restrict__ count, int* __restrict__ g_begin,
+                                      int* __restrict__ g_end, int* __restrict__ g_cell)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_cells) return;
+    const int len = n_children[c] == 0 ? end[c] - begin[c] : 0;
+    const int pieces = (len + block - 1) / block;
+    if (!emit) {
+        count[c] = pieces;
+        return;
+    }
+    for (int k = 0; k < pieces; ++k) {
+        const int g = count[c] + k;
+        g_begin[g] = begin[c] + k * block;
+        g_end[g] = min(end[c], begin[c] + (k + 1) * block);
+        g_cell[g] = c;
+    }
+}

@@ -1,0 +1,160 @@
+//! GPU tests of the FMM (`fmm_core::fmm_cuda`): in f64 it is the CPU FMM
+//! to rounding (same trees, lists and f64 expansions), for every far-field
+//! class (potential and gradient, curl, stretching); in f32 it meets the
+//! direct sum as the CPU FMM does; bad options and degenerate inputs give
+//! what the CPU gives.
+//!
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu_fmm -- --ignored --nocapture`.
+
+use fmm_core::cuda::Gpu;
+use fmm_core::distributions::{plummer, uniform_cube};
+use fmm_core::kernels::*;
+use fmm_core::{direct_cpu, fmm_cpu, fmm_cuda, Error, FmmOptions, Kernel, Particles};
+use fmm_tests::rel_l2;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn gpu() -> &'static Gpu {
+    Gpu::shared().expect("these tests need a CUDA GPU")
+}
+
+/// Sources and targets of kernel `K` with random strengths (and target
+/// vectors), core radii `sigma`.
+fn set<K: Kernel>(
+    pos: &[[f64; 3]],
+    tpos: &[[f64; 3]],
+    sigma: f64,
+    seed: u64,
+) -> (Particles<f64>, Particles<f64>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut fill = |p: &mut Particles<f64>, fields: &[fmm_core::fmm_codegen::kernel::Field]| {
+        let n = p.len();
+        for f in fields {
+            if f.name == "sigma" {
+                p.set("sigma", &vec![sigma; n]).unwrap();
+            } else if f.shape.slots() == 1 {
+                let v: Vec<f64> = (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect();
+                p.set(&f.name, &v).unwrap();
+            } else {
+                let v: Vec<[f64; 3]> = (0..n)
+                    .map(|_| [0, 1, 2].map(|_| rng.gen_range(-1.0..1.0)))
+                    .collect();
+                p.set_vec3(&f.name, &v).unwrap();
+            }
+        }
+    };
+    let mut s = Particles::sources::<K>(pos).unwrap();
+    fill(&mut s, &K::def().sources);
+    let mut t = Particles::targets::<K>(tpos).unwrap();
+    fill(&mut t, &K::def().targets);
+    (t, s)
+}
+
+/// GPU against CPU FMM in f64, and both against the direct sum.
+fn against_cpu<K: Kernel>(params: &[f64], what: &str, pos: &[[f64; 3]], tpos: &[[f64; 3]]) {
+    let (t, s) = set::<K>(pos, tpos, 1e-3, 5);
+    let opts = FmmOptions {
+        p: 8,
+        theta: 0.5,
+        ncrit: 32,
+    };
+    let (cpu, cs) = fmm_cpu::<K, f64>(params, &t, &s, &opts).unwrap();
+    let (got, gs) =
+        fmm_cuda::<K, f64>(gpu(), params, &t, &s, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let exact = direct_cpu::<K, f64>(params, &t, &s).unwrap();
+    let (g, c, x) = (
+        got.slots().concat(),
+        cpu.slots().concat(),
+        exact.slots().concat(),
+    );
+    let (vs_cpu, vs_direct, cpu_direct) = (rel_l2(&g, &c), rel_l2(&g, &x), rel_l2(&c, &x));
+    println!(
+        "{:22} {what:10} N = {:6}: GPU vs CPU FMM {vs_cpu:.2e}, GPU vs direct {vs_direct:.2e} (CPU {cpu_direct:.2e}); {} M2L, {} P2P",
+        K::def().name,
+        pos.len(),
+        gs.m2l,
+        gs.p2p
+    );
+    assert_eq!((gs.m2l, gs.p2p), (cs.m2l, cs.p2p), "{what}: the same lists");
+    assert!(gs.m2l > 0, "{what}: the far field was used");
+    assert!(vs_cpu < 1e-12, "{what}: GPU against CPU {vs_cpu:e}");
+    assert!(vs_direct < 1e-4, "{what}: GPU against direct {vs_direct:e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_gpu_fmm_is_the_cpu_fmm_in_f64_for_every_far_field() {
+    let cube = uniform_cube(20000, 1);
+    let other = uniform_cube(7000, 2);
+    let pl = plummer(20000, 3).0;
+    against_cpu::<Gravity>(&[0.0], "cube", &cube, &cube);
+    against_cpu::<Gravity>(&[0.0], "plummer", &pl, &pl);
+    against_cpu::<Gravity>(&[0.0], "apart", &cube, &other);
+    against_cpu::<Coulomb>(&[], "cube", &cube, &cube);
+    against_cpu::<BiotSavart>(&[], "cube", &cube, &cube);
+    against_cpu::<BiotSavart>(&[], "plummer", &pl, &pl);
+    against_cpu::<Stretching>(&[], "cube", &cube, &cube);
+    against_cpu::<VelocityStretching>(&[], "cube", &cube, &cube);
+    against_cpu::<HuBiotSavart>(&[1e-3], "cube", &cube, &cube);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_on_the_gpu_meets_the_direct_sum_and_the_error_falls_with_p() {
+    let pos: Vec<[f64; 3]> = uniform_cube(100_000, 9)
+        .iter()
+        .map(|x| x.map(|c| c as f32 as f64))
+        .collect();
+    let pos32: Vec<[f32; 3]> = pos.iter().map(|x| x.map(|c| c as f32)).collect();
+    let m: Vec<f32> = (0..pos.len()).map(|i| 1.0 + (i % 7) as f32 / 8.0).collect();
+    let m64: Vec<f64> = m.iter().map(|&x| x as f64).collect();
+    let mut s = Particles::sources::<Gravity>(&pos).unwrap();
+    s.set("m", &m64).unwrap();
+    let t = Particles::targets::<Gravity>(&pos).unwrap();
+    let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
+    let mut s32 = Particles::sources::<Gravity>(&pos32).unwrap();
+    s32.set("m", &m).unwrap();
+    let t32 = Particles::targets::<Gravity>(&pos32).unwrap();
+    let mut last = f64::INFINITY;
+    for p in [3, 6, 10] {
+        let opts = FmmOptions {
+            p,
+            theta: 0.5,
+            ncrit: 64,
+        };
+        let (got, _) = fmm_cuda::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, &opts).unwrap();
+        let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
+        let e = rel_l2(&got, &exact.slots().concat());
+        println!("f32 gravity N = 1e5, p = {p:2}: relative L2 error {e:.2e}");
+        assert!(e < last, "the error falls with p: {e:e} after {last:e}");
+        last = e;
+    }
+    assert!(last < 1e-5, "f32 at p = 10: {last:e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_options_and_small_inputs_on_the_gpu() {
+    let pos = uniform_cube(500, 4);
+    let (t, s) = set::<Gravity>(&pos, &pos, 0.0, 1);
+    let high = FmmOptions {
+        p: fmm_core::fmm::MAX_GPU_ORDER + 1,
+        ..FmmOptions::default()
+    };
+    let e = fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &t, &s, &high).unwrap_err();
+    assert!(matches!(e, Error::BadOption(_)), "{e}");
+    assert!(e.to_string().contains("orders up to"), "{e}");
+    // One particle, and one source with many targets: exact.
+    for (np, nt) in [(1, 1), (1, 300), (2, 2)] {
+        let (t, s) = set::<Gravity>(&pos[..nt], &pos[..np], 0.0, 2);
+        let (got, _) =
+            fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &t, &s, &FmmOptions::default()).unwrap();
+        let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
+        let e = rel_l2(&got.slots().concat(), &exact.slots().concat());
+        assert!(e < 1e-14, "{np} sources, {nt} targets: {e:e}");
+    }
+    let empty = Particles::<f64>::targets::<Gravity>(&[]).unwrap();
+    let (got, _) =
+        fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &empty, &s, &FmmOptions::default()).unwrap();
+    assert_eq!(got.len(), 0);
+}
