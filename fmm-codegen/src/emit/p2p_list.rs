@@ -21,8 +21,8 @@
 //! the outputs (tree order); `accumulate`; `counts` (one 64-bit integer to
 //! which the kernel adds its interactions).
 
-use super::cuda::{slots, target_prologue, CudaSyntax, Tile, PRECISIONS};
-use super::walk::{count, flush_leaves, indent};
+use super::cuda::{slots, target_prologue, CudaSyntax, Tile};
+use super::walk::{count, entry_points, flush_leaves, indent, store_outputs};
 use super::Schedule;
 use crate::kernel::KernelDef;
 
@@ -146,36 +146,15 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         "            // `sums` and the leaf lists are reused by the next chunk.\n",
         "            __syncthreads();\n",
         "        }\n",
-        "        if (active) {\n",
     ));
-    for (k, s) in slots(&def.outputs, "o").iter().enumerate() {
-        o.push_str(&format!(
-            "            {s}[i] = accumulate ? {s}[i] + total_{k} : total_{k};\n"
-        ));
-    }
-    o.push_str("        }\n");
+    o.push_str(&store_outputs(def));
     o.push_str("    }\n");
     o.push_str("}\n");
-
-    let pass = args
-        .iter()
-        .map(|a| a.1.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    for (prec, ty) in PRECISIONS {
-        let decl = args
-            .iter()
-            .map(|a| {
-                a.0.replace("const T*", &format!("const {ty}*"))
-                    .replace("const T ", &format!("const {ty} "))
-                    .replace("T* ", &format!("{ty}* "))
-            })
-            .collect::<Vec<_>>()
-            .join(",\n    ");
-        o.push_str(&format!(
-            "\nextern \"C\" __global__ void __launch_bounds__({P2P_BLOCK}) {}(\n    {decl})\n{{\n    {sym}_p2p_list<{ty}>({pass});\n}}\n",
-            p2p_list_entry_name(def, prec)
-        ));
-    }
+    o.push_str(&entry_points(
+        &args,
+        P2P_BLOCK,
+        &format!("{sym}_p2p_list"),
+        |prec| p2p_list_entry_name(def, prec),
+    ));
     o
 }

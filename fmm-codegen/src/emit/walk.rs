@@ -300,22 +300,46 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     o.push_str("            const int n_near = s_near, n_near_src = s_near_src;\n");
     o.push_str(&indent(&flush_near, "    "));
     o.push_str("        }\n");
-    o.push_str("        if (active) {\n");
+    o.push_str(&store_outputs(def));
+    o.push_str("        __syncthreads();\n");
+    o.push_str("    }\n");
+    o.push_str("}\n");
+    o.push_str(&entry_points(
+        &args,
+        WALK_BLOCK,
+        &format!("{sym}_walk"),
+        |prec| walk_entry_name(def, prec),
+    ));
+    o
+}
+
+/// Each active thread's totals into the outputs (added with `accumulate`).
+pub(super) fn store_outputs(def: &KernelDef) -> String {
+    let mut o = String::from("        if (active) {\n");
     for (k, s) in slots(&def.outputs, "o").iter().enumerate() {
         o.push_str(&format!(
             "            {s}[i] = accumulate ? {s}[i] + total_{k} : total_{k};\n"
         ));
     }
     o.push_str("        }\n");
-    o.push_str("        __syncthreads();\n");
-    o.push_str("    }\n");
-    o.push_str("}\n");
+    o
+}
 
+/// The `extern "C"` entry points of template `template` for each
+/// precision, with the arguments `args` (declaration with `T`, name) and
+/// `block` threads at most.
+pub(super) fn entry_points(
+    args: &[(String, String)],
+    block: u32,
+    template: &str,
+    name: impl Fn(&str) -> String,
+) -> String {
     let pass = args
         .iter()
         .map(|a| a.1.as_str())
         .collect::<Vec<_>>()
         .join(", ");
+    let mut o = String::new();
     for (prec, ty) in PRECISIONS {
         let decl = args
             .iter()
@@ -327,8 +351,8 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
             .collect::<Vec<_>>()
             .join(",\n    ");
         o.push_str(&format!(
-            "\nextern \"C\" __global__ void __launch_bounds__({WALK_BLOCK}) {}(\n    {decl})\n{{\n    {sym}_walk<{ty}>({pass});\n}}\n",
-            walk_entry_name(def, prec)
+            "\nextern \"C\" __global__ void __launch_bounds__({block}) {}(\n    {decl})\n{{\n    {template}<{ty}>({pass});\n}}\n",
+            name(prec)
         ));
     }
     o

@@ -16,9 +16,7 @@
 
 use std::time::Instant;
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 use super::cpu::{check_options, far_terms};
@@ -30,7 +28,7 @@ use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::particles::Particles;
 use crate::real::Real;
-use crate::tree::device_build::DeviceOctree;
+use crate::tree::device_build::{alloc, cuda_err, download, upload, zeros, DeviceOctree};
 use crate::tree::gpu::same_points;
 use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
 use fmm_codegen::kernel::Term;
@@ -58,48 +56,6 @@ fn m2l_shared() -> usize {
 
 /// Threads per block of the one-thread-per-item operators.
 const BLOCK: u32 = 128;
-
-fn cuda_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Cuda(format!("{what}: {e}"))
-}
-
-fn alloc<T: DeviceRepr>(s: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
-    // SAFETY: every use below writes an element before a kernel reads it.
-    unsafe { s.alloc::<T>(len.max(1)) }.map_err(cuda_err("allocating device memory"))
-}
-
-fn zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-    s: &Arc<CudaStream>,
-    len: usize,
-) -> Result<CudaSlice<T>, Error> {
-    s.alloc_zeros::<T>(len.max(1))
-        .map_err(cuda_err("allocating device memory"))
-}
-
-/// Uploads `v` (one element at least: CUDA refuses empty allocations).
-fn upload<T: DeviceRepr + Default + Clone>(
-    s: &Arc<CudaStream>,
-    v: &[T],
-) -> Result<CudaSlice<T>, Error> {
-    if v.is_empty() {
-        return s
-            .clone_htod(&[T::default()])
-            .map_err(cuda_err("copy to the device"));
-    }
-    s.clone_htod(v).map_err(cuda_err("copy to the device"))
-}
-
-fn download<T: DeviceRepr + Default + Clone>(
-    s: &Arc<CudaStream>,
-    v: &CudaSlice<T>,
-    n: usize,
-) -> Result<Vec<T>, Error> {
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    s.clone_dtoh(&v.slice(0..n))
-        .map_err(cuda_err("copy from the device"))
-}
 
 fn grid(n: usize) -> LaunchConfig {
     LaunchConfig {

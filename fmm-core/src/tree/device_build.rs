@@ -100,18 +100,18 @@ const KEY_BITS: usize = 3 * MAX_LEVEL as usize;
 /// Most blocks of the first bounding-box pass.
 const BBOX_BLOCKS: usize = 1024;
 
-fn cuda_err(what: &'static str) -> impl Fn(DriverError) -> Error {
+pub(crate) fn cuda_err(what: &'static str) -> impl Fn(DriverError) -> Error {
     move |e| Error::Cuda(format!("{what}: {e}"))
 }
 
 /// At least one element (CUDA refuses empty allocations), uninitialised.
-fn alloc<T: DeviceRepr>(s: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+pub(crate) fn alloc<T: DeviceRepr>(s: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
     // SAFETY: every use below writes an element before any kernel reads it,
     // or reads only the elements it was told hold data.
     unsafe { s.alloc::<T>(len.max(1)) }.map_err(cuda_err("allocating device memory"))
 }
 
-fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
     s: &Arc<CudaStream>,
     len: usize,
 ) -> Result<CudaSlice<T>, Error> {
@@ -119,13 +119,20 @@ fn zeros<T: DeviceRepr + ValidAsZeroBits>(
         .map_err(cuda_err("allocating device memory"))
 }
 
-fn upload<T: DeviceRepr>(s: &Arc<CudaStream>, v: &[T]) -> Result<CudaSlice<T>, Error> {
+/// `v` on the device (one default element when empty: CUDA refuses empty
+/// allocations).
+pub(crate) fn upload<T: DeviceRepr + Default + Clone>(
+    s: &Arc<CudaStream>,
+    v: &[T],
+) -> Result<CudaSlice<T>, Error> {
+    let one = [T::default()];
+    let v = if v.is_empty() { &one[..] } else { v };
     s.clone_htod(v).map_err(cuda_err("copy to the device"))
 }
 
 /// The first `n` elements on the host (none for `n = 0`, without touching
 /// the device).
-fn download<T: DeviceRepr + Default + Clone>(
+pub(crate) fn download<T: DeviceRepr + Default + Clone>(
     s: &Arc<CudaStream>,
     v: &CudaSlice<T>,
     n: usize,
