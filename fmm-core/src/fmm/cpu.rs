@@ -59,6 +59,21 @@ pub(crate) fn far_terms<K: Kernel>() -> Result<(Vec<usize>, Vec<FarTerm>), Error
     ))
 }
 
+/// What both FMMs check and read first: the parameters in `R` (inputs
+/// checked), the options, and the far field's strength slots and terms.
+#[allow(clippy::type_complexity)] // a one-off tuple of three named parts
+pub(crate) fn start<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &FmmOptions,
+) -> Result<(Vec<R>, Vec<usize>, Vec<FarTerm>), Error> {
+    let p = crate::direct::check_inputs::<K, R>(params, targets, sources)?;
+    check_options(opts)?;
+    let (strength, terms) = far_terms::<K>()?;
+    Ok((p, strength, terms))
+}
+
 /// Cells of a tree by level, shallowest first.
 fn levels(tree: &Octree) -> Vec<Vec<usize>> {
     let mut by: Vec<Vec<usize>> = Vec::new();
@@ -93,9 +108,7 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
     opts: &FmmOptions,
 ) -> Result<(Outputs<R>, FmmStats), Error> {
     let def = K::def();
-    let p = crate::direct::check_inputs::<K, R>(params, targets, sources)?;
-    check_options(opts)?;
-    let (strength, terms) = far_terms::<K>()?;
+    let (p, strength, terms) = start::<K, R>(params, targets, sources, opts)?;
     let no = def.n_outputs();
     let mut stats = FmmStats::default();
     if targets.is_empty() || sources.is_empty() || no == 0 {

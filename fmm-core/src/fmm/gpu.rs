@@ -19,7 +19,7 @@ use std::time::Instant;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
-use super::cpu::{check_options, far_terms};
+use super::cpu::start;
 use super::harmonics::ncoef;
 use super::{FmmOptions, FmmStats};
 use crate::cuda::Gpu;
@@ -28,7 +28,7 @@ use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::particles::Particles;
 use crate::real::Real;
-use crate::tree::device_build::{alloc, cuda_err, download, upload, zeros, DeviceOctree};
+use crate::tree::device_build::{alloc, cuda_err, download, launch, upload, zeros, DeviceOctree};
 use crate::tree::gpu::same_points;
 use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
 use fmm_codegen::kernel::Term;
@@ -63,20 +63,6 @@ fn grid(n: usize) -> LaunchConfig {
         block_dim: (BLOCK, 1, 1),
         shared_mem_bytes: 0,
     }
-}
-
-/// Launches `f` with the arguments in order (scalars must be places).
-macro_rules! launch {
-    ($s:expr, $f:expr, $cfg:expr, $what:literal; $($arg:expr),* $(,)?) => {{
-        let mut b = $s.launch_builder(&$f);
-        $( b.arg($arg); )*
-        // SAFETY: the arguments follow the entry point's signature in
-        // ops.cu, and every array is at least as long as the counts
-        // passed with it say.
-        unsafe { b.launch($cfg) }
-            .map(|_| ())
-            .map_err(cuda_err(concat!("launching ", $what)))
-    }};
 }
 
 /// The entry points of the operators for one order and precision.
@@ -449,15 +435,13 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
     opts: &FmmOptions,
 ) -> Result<(Outputs<R>, FmmStats), Error> {
     let def = K::def();
-    let pv = crate::direct::check_inputs::<K, R>(params, targets, sources)?;
-    check_options(opts)?;
+    let (pv, strength, terms) = start::<K, R>(params, targets, sources, opts)?;
     if opts.p > MAX_GPU_ORDER {
         return Err(Error::BadOption(format!(
             "the GPU FMM takes orders up to {MAX_GPU_ORDER}, not {} (use the CPU for higher orders)",
             opts.p
         )));
     }
-    let (strength, terms) = far_terms::<K>()?;
     let table = TermTable::of(def, &terms)?;
     let no = def.n_outputs();
     let mut stats = FmmStats::default();

@@ -159,14 +159,15 @@ macro_rules! launch {
     ($s:expr, $f:expr, $cfg:expr, $what:literal; $($arg:expr),* $(,)?) => {{
         let mut b = $s.launch_builder(&$f);
         $( b.arg($arg); )*
-        // SAFETY: the arguments follow the entry point's signature in
-        // build.cu, and every array is at least as long as the counts
-        // passed with it say.
+        // SAFETY: the arguments follow the entry point's signature in its
+        // CUDA source (build.cu, or the FMM's ops.cu), and every array is
+        // at least as long as the counts passed with it say.
         unsafe { b.launch($cfg) }
             .map(|_| ())
-            .map_err(cuda_err(concat!("launching ", $what)))
+            .map_err($crate::tree::device_build::cuda_err(concat!("launching ", $what)))
     }};
 }
+pub(crate) use launch;
 
 /// The entry points, loaded once per build.
 struct Kernels {
