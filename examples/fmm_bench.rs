@@ -213,13 +213,18 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.method == Method::Fmm {
         for (stage, t) in [
+            ("uploads", s.upload_seconds),
             ("trees", s.tree_seconds),
             ("P2M and M2M", s.upward_seconds),
             ("traversal", s.traversal_seconds),
             ("M2L", s.m2l_seconds),
             ("L2L and L2P", s.downward_seconds),
             ("P2P", s.p2p_seconds),
+            ("downloads", s.download_seconds),
         ] {
+            if stage.ends_with("loads") && args.backend != Backend::Cuda {
+                continue;
+            }
             println!("  {stage:<20}{t:.4} s");
         }
         println!(
@@ -240,8 +245,8 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
-             \"backend\": \"{:?}\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
-             \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"m2l\": {}, \"p2p\": {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
+             \"backend\": \"{:?}\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"upload_seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
+             \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"download_seconds\": {}, \"m2l\": {}, \"p2p\": {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
             report.n,
             args.dist,
             args.backend,
@@ -249,12 +254,14 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             report.achieved.as_ref().map_or(args.theta, |a| a.options.theta),
             args.ncrit,
             report.seconds,
+            s.upload_seconds,
             s.tree_seconds,
             s.upward_seconds,
             s.traversal_seconds,
             s.m2l_seconds,
             s.downward_seconds,
             s.p2p_seconds,
+            s.download_seconds,
             s.m2l,
             s.p2p,
             report.error.map_or("null".to_string(), |e| e.to_string()),

@@ -360,9 +360,11 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn staged_copies_round_trip() {
-    // Staged (long, equal lengths), plain (short) and mixed lengths.
+    // Staged (long, equal lengths; several staging pieces with a ragged
+    // end), plain (short) and mixed lengths.
     for lens in [
         vec![1 << 20, 1 << 20, 1 << 20],
+        vec![(5 << 20) + 3, (5 << 20) + 3],
         vec![1000, 1000],
         vec![(1 << 19) + 7, 5],
     ] {
@@ -385,4 +387,10 @@ fn staged_copies_round_trip() {
             assert_eq!(a.as_slice(), &h[..n]);
         }
     }
+    let host: Vec<f64> = (0..(3 << 20) + 11).map(|i| i as f64 / 3.0).collect();
+    let dev = gpu().upload_many(&[host.as_slice()]).unwrap();
+    assert_eq!(
+        gpu().download_many(&[&dev[0]], host.len()).unwrap()[0],
+        host
+    );
 }

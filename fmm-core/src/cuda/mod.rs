@@ -74,6 +74,8 @@ pub struct Gpu {
     modules: Mutex<HashMap<String, (Arc<CudaModule>, ModuleReport)>>,
     /// Launch shape per (kernel, precision, log2 of the target count).
     shapes: Mutex<HashMap<ShapeKey, (u32, u32)>>,
+    /// Page-locked buffers for long copies ([`transfer`]).
+    staging: transfer::StagingSlot,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -162,6 +164,7 @@ impl Gpu {
             cache: ModuleCache::from_env(),
             modules: Mutex::new(HashMap::new()),
             shapes: Mutex::new(HashMap::new()),
+            staging: Mutex::new(None),
         })
     }
 

@@ -1,55 +1,201 @@
 //! Copies of large particle arrays between the host and the GPU.
+//!
+//! Long arrays go through two page-locked staging buffers that the [`Gpu`]
+//! keeps from one call to the next: the host copies a piece into one
+//! buffer (on every core) while the device copies the other's piece by
+//! DMA. A plain copy from pageable memory makes the driver stage it
+//! through its own small buffers on one thread (about 4 GB/s on the H100
+//! test host); page-locking the arrays themselves, or fresh staging
+//! buffers per call, cost more than they saved (31 to 97 ms at 10^7
+//! particles, measured 2026-11-22). Kept buffers cost their allocation
+//! once. `FMM_STAGING=off` turns them off, to compare.
 
-use cudarc::driver::CudaSlice;
+use std::sync::Mutex;
+
+use cudarc::driver::{result, CudaEvent, CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
 use rayon::prelude::*;
 
 use super::Gpu;
 use crate::error::Error;
 use crate::real::Real;
 
-/// Arrays from this long have their pages touched in parallel.
-const PREFAULT: usize = 1 << 18;
+/// Arrays from this many bytes go through the staging buffers (and, when
+/// staging is off, have their pages touched in parallel on download).
+const STAGED_BYTES: usize = 1 << 20;
 
-/// Elements per rayon task.
-const CHUNK: usize = 1 << 16;
+/// Bytes of each of the two staging buffers.
+const PIECE: usize = 8 << 20;
+
+/// Bytes per rayon task of the host-side copies.
+const TASK: usize = 256 << 10;
 
 fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
     move |e| Error::Cuda(format!("{what}: {e}"))
 }
 
+/// The two page-locked buffers, and for each the event after the last
+/// device copy that used it.
+pub(crate) struct Staging {
+    buffers: [PinnedHostSlice<u8>; 2],
+    done: [Option<CudaEvent>; 2],
+}
+
+/// The staging buffers of one GPU, made on first use.
+pub(crate) type StagingSlot = Mutex<Option<Staging>>;
+
+fn staging_on() -> bool {
+    !matches!(std::env::var("FMM_STAGING").as_deref(), Ok("off" | "0"))
+}
+
+fn bytes_of<R: Real>(a: &[R]) -> &[u8] {
+    // SAFETY: R is f32 or f64, plain bytes with no padding.
+    unsafe { std::slice::from_raw_parts(a.as_ptr().cast(), std::mem::size_of_val(a)) }
+}
+
+fn bytes_of_mut<R: Real>(a: &mut [R]) -> &mut [u8] {
+    // SAFETY: as bytes_of; every byte pattern is a valid f32 or f64.
+    unsafe { std::slice::from_raw_parts_mut(a.as_mut_ptr().cast(), std::mem::size_of_val(a)) }
+}
+
+/// `dst.copy_from_slice(src)` on every core.
+fn par_copy(dst: &mut [u8], src: &[u8]) {
+    dst.par_chunks_mut(TASK)
+        .zip(src.par_chunks(TASK))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
 impl Gpu {
-    /// Copies host arrays to new device arrays. (Plain copies: staging
-    /// them measured slower, 85 against 56 ms for both trees of 10^7
-    /// particles, the page-locked allocations costing more than they save.)
+    /// The staging buffers, made if this is the first staged copy.
+    fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>, Error> {
+        let mut slot = self
+            .staging
+            .lock()
+            .map_err(|_| Error::Cuda("the staging buffers' lock is poisoned".into()))?;
+        if slot.is_none() {
+            // Not write-combined: the host reads them back on download.
+            let make = || {
+                // SAFETY: the buffers are written before they are read.
+                unsafe { self.ctx.alloc_pinned_with_flags::<u8>(PIECE, 0) }
+                    .map_err(err("allocating page-locked staging buffers"))
+            };
+            *slot = Some(Staging {
+                buffers: [make()?, make()?],
+                done: [None, None],
+            });
+        }
+        Ok(slot)
+    }
+
+    /// Copies host arrays to new device arrays.
     pub fn upload_many<R: Real>(&self, arrays: &[&[R]]) -> Result<Vec<CudaSlice<R>>, Error> {
         let s = self.stream();
         arrays
             .iter()
-            .map(|a| s.clone_htod(*a).map_err(err("copy to the device")))
+            .map(|a| {
+                if !staging_on() || std::mem::size_of_val(*a) < STAGED_BYTES {
+                    return s.clone_htod(*a).map_err(err("copy to the device"));
+                }
+                // SAFETY: every element is written by the copies below.
+                let mut d = unsafe { s.alloc::<R>(a.len()) }.map_err(err("device allocation"))?;
+                self.staged_htod(bytes_of(a), &mut d)?;
+                Ok(d)
+            })
             .collect()
     }
 
+    fn staged_htod<R: Real>(&self, src: &[u8], dst: &mut CudaSlice<R>) -> Result<(), Error> {
+        let s = self.stream();
+        let mut guard = self.staging()?;
+        let st = guard.as_mut().expect("made above");
+        let (base, _write) = dst.device_ptr_mut(s);
+        for (k, piece) in src.chunks(PIECE).enumerate() {
+            let b = k % 2;
+            if let Some(e) = st.done[b].take() {
+                e.synchronize().map_err(err("waiting for a staged copy"))?;
+            }
+            let buf = &mut st.buffers[b]
+                .as_mut_slice()
+                .map_err(err("staging buffer"))?[..piece.len()];
+            par_copy(buf, piece);
+            // SAFETY: the destination holds `src.len()` bytes from `base`;
+            // the buffer is page-locked and not written again before the
+            // event recorded after this copy has completed.
+            unsafe { result::memcpy_htod_async(base + (k * PIECE) as u64, &*buf, s.cu_stream()) }
+                .map_err(err("copy to the device"))?;
+            st.done[b] = Some(s.record_event(None).map_err(err("recording an event"))?);
+        }
+        Ok(())
+    }
+
     /// Copies the first `len` elements of each device array to new host
-    /// vectors. The vectors' pages are touched on every core first: a copy
-    /// into fresh pageable memory otherwise faults its pages in one by one
-    /// inside the driver (about 1.3 GB/s on the H100 test host).
+    /// vectors.
     pub fn download_many<R: Real>(
         &self,
         arrays: &[&CudaSlice<R>],
         len: usize,
     ) -> Result<Vec<Vec<R>>, Error> {
         let s = self.stream();
+        let staged = staging_on() && len * std::mem::size_of::<R>() >= STAGED_BYTES;
         arrays
             .iter()
             .map(|a| {
                 let mut v = vec![R::zero(); len];
-                if len >= PREFAULT {
-                    v.par_chunks_mut(CHUNK).for_each(|c| c.fill(R::zero()));
+                if staged {
+                    self.staged_dtoh(a, bytes_of_mut(&mut v))?;
+                    return Ok(v);
+                }
+                if len * std::mem::size_of::<R>() >= STAGED_BYTES {
+                    // A copy into fresh pageable memory faults its pages in
+                    // one by one inside the driver (about 1.3 GB/s on the
+                    // H100 test host): touch them on every core first.
+                    v.par_chunks_mut(TASK).for_each(|c| c.fill(R::zero()));
                 }
                 s.memcpy_dtoh(&a.slice(0..len), &mut v)
                     .map_err(err("copy from the device"))?;
                 Ok(v)
             })
             .collect()
+    }
+
+    /// The device copies run one piece ahead of the host's: piece k + 1
+    /// comes over while the host copies piece k out of the other buffer
+    /// (its fresh pages faulted in on every core, as a side effect).
+    fn staged_dtoh<R: Real>(&self, src: &CudaSlice<R>, dst: &mut [u8]) -> Result<(), Error> {
+        let s = self.stream();
+        let mut guard = self.staging()?;
+        let st = guard.as_mut().expect("made above");
+        let (base, _read) = src.device_ptr(s);
+        let pieces: Vec<&mut [u8]> = dst.chunks_mut(PIECE).collect();
+        let lens: Vec<usize> = pieces.iter().map(|p| p.len()).collect();
+        let fetch = |st: &mut Staging, k: usize| -> Result<(), Error> {
+            let b = k % 2;
+            let buf = &mut st.buffers[b]
+                .as_mut_slice()
+                .map_err(err("staging buffer"))?[..lens[k]];
+            // SAFETY: the source holds the bytes from `base`; the buffer is
+            // page-locked and read only after the event below.
+            unsafe { result::memcpy_dtoh_async(buf, base + (k * PIECE) as u64, s.cu_stream()) }
+                .map_err(err("copy from the device"))?;
+            st.done[b] = Some(s.record_event(None).map_err(err("recording an event"))?);
+            Ok(())
+        };
+        if !pieces.is_empty() {
+            fetch(st, 0)?;
+        }
+        let n = pieces.len();
+        for (k, piece) in pieces.into_iter().enumerate() {
+            if k + 1 < n {
+                // Buffer (k + 1) % 2 was last read by the host at piece
+                // k - 1, already done: no wait for it.
+                fetch(st, k + 1)?;
+            }
+            let b = k % 2;
+            if let Some(e) = st.done[b].take() {
+                e.synchronize().map_err(err("waiting for a staged copy"))?;
+            }
+            let buf = &st.buffers[b].as_slice().map_err(err("staging buffer"))?[..piece.len()];
+            par_copy(piece, buf);
+        }
+        Ok(())
     }
 }

@@ -69,7 +69,8 @@ fn grid(n: usize) -> LaunchConfig {
 struct Ops {
     parents: CudaFunction,
     leaf_of: CudaFunction,
-    cell_radius: CudaFunction,
+    cell_radius2: CudaFunction,
+    sqrt_radius: CudaFunction,
     traverse: CudaFunction,
     scan: CudaFunction,
     groups: CudaFunction,
@@ -90,7 +91,8 @@ impl Ops {
         Ok(Ops {
             parents: f("fmm_parents")?,
             leaf_of: f("fmm_leaf_of")?,
-            cell_radius: r("fmm_cell_radius")?,
+            cell_radius2: r("fmm_cell_radius2")?,
+            sqrt_radius: f("fmm_sqrt_radius")?,
             traverse: f("fmm_traverse")?,
             scan: f("fmm_scan")?,
             groups: f("fmm_groups")?,
@@ -231,14 +233,10 @@ fn tree_order<R: Real>(
     v.iter().map(|x| tree.gather(gpu, x)).collect()
 }
 
-/// The field slots of `p` on the device in the order of `tree`.
-fn slots_in_tree_order<R: Real>(
-    gpu: &Gpu,
-    tree: &DeviceOctree<R>,
-    p: &Particles<R>,
-) -> Result<Vec<CudaSlice<R>>, Error> {
+/// The field slots of `p` on the device (input order).
+fn upload_slots<R: Real>(gpu: &Gpu, p: &Particles<R>) -> Result<Vec<CudaSlice<R>>, Error> {
     let host: Vec<&[R]> = p.slots().iter().map(|v| v.as_slice()).collect();
-    tree_order(gpu, tree, &gpu.upload_many(&host)?)
+    gpu.upload_many(&host)
 }
 
 fn three<T>(v: Vec<T>) -> [T; 3] {
@@ -246,35 +244,42 @@ fn three<T>(v: Vec<T>) -> [T; 3] {
 }
 
 /// A tree on the device with what the FMM adds: the cells' radii (the
-/// farthest particle from the centre) and the positions in tree order.
+/// farthest particle from the centre), the positions in tree order, each
+/// cell's parent and each particle's leaf.
 struct FmmTree<R> {
     tree: DeviceOctree<R>,
     radius: CudaSlice<f64>,
     pos: [CudaSlice<R>; 3],
+    parent: CudaSlice<i32>,
+    leaf_of: CudaSlice<i32>,
 }
 
 impl<R: Real> FmmTree<R> {
-    fn build(gpu: &Gpu, ops: &Ops, p: &Particles<R>, ncrit: usize) -> Result<Self, Error> {
+    /// The tree of positions already on the device (input order).
+    fn build(gpu: &Gpu, ops: &Ops, pos: &[CudaSlice<R>], ncrit: usize) -> Result<Self, Error> {
         let s = gpu.stream();
-        let pos = three(gpu.upload_many(&p.positions())?);
         let tree = DeviceOctree::build(gpu, [&pos[0], &pos[1], &pos[2]], ncrit)?;
-        let sorted = three(tree_order(gpu, &tree, &pos)?);
-        drop(pos);
-        let nc = tree.n_cells;
-        let nci = nc as i32;
-        let mut radius = alloc::<f64>(s, nc)?;
-        let cfg = LaunchConfig {
-            grid_dim: (nc.clamp(1, 1 << 16) as u32, 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        launch!(s, ops.cell_radius, cfg, "fmm_cell_radius";
-            &nci, &tree.begin, &tree.end, &tree.center[0], &tree.center[1], &tree.center[2],
+        let sorted = three(tree_order(gpu, &tree, pos)?);
+        let (nc, n) = (tree.n_cells, tree.n);
+        let (nci, ni) = (nc as i32, n as i32);
+        let mut parent = alloc::<i32>(s, nc)?;
+        launch!(s, ops.parents, grid(nc), "fmm_parents";
+            &nci, &tree.more, &tree.next, &tree.n_children, &mut parent)?;
+        let mut leaf_of = alloc::<i32>(s, n)?;
+        launch!(s, ops.leaf_of, grid(nc), "fmm_leaf_of";
+            &nci, &tree.n_children, &tree.begin, &tree.end, &mut leaf_of)?;
+        // Squared radii as bits by atomicMax from zero, then the roots.
+        let mut radius = zeros::<f64>(s, nc)?;
+        launch!(s, ops.cell_radius2, grid(n), "fmm_cell_radius2";
+            &ni, &leaf_of, &parent, &tree.center[0], &tree.center[1], &tree.center[2],
             &sorted[0], &sorted[1], &sorted[2], &mut radius)?;
+        launch!(s, ops.sqrt_radius, grid(nc), "fmm_sqrt_radius"; &nci, &mut radius)?;
         Ok(FmmTree {
             tree,
             radius,
             pos: sorted,
+            parent,
+            leaf_of,
         })
     }
 
@@ -458,20 +463,37 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
     let s = gpu.stream();
     let sync = |what: &'static str| s.synchronize().map_err(cuda_err(what));
 
-    // Both trees, their cells' radii, the particles in tree order.
+    // The particles to the device.
     let t0 = Instant::now();
-    let st = FmmTree::build(gpu, &ops, sources, opts.ncrit)?;
-    let sslots = slots_in_tree_order(gpu, &st.tree, sources)?;
-    // Targets at the sources' points (forces on the particles themselves)
-    // have the sources' tree: built once.
-    let built;
-    let tt = if same_points(targets, sources) {
-        &st
+    let same = same_points(targets, sources);
+    let spos = gpu.upload_many(&sources.positions())?;
+    let sslots = upload_slots(gpu, sources)?;
+    let tpos = if same {
+        None
     } else {
-        built = FmmTree::build(gpu, &ops, targets, opts.ncrit)?;
-        &built
+        Some(gpu.upload_many(&targets.positions())?)
     };
-    let tslots = slots_in_tree_order(gpu, &tt.tree, targets)?;
+    let tslots = upload_slots(gpu, targets)?;
+    sync("copying the particles to the device")?;
+    stats.upload_seconds = t0.elapsed().as_secs_f64();
+
+    // Both trees, their cells' radii, the particles in tree order. Targets
+    // at the sources' points (forces on the particles themselves) have the
+    // sources' tree: built once.
+    let t0 = Instant::now();
+    let st = FmmTree::build(gpu, &ops, &spos, opts.ncrit)?;
+    drop(spos);
+    let sslots = tree_order(gpu, &st.tree, &sslots)?;
+    let built;
+    let tt = match &tpos {
+        None => &st,
+        Some(tpos) => {
+            built = FmmTree::build(gpu, &ops, tpos, opts.ncrit)?;
+            &built
+        }
+    };
+    drop(tpos);
+    let tslots = tree_order(gpu, &tt.tree, &tslots)?;
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
     stats.source_cells = snc;
     stats.target_cells = tnc;
@@ -555,19 +577,13 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
     let t4 = Instant::now();
     let mut far = alloc::<R>(s, no * m)?;
     {
-        let mut parent = alloc::<i32>(s, tnc)?;
-        launch!(s, ops.parents, grid(tnc), "fmm_parents";
-            &tnci, &tt.tree.more, &tt.tree.next, &tt.tree.n_children, &mut parent)?;
         for l in 1..tt.levels() {
             let (nl, cells) = tt.level(l);
             let nli = nl as i32;
             launch!(s, ops.l2l, grid(nl * nq), "fmm_l2l";
-                &nli, &cells, &parent, &tt.tree.center[0], &tt.tree.center[1],
+                &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
                 &tt.tree.center[2], &nqi, &mut local)?;
         }
-        let mut leaf_of = alloc::<i32>(s, m)?;
-        launch!(s, ops.leaf_of, grid(tnc), "fmm_leaf_of";
-            &tnci, &tt.tree.n_children, &tt.tree.begin, &tt.tree.end, &mut leaf_of)?;
         let d_term = upload(s, &table.kinds)?;
         let d_coef = upload(s, &table.coefficients)?;
         // A stretching term's target vector; any array where there is none
@@ -578,7 +594,7 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
         };
         let (mi, nti, noi) = (m as i32, terms.len() as i32, no as i32);
         launch!(s, ops.l2p, grid(m), "fmm_l2p";
-            &mi, &leaf_of, &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
+            &mi, &tt.leaf_of, &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
             &tt.pos[0], &tt.pos[1], &tt.pos[2], &nqi, &local, &nti, &d_term, &d_coef,
             a(0), a(1), a(2), &noi, &mut far)?;
     }
@@ -641,7 +657,10 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
         .iter()
         .map(|o| tt.tree.scatter(gpu, o))
         .collect::<Result<Vec<_>, _>>()?;
+    sync("the outputs to the caller's order")?;
+    let t6 = Instant::now();
     let slots = gpu.download_many(&back.iter().collect::<Vec<_>>(), m)?;
+    stats.download_seconds = t6.elapsed().as_secs_f64();
     Ok((Outputs::new(def.name.as_str(), &def.outputs, slots), stats))
 }
 

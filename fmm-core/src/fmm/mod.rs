@@ -61,6 +61,8 @@ pub struct FmmStats {
     pub m2l: u64,
     /// Particle-particle interactions of the near field.
     pub p2p: u64,
+    /// Seconds copying the particles to the device (GPU only).
+    pub upload_seconds: f64,
     /// Seconds building both trees.
     pub tree_seconds: f64,
     /// Seconds in P2M and M2M.
@@ -71,4 +73,6 @@ pub struct FmmStats {
     /// Seconds in L2L and L2P.
     pub downward_seconds: f64,
     pub p2p_seconds: f64,
+    /// Seconds copying the outputs to the host (GPU only).
+    pub download_seconds: f64,
 }

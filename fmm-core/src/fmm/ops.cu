@@ -110,33 +110,53 @@ extern "C" __global__ void fmm_leaf_of(const int n_cells, const int* __restrict_
     for (int i = begin[c]; i < end[c]; ++i) leaf[i] = c;
 }
 
-// The distance from each cell's centre to its farthest particle: one block
-// per cell, a strided loop over its particles and a block-wide maximum.
+// The distance from each cell's centre to its farthest particle, squared,
+// as the bits of a double (non-negative doubles order as their bits):
+// one thread per particle (tree order) climbs from its leaf to the root.
+// At each step the lanes of a warp that stand in the same cell take their
+// maximum by a segmented scan (particles are in tree order, so a cell's
+// lanes are neighbours) and the last of them writes it with one atomicMax.
+// One block per cell, the first form, left the root's block reading every
+// particle alone: about 20 ms at 10^7. `r2` starts at zero; fmm_sqrt_radius
+// finishes.
 template <typename T>
-__device__ void cell_radius(const int n_cells, const int* __restrict__ begin,
-                            const int* __restrict__ end, const double* __restrict__ cx,
-                            const double* __restrict__ cy, const double* __restrict__ cz,
-                            const T* __restrict__ x, const T* __restrict__ y,
-                            const T* __restrict__ z, double* __restrict__ radius)
+__device__ void cell_radius2(const int n, const int* __restrict__ leaf_of,
+                             const int* __restrict__ parent, const double* __restrict__ cx,
+                             const double* __restrict__ cy, const double* __restrict__ cz,
+                             const T* __restrict__ x, const T* __restrict__ y,
+                             const T* __restrict__ z, unsigned long long* __restrict__ r2)
 {
-    __shared__ double best[32];
-    for (int c = blockIdx.x; c < n_cells; c += gridDim.x) {
-        double r2 = 0.0;
-        const double ox = cx[c], oy = cy[c], oz = cz[c];
-        for (int i = begin[c] + threadIdx.x; i < end[c]; i += blockDim.x) {
-            const double dx = (double)x[i] - ox, dy = (double)y[i] - oy, dz = (double)z[i] - oz;
-            r2 = fmax(r2, dx * dx + dy * dy + dz * dz);
+    const unsigned all = 0xffffffffu;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = threadIdx.x & 31;
+    // Whole warps run the loop (the shuffles need every lane); lanes past
+    // the particles stand nowhere (-1).
+    int c = i < n ? leaf_of[i] : -1;
+    const double px = i < n ? (double)x[i] : 0.0, py = i < n ? (double)y[i] : 0.0,
+                 pz = i < n ? (double)z[i] : 0.0;
+    while (__any_sync(all, c >= 0)) {
+        double d2 = 0.0;
+        if (c >= 0) {
+            const double dx = px - cx[c], dy = py - cy[c], dz = pz - cz[c];
+            d2 = dx * dx + dy * dy + dz * dz;
         }
-        for (int d = 16; d > 0; d >>= 1) r2 = fmax(r2, __shfl_down_sync(0xffffffffu, r2, d));
-        if ((threadIdx.x & 31) == 0) best[threadIdx.x >> 5] = r2;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            double m = 0.0;
-            for (int w = 0; w < (int)(blockDim.x >> 5); ++w) m = fmax(m, best[w]);
-            radius[c] = sqrt(m);
+        for (int d = 1; d < 32; d <<= 1) {
+            const double o = __shfl_up_sync(all, d2, d);
+            const int oc = __shfl_up_sync(all, c, d);
+            if (lane >= d && oc == c) d2 = fmax(d2, o);
         }
-        __syncthreads();
+        const int after = __shfl_down_sync(all, c, 1);
+        if (c >= 0 && (lane == 31 || after != c))
+            atomicMax(r2 + c, (unsigned long long)__double_as_longlong(d2));
+        c = c >= 0 ? parent[c] : -1;
     }
+}
+
+// The radii from their squares' bits (fmm_cell_radius2), in place.
+extern "C" __global__ void fmm_sqrt_radius(const int n_cells, double* __restrict__ radius)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < n_cells) radius[c] = sqrt(radius[c]);
 }
 
 // P2M: one thread per (cell, expansion), for the leaves: the leaf's
@@ -470,13 +490,13 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
 }
 
 #define PRECISION(T, SUFFIX)                                                                      \
-    extern "C" __global__ void fmm_cell_radius_##SUFFIX(                                         \
-        const int n_cells, const int* __restrict__ begin, const int* __restrict__ end,            \
+    extern "C" __global__ void fmm_cell_radius2_##SUFFIX(                                        \
+        const int n, const int* __restrict__ leaf_of, const int* __restrict__ parent,             \
         const double* __restrict__ cx, const double* __restrict__ cy,                             \
         const double* __restrict__ cz, const T* __restrict__ x, const T* __restrict__ y,          \
-        const T* __restrict__ z, double* __restrict__ radius)                                     \
+        const T* __restrict__ z, unsigned long long* __restrict__ r2)                             \
     {                                                                                             \
-        cell_radius<T>(n_cells, begin, end, cx, cy, cz, x, y, z, radius);                         \
+        cell_radius2<T>(n, leaf_of, parent, cx, cy, cz, x, y, z, r2);                             \
     }                                                                                             \
     extern "C" __global__ void fmm_p2m_##SUFFIX(                                                 \
         const int n_cells, const int* __restrict__ n_children, const int* __restrict__ begin,    \
