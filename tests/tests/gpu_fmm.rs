@@ -115,8 +115,12 @@ fn f32_on_the_gpu_meets_the_direct_sum_and_the_error_falls_with_p() {
     let mut s32 = Particles::sources::<Gravity>(&pos32).unwrap();
     s32.set("m", &m).unwrap();
     let t32 = Particles::targets::<Gravity>(&pos32).unwrap();
+    let t64 = Particles::targets::<Gravity>(&pos).unwrap();
     let mut last = f64::INFINITY;
-    for p in [3, 6, 10] {
+    // Up to p 12 the M2L of f32 particles runs in float on normalised
+    // coefficients: it must be as accurate as the double M2L of the same
+    // expansions (the f64 run on the same points) but for float rounding.
+    for p in [3, 6, 10, 12] {
         let opts = FmmOptions {
             p,
             theta: 0.5,
@@ -125,9 +129,14 @@ fn f32_on_the_gpu_meets_the_direct_sum_and_the_error_falls_with_p() {
         let (got, _) = fmm_cuda::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, &opts).unwrap();
         let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
         let e = rel_l2(&got, &exact.slots().concat());
-        println!("f32 gravity N = 1e5, p = {p:2}: relative L2 error {e:.2e}");
-        assert!(e < last, "the error falls with p: {e:e} after {last:e}");
-        last = e;
+        let (got64, _) = fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &t64, &s, &opts).unwrap();
+        let e64 = rel_l2(&got64.slots().concat(), &exact.slots().concat());
+        println!("f32 gravity N = 1e5, p = {p:2}: relative L2 error {e:.2e} (f64: {e64:.2e})");
+        assert!(e < 1.5 * e64 + 5e-7, "p {p}: f32 {e:e} against f64 {e64:e}");
+        if p <= 10 {
+            assert!(e < last, "the error falls with p: {e:e} after {last:e}");
+            last = e;
+        }
     }
     assert!(last < 1e-5, "f32 at p = 10: {last:e}");
 }

@@ -54,6 +54,29 @@ fn m2l_shared() -> usize {
         .min(48 * 1024)
 }
 
+/// The highest order at which the M2L of f32 particles runs in float (its
+/// normalised harmonics of order p reach about (2p)! / (2^p p!), 3e11 at
+/// 12, and float carries 7 digits, what p 12 gives already).
+pub const MAX_F32_M2L_ORDER: usize = 12;
+
+/// The precision of the M2L's products: float for f32 particles up to
+/// [`MAX_F32_M2L_ORDER`], double otherwise. `FMM_GPU_M2L=f64` keeps f32
+/// particles on the double M2L, to compare.
+fn m2l_precision<R: Real>(p: usize) -> &'static str {
+    let forced = std::env::var("FMM_GPU_M2L").is_ok_and(|v| v == "f64");
+    if R::NAME == "f32" && p <= MAX_F32_M2L_ORDER && !forced {
+        "f32"
+    } else {
+        "f64"
+    }
+}
+
+/// The sources' multipoles as the M2L reads them (see `m2l` in `ops.cu`).
+enum Mfull {
+    F32(CudaSlice<f32>),
+    F64(CudaSlice<f64>),
+}
+
 /// Threads per block of the one-thread-per-item operators.
 const BLOCK: u32 = 128;
 
@@ -77,6 +100,7 @@ struct Ops {
     p2m: CudaFunction,
     m2m: CudaFunction,
     full_range: CudaFunction,
+    full_range_f32: CudaFunction,
     m2l: CudaFunction,
     l2l: CudaFunction,
     l2p: CudaFunction,
@@ -99,7 +123,8 @@ impl Ops {
             p2m: r("fmm_p2m")?,
             m2m: f("fmm_m2m")?,
             full_range: f("fmm_full_range")?,
-            m2l: f("fmm_m2l")?,
+            full_range_f32: f("fmm_full_range_f32")?,
+            m2l: f(&format!("fmm_m2l_{}", m2l_precision::<R>(p)))?,
             l2l: f("fmm_l2l")?,
             l2p: r("fmm_l2p")?,
         })
@@ -140,7 +165,7 @@ impl Ops {
     }
 }
 
-/// The M2L's tasks (see `fmm_m2l` in `ops.cu`): `(c, n_lo, n_hi, 0)`,
+/// The M2L's tasks (see `m2l` in `ops.cu`): `(c, n_lo, n_hi, 0)`,
 /// rows `n_lo..=n_hi` of the sum for local coefficient `c = idx(k, l)`,
 /// each about one row of the widest length `2p + 1` long, so the threads
 /// of a warp do about equal work; longer where `nq` expansions would
@@ -546,12 +571,25 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
     let mut local = zeros::<f64>(s, 2 * tnc * nq * nc)?;
     {
         let nf = (p + 1) * (p + 1);
-        let mut mfull = alloc::<f64>(s, 2 * snc * nq * nf)?;
         let n_exp = (snc * nq) as i32;
-        launch!(s, ops.full_range, grid(snc * nq * nf), "fmm_full_range";
-            &n_exp, &mult, &mut mfull)?;
+        // The multipoles in full range: in double, or in float divided by
+        // (cell size)^n (see `m2l` in ops.cu).
+        let f32_m2l = m2l_precision::<R>(p) == "f32";
+        let mfull = if f32_m2l {
+            let mut m = alloc::<f32>(s, 2 * snc * nq * nf)?;
+            launch!(s, ops.full_range_f32, grid(snc * nq * nf), "fmm_full_range_f32";
+                &n_exp, &nqi, &st.tree.half, &mult, &mut m)?;
+            Mfull::F32(m)
+        } else {
+            let mut m = alloc::<f64>(s, 2 * snc * nq * nf)?;
+            launch!(s, ops.full_range, grid(snc * nq * nf), "fmm_full_range";
+                &n_exp, &mult, &mut m)?;
+            Mfull::F64(m)
+        };
         drop(mult);
-        let per_source = (1 + nq) * nf * 16;
+        // Per source: harmonics and multipoles (complex E), the exponent.
+        let complex = if f32_m2l { 8 } else { 16 };
+        let per_source = (1 + nq) * nf * complex + 4;
         let sb = (m2l_shared() / per_source).clamp(1, 32);
         let tasks = m2l_tasks(p, nq);
         let flat: Vec<i32> = tasks.iter().flatten().copied().collect();
@@ -564,11 +602,19 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
             shared_mem_bytes: (sb * per_source) as u32,
         };
         let sbi = sb as i32;
-        launch!(s, ops.m2l, cfg, "fmm_m2l";
-            &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
-            &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
-            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
-            &nqi, &sbi, &n_tasks, &d_tasks, &mfull, &mut local)?;
+        macro_rules! m2l {
+            ($mfull:expr) => {
+                launch!(s, ops.m2l, cfg, "fmm_m2l";
+                    &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
+                    &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
+                    &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
+                    &st.tree.half, &nqi, &sbi, &n_tasks, &d_tasks, $mfull, &mut local)
+            };
+        }
+        match &mfull {
+            Mfull::F32(m) => m2l!(m)?,
+            Mfull::F64(m) => m2l!(m)?,
+        }
     }
     sync("M2L")?;
     stats.m2l_seconds = t3.elapsed().as_secs_f64();

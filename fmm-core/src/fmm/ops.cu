@@ -231,8 +231,8 @@ extern "C" __global__ void fmm_m2m(const int n, const int* __restrict__ cells,
 }
 
 // M2L: one block per target cell (yokota2012 Fig. 7). The block takes its
-// list `sb` source cells at a time: one thread per source computes the
-// singular harmonics of the translation, all threads copy the sources'
+// list `sb` source cells at a time: one thread per (source, m) computes
+// the singular harmonics of the translation, all threads copy the sources'
 // multipoles, both in full range (m from -n to n), into shared memory.
 // L_k^l = (-1)^k sum_{n <= P - k} sum_m M_n^m I_{n+k}^{m+l} is split into
 // tasks of about equal work, `tasks[j] = (c, n_lo, n_hi)`: the rows n_lo to
@@ -240,20 +240,45 @@ extern "C" __global__ void fmm_m2m(const int n, const int* __restrict__ cells,
 // expansion): one thread per coefficient would leave the threads of low k,
 // with (P + 1)^2 products, the rest of their warp waiting. The partial sums
 // of a coefficient meet by atomicAdd at the end of the cell.
-// Dynamic shared memory: sb * (1 + nq) * NF * 2 doubles.
-extern "C" __global__ void fmm_m2l(const int n_cells, const int* __restrict__ list_begin,
-                                   const int* __restrict__ list_end, const int* __restrict__ list, const double* __restrict__ tx,
-                                   const double* __restrict__ ty, const double* __restrict__ tz,
-                                   const double* __restrict__ sx, const double* __restrict__ sy,
-                                   const double* __restrict__ sz, const int nq, const int sb,
-                                   const int n_tasks, const int4* __restrict__ tasks,
-                                   const double2* __restrict__ mfull, double2* __restrict__ local)
+//
+// The harmonics and products run in E, float or double. In float the
+// coefficients are normalised (yokota2012 section 4.2) by a power of two
+// near the source cell's size, rho = 2^e with e = ilogb(half side): the
+// multipoles arrive as M_n^m / rho^n (fmm_full_range_f32), and the
+// harmonics are those of u = v / rho (v the translation; rho is exact, so
+// is u), both of order one where the raw ones under- or overflow float for
+// small cells. Since I_{n+k}(v) = I_{n+k}(u) / rho^{n+k+1}, a source adds
+// rho^{-(k+1)} times its normalised sum to L_k: that factor is applied,
+// and the sources summed, in double. Within a source the rows run from
+// high n to low (the small terms first). In double, rho = 1.
+//
+// Dynamic shared memory: sb * (1 + nq) * NF complex E, then sb ints.
+template <typename E> struct Complex;
+template <> struct Complex<float> { typedef float2 T; };
+template <> struct Complex<double> { typedef double2 T; };
+
+// 2^i as a double, for |i| < 1022.
+__device__ __forceinline__ double pow2(int i) { return __longlong_as_double((long long)(1023 + i) << 52); }
+
+__device__ __forceinline__ float inv_sqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double inv_sqrt(double x) { return 1.0 / sqrt(x); }
+
+template <typename E>
+__device__ void m2l(const int n_cells, const int* __restrict__ list_begin,
+                    const int* __restrict__ list_end, const int* __restrict__ list,
+                    const double* __restrict__ tx, const double* __restrict__ ty,
+                    const double* __restrict__ tz, const double* __restrict__ sx,
+                    const double* __restrict__ sy, const double* __restrict__ sz,
+                    const double* __restrict__ half, const int nq, const int sb,
+                    const int n_tasks, const int4* __restrict__ tasks,
+                    const typename Complex<E>::T* __restrict__ mfull, double2* __restrict__ local)
 {
-    extern __shared__ double smem[];
-    double* ire = smem;
-    double* iim = ire + sb * NF;
-    double* mre = iim + sb * NF;
-    double* mim = mre + sb * nq * NF;
+    typedef typename Complex<E>::T E2;
+    const bool scaled = sizeof(E) == sizeof(float);
+    extern __shared__ __align__(16) unsigned char smem[];
+    E2* ish = (E2*)smem;
+    E2* msh = ish + sb * NF;
+    int* expo = (int*)(msh + sb * nq * NF);
     const int t = threadIdx.x;
     const bool own = t < nq * n_tasks;
     const int q = own ? t / n_tasks : 0;
@@ -268,58 +293,78 @@ extern "C" __global__ void fmm_m2l(const int n_cells, const int* __restrict__ li
         double re = 0.0, im = 0.0;
         for (int chunk = ls; chunk < le; chunk += sb) {
             const int cnt = min(sb, le - chunk);
-            // The singular harmonics, one thread per (source, m): I_m^m by
-            // its own product chain, then up the column in n (the same
+            // The singular harmonics of u, one thread per (source, m): I_m^m
+            // by its own product chain, then up the column in n (the same
             // recurrences as singular()), both signs of m written.
             for (int e = t; e < cnt * (P + 1); e += blockDim.x) {
                 const int s = e / (P + 1), m = e % (P + 1);
                 const int b = list[chunk + s];
-                const double x = tx[a] - sx[b], y = ty[a] - sy[b], z = tz[a] - sz[b];
-                const double inv_r2 = 1.0 / (x * x + y * y + z * z);
-                double2 cur = make_double2(sqrt(inv_r2), 0.0);
+                const int ex = scaled ? ilogb(half[b]) : 0;
+                if (m == 0) expo[s] = ex;
+                const double inv_rho = pow2(-ex);
+                const E x = (E)((tx[a] - sx[b]) * inv_rho), y = (E)((ty[a] - sy[b]) * inv_rho),
+                        z = (E)((tz[a] - sz[b]) * inv_rho);
+                const E r2 = x * x + y * y + z * z;
+                const E inv_r = inv_sqrt(r2);
+                const E inv_r2 = inv_r * inv_r;
+                E2 cur;
+                cur.x = inv_r;
+                cur.y = 0;
                 for (int j = 1; j <= m; ++j) {
-                    const double f = -(2 * j - 1) * inv_r2;
-                    cur = make_double2((x * cur.x - y * cur.y) * f, (x * cur.y + y * cur.x) * f);
+                    const E f = -(E)(2 * j - 1) * inv_r2;
+                    const E cx = (x * cur.x - y * cur.y) * f, cy = (x * cur.y + y * cur.x) * f;
+                    cur.x = cx;
+                    cur.y = cy;
                 }
-                double2 prev = make_double2(0.0, 0.0);
+                E2 prev;
+                prev.x = prev.y = 0;
                 for (int n = m; n <= P; ++n) {
                     if (n > m) {
-                        const double c = (2 * n - 1) * z;
-                        const double d = (double)((n - 1) * (n - 1) - m * m);
-                        const double2 next = make_double2((cur.x * c - prev.x * d) * inv_r2,
-                                                          (cur.y * c - prev.y * d) * inv_r2);
+                        const E cz = (E)(2 * n - 1) * z;
+                        const E d = (E)((n - 1) * (n - 1) - m * m);
+                        E2 next;
+                        next.x = (cur.x * cz - prev.x * d) * inv_r2;
+                        next.y = (cur.y * cz - prev.y * d) * inv_r2;
                         prev = cur;
                         cur = next;
                     }
-                    ire[s * NF + full(n, m)] = cur.x;
-                    iim[s * NF + full(n, m)] = cur.y;
+                    ish[s * NF + full(n, m)] = cur;
                     if (m > 0) {
-                        const double sg = (m & 1) ? -1.0 : 1.0;
-                        ire[s * NF + full(n, -m)] = sg * cur.x;
-                        iim[s * NF + full(n, -m)] = -sg * cur.y;
+                        const E sg = (m & 1) ? (E)-1 : (E)1;
+                        E2 h;
+                        h.x = sg * cur.x;
+                        h.y = -sg * cur.y;
+                        ish[s * NF + full(n, -m)] = h;
                     }
                 }
             }
-            // The multipoles, already in full range (fmm_full_range).
-            for (int e = t; e < cnt * nq * NF; e += blockDim.x) {
-                const int s = e / (nq * NF), rest = e % (nq * NF);
-                const double2 v = mfull[(size_t)list[chunk + s] * nq * NF + rest];
-                mre[e] = v.x;
-                mim[e] = v.y;
+            // The multipoles, already in full range, source by source (no
+            // division by nq).
+            for (int s = 0; s < cnt; ++s) {
+                const E2* src = mfull + (size_t)list[chunk + s] * nq * NF;
+                for (int r = t; r < nq * NF; r += blockDim.x) msh[s * nq * NF + r] = src[r];
             }
             __syncthreads();
             if (own) {
                 for (int s = 0; s < cnt; ++s) {
-                    const double* mr = mre + (s * nq + q) * NF;
-                    const double* mi = mim + (s * nq + q) * NF;
-                    const double* hr = ire + s * NF;
-                    const double* hi = iim + s * NF;
-                    for (int n = n_lo; n <= n_hi; ++n) {
+                    const E2* mq = msh + (s * nq + q) * NF;
+                    const E2* hs = ish + s * NF;
+                    E sre = 0, sim = 0;
+                    for (int n = n_hi; n >= n_lo; --n) {
                         const int ma = full(n, -n), ib = full(n + k, -n + l);
                         for (int j = 0; j <= 2 * n; ++j) {
-                            re += mr[ma + j] * hr[ib + j] - mi[ma + j] * hi[ib + j];
-                            im += mr[ma + j] * hi[ib + j] + mi[ma + j] * hr[ib + j];
+                            const E2 mv = mq[ma + j], hv = hs[ib + j];
+                            sre += mv.x * hv.x - mv.y * hv.y;
+                            sim += mv.x * hv.y + mv.y * hv.x;
                         }
+                    }
+                    if (scaled) {
+                        const double f = pow2(-expo[s] * (k + 1));
+                        re += (double)sre * f;
+                        im += (double)sim * f;
+                    } else {
+                        re += (double)sre;
+                        im += (double)sim;
                     }
                 }
             }
@@ -334,6 +379,22 @@ extern "C" __global__ void fmm_m2l(const int n_cells, const int* __restrict__ li
     }
 }
 
+#define M2L_ENTRY(E, SUFFIX)                                                                      \
+    extern "C" __global__ void fmm_m2l_##SUFFIX(                                                 \
+        const int n_cells, const int* __restrict__ list_begin, const int* __restrict__ list_end,  \
+        const int* __restrict__ list, const double* __restrict__ tx,                              \
+        const double* __restrict__ ty, const double* __restrict__ tz,                             \
+        const double* __restrict__ sx, const double* __restrict__ sy,                             \
+        const double* __restrict__ sz, const double* __restrict__ half, const int nq,             \
+        const int sb, const int n_tasks, const int4* __restrict__ tasks,                          \
+        const Complex<E>::T* __restrict__ mfull, double2* __restrict__ local)                     \
+    {                                                                                             \
+        m2l<E>(n_cells, list_begin, list_end, list, tx, ty, tz, sx, sy, sz, half, nq, sb,         \
+               n_tasks, tasks, mfull, local);                                                     \
+    }
+M2L_ENTRY(float, f32)
+M2L_ENTRY(double, f64)
+
 // The multipole expansions in full range (m from -n to n, at n * n + n + m),
 // the form M2L reads: one thread per coefficient.
 extern "C" __global__ void fmm_full_range(const int n_exp, const double2* __restrict__ mult,
@@ -346,6 +407,24 @@ extern "C" __global__ void fmm_full_range(const int n_exp, const double2* __rest
     while (n * n > f) --n;
     while ((n + 1) * (n + 1) <= f) ++n;
     mfull[e] = get(mult + (e / NF) * NC, n, f - n * n - n);
+}
+
+// The same in float, over rho^n with rho = 2^ilogb(half side) of the cell
+// (see m2l): one thread per coefficient.
+extern "C" __global__ void fmm_full_range_f32(const int n_exp, const int nq,
+                                              const double* __restrict__ half,
+                                              const double2* __restrict__ mult,
+                                              float2* __restrict__ mfull)
+{
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)n_exp * NF) return;
+    const int f = (int)(e % NF);
+    int n = (int)sqrt((double)f);
+    while (n * n > f) --n;
+    while ((n + 1) * (n + 1) <= f) ++n;
+    const double2 v = get(mult + (e / NF) * NC, n, f - n * n - n);
+    const double s = pow2(-ilogb(half[e / NF / nq]) * n);
+    mfull[e] = make_float2((float)(v.x * s), (float)(v.y * s));
 }
 
 // L2L: one thread per (cell of a level below the root, expansion); the
