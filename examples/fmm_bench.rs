@@ -12,7 +12,8 @@ use clap::{Parser, ValueEnum};
 use fmm_core::cuda::Gpu;
 use fmm_core::tree::{treecode_cpu, treecode_cuda, TreeOptions};
 use fmm_core::{
-    direct_cpu, fmm_cpu, fmm_cpu_tolerance, fmm_cuda, Achieved, FmmOptions, FmmStats, Kernel, Real,
+    direct_cpu, fmm_cpu, fmm_cpu_tolerance, fmm_cuda, fmm_cuda_tolerance, Achieved, FmmOptions,
+    FmmStats, Kernel, Real,
 };
 
 mod common;
@@ -128,10 +129,10 @@ fn run<K: Kernel, R: Real>(
                 None,
             )),
             Method::Fmm => match (args.tol, gpu) {
-                (Some(_), Some(_)) => Err(fmm_core::Error::BadOption(
-                    "--tol runs on the CPU only for now; give --p and --theta with --backend cuda"
-                        .into(),
-                )),
+                (Some(tol), Some(g)) => {
+                    fmm_cuda_tolerance::<K, R>(g, &prob.params, &tgt, &src, tol)
+                        .map(|(o, s, a)| (o, s, Some(a)))
+                }
                 (Some(tol), None) => fmm_cpu_tolerance::<K, R>(&prob.params, &tgt, &src, tol)
                     .map(|(o, s, a)| (o, s, Some(a))),
                 (None, Some(g)) => {

@@ -30,7 +30,9 @@ pub mod tree;
 pub use backend::{resolve, Backend};
 pub use direct::{check_params, direct, direct_cpu, Outputs};
 pub use error::Error;
-pub use fmm::{fmm_cpu, fmm_cpu_tolerance, fmm_cuda, Achieved, FmmOptions, FmmStats};
+pub use fmm::{
+    fmm_cpu, fmm_cpu_tolerance, fmm_cuda, fmm_cuda_tolerance, Achieved, FmmOptions, FmmStats,
+};
 pub use fmm_codegen;
 pub use fmm_macros::kernel;
 pub use kernel::{Kernel, SourceSlices, BLOCK, LANES, MAX_SLOTS};

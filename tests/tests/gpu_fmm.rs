@@ -9,7 +9,9 @@
 use fmm_core::cuda::Gpu;
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::*;
-use fmm_core::{direct_cpu, fmm_cpu, fmm_cuda, Error, FmmOptions, Kernel, Particles};
+use fmm_core::{
+    direct_cpu, fmm_cpu, fmm_cuda, fmm_cuda_tolerance, Error, FmmOptions, Kernel, Particles,
+};
 use fmm_tests::rel_l2;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -166,4 +168,43 @@ fn bad_options_and_small_inputs_on_the_gpu() {
     let (got, _) =
         fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &empty, &s, &FmmOptions::default()).unwrap();
     assert_eq!(got.len(), 0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_tolerance_is_met_on_the_gpu() {
+    let pos = plummer(20_000, 7).0;
+    let (t, s) = set::<Gravity>(&pos, &pos, 0.0, 3);
+    let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
+    for tol in [1e-3, 1e-5, 1e-6] {
+        let (got, _, a) = fmm_cuda_tolerance::<Gravity, f64>(gpu(), &[0.0], &t, &s, tol).unwrap();
+        // The whole error, not only the sampled estimate, is near the
+        // tolerance.
+        let e = rel_l2(&got.slots().concat(), &exact.slots().concat());
+        println!(
+            "tolerance {tol:e}: p {}, estimated {:.2e}, whole {e:.2e}",
+            a.options.p, a.estimated_error
+        );
+        assert!(a.met && a.estimated_error <= tol, "{tol}: {a:?}");
+        assert!(e < 3.0 * tol, "{tol}: whole error {e:e}, {a:?}");
+    }
+    // f32 particles at 1e-4, and a tolerance f32 cannot meet says so.
+    let pos32: Vec<[f32; 3]> = pos.iter().map(|x| x.map(|c| c as f32)).collect();
+    let mut s32 = Particles::sources::<Gravity>(&pos32).unwrap();
+    let m: Vec<f32> = (0..pos.len()).map(|i| 1.0 + (i % 7) as f32 / 8.0).collect();
+    s32.set("m", &m).unwrap();
+    let t32 = Particles::targets::<Gravity>(&pos32).unwrap();
+    let (_, _, a) = fmm_cuda_tolerance::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, 1e-4).unwrap();
+    assert!(a.met, "{a:?}");
+    let (_, _, a) = fmm_cuda_tolerance::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, 1e-10).unwrap();
+    assert!(!a.met, "{a:?}");
+    // Past what the GPU's highest order gives (9e-8 at p 20 here): not
+    // met, and said so.
+    let (_, _, a) = fmm_cuda_tolerance::<Gravity, f64>(gpu(), &[0.0], &t, &s, 1e-9).unwrap();
+    assert!(
+        !a.met && a.options.p == fmm_core::fmm::MAX_GPU_ORDER,
+        "{a:?}"
+    );
+    let e = fmm_cuda_tolerance::<Gravity, f64>(gpu(), &[0.0], &t, &s, -1.0).unwrap_err();
+    assert!(matches!(e, Error::BadOption(_)), "{e}");
 }

@@ -13,7 +13,8 @@
 //! interactions, about 3% of the evaluation on 2 cores); while it is above
 //! the tolerance the order goes up by one and the FMM runs again.
 
-use super::{fmm_cpu, FmmOptions, FmmStats, MAX_ORDER};
+use super::{fmm_cpu, fmm_cuda, FmmOptions, FmmStats, MAX_GPU_ORDER, MAX_ORDER};
+use crate::cuda::Gpu;
 use crate::direct::{direct_cpu, Outputs};
 use crate::error::Error;
 use crate::kernel::Kernel;
@@ -96,6 +97,35 @@ pub fn fmm_cpu_tolerance<K: Kernel, R: Real>(
     sources: &Particles<R>,
     tol: f64,
 ) -> Result<(Outputs<R>, FmmStats, Achieved), Error> {
+    drive::<K, R>(params, targets, sources, tol, MAX_ORDER, |o| {
+        fmm_cpu::<K, R>(params, targets, sources, o)
+    })
+}
+
+/// [`fmm_cpu_tolerance`] on `gpu`: the same choice of settings, the orders
+/// up to [`MAX_GPU_ORDER`]; the error estimate runs on the CPU.
+pub fn fmm_cuda_tolerance<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    tol: f64,
+) -> Result<(Outputs<R>, FmmStats, Achieved), Error> {
+    drive::<K, R>(params, targets, sources, tol, MAX_GPU_ORDER, |o| {
+        fmm_cuda::<K, R>(gpu, params, targets, sources, o)
+    })
+}
+
+/// Runs `fmm` from the table's order up until the sampled error is within
+/// `tol` (or the order reaches `most`).
+fn drive<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    tol: f64,
+    most: usize,
+    mut fmm: impl FnMut(&FmmOptions) -> Result<(Outputs<R>, FmmStats), Error>,
+) -> Result<(Outputs<R>, FmmStats, Achieved), Error> {
     if !(tol > 0.0 && tol.is_finite()) {
         return Err(Error::BadOption(format!(
             "the tolerance must be a finite number above 0, not {tol}"
@@ -107,14 +137,14 @@ pub fn fmm_cpu_tolerance<K: Kernel, R: Real>(
         .collect();
     let sources64 = sources.to_f64(None);
     let mut options = FmmOptions {
-        p: first_order(tol).min(MAX_ORDER),
+        p: first_order(tol).min(most),
         theta: TOLERANCE_THETA,
         ..FmmOptions::default()
     };
     loop {
-        let (out, stats) = fmm_cpu::<K, R>(params, targets, sources, &options)?;
+        let (out, stats) = fmm(&options)?;
         let e = sampled_error::<K, R>(params, targets, &sources64, &out, &idx)?;
-        if e <= tol || options.p >= MAX_ORDER || e < 1e-12 {
+        if e <= tol || options.p >= most || e < 1e-12 {
             let achieved = Achieved {
                 options,
                 estimated_error: e,

@@ -20,7 +20,7 @@ pub mod m2l_lanes;
 pub mod operators;
 pub mod traversal;
 
-pub use accuracy::{fmm_cpu_tolerance, Achieved};
+pub use accuracy::{fmm_cpu_tolerance, fmm_cuda_tolerance, Achieved};
 pub use cpu::fmm_cpu;
 pub use gpu::{fmm_cuda, MAX_GPU_ORDER};
 
