@@ -8,7 +8,8 @@ use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub, SubAssign};
 /// The generated evaluators call these as `R::sqrt(x)`, so the set of
 /// functions here is the set of functions of the kernel DSL.
 pub trait Real:
-    Copy
+    sealed::Sealed
+    + Copy
     + Send
     + Sync
     + Default
@@ -116,3 +117,11 @@ macro_rules! impl_real {
 
 impl_real!(f32, "f32", libm::erff, F32x8);
 impl_real!(f64, "f64", libm::erf, F64x4);
+
+/// Only f32 and f64 are `Real`: the host-device copies read them as plain
+/// bytes (`cuda::transfer`), and the kernels are emitted for these two.
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}

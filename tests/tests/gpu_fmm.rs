@@ -208,3 +208,47 @@ fn the_tolerance_is_met_on_the_gpu() {
     let e = fmm_cuda_tolerance::<Gravity, f64>(gpu(), &[0.0], &t, &s, -1.0).unwrap_err();
     assert!(matches!(e, Error::BadOption(_)), "{e}");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_targets_apart_from_the_sources_stay_finite_and_accurate() {
+    // Sources on a lattice, each leaf's points at its corners, and targets
+    // a hair off them: cells of the two trees can be far closer than a
+    // cell's size and still pass the MAC (the case the float M2L, which
+    // normalises by the source cell's size, leaves to the double one).
+    let k = 40;
+    let h = 1.0 / k as f32;
+    let mut pos32 = Vec::new();
+    for i in 0..k {
+        for j in 0..k {
+            for l in 0..k {
+                pos32.push([i as f32 * h, j as f32 * h, l as f32 * h]);
+            }
+        }
+    }
+    let tpos32: Vec<[f32; 3]> = pos32.iter().map(|x| x.map(|c| c + 1e-4)).collect();
+    let f64s =
+        |v: &[[f32; 3]]| -> Vec<[f64; 3]> { v.iter().map(|x| x.map(|c| c as f64)).collect() };
+    let m: Vec<f32> = (0..pos32.len())
+        .map(|i| 1.0 + (i % 5) as f32 / 4.0)
+        .collect();
+    let mut s32 = Particles::sources::<Gravity>(&pos32).unwrap();
+    s32.set("m", &m).unwrap();
+    let t32 = Particles::targets::<Gravity>(&tpos32).unwrap();
+    let mut s = Particles::sources::<Gravity>(&f64s(&pos32)).unwrap();
+    s.set("m", &m.iter().map(|&x| x as f64).collect::<Vec<_>>())
+        .unwrap();
+    let t = Particles::targets::<Gravity>(&f64s(&tpos32)).unwrap();
+    let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
+    let opts = FmmOptions {
+        p: 8,
+        theta: 0.5,
+        ncrit: 8,
+    };
+    let (got, _) = fmm_cuda::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, &opts).unwrap();
+    let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
+    assert!(got.iter().all(|x| x.is_finite()));
+    let e = rel_l2(&got, &exact.slots().concat());
+    println!("f32 gravity, targets 1e-4 off a lattice of sources: relative L2 error {e:.2e}");
+    assert!(e < 1e-4, "{e:e}");
+}

@@ -40,6 +40,17 @@ pub(crate) struct Staging {
     done: [Option<CudaEvent>; 2],
 }
 
+impl Drop for Staging {
+    /// The buffers are page-locked host memory the device may still be
+    /// copying from: wait for the last copies before they are freed.
+    fn drop(&mut self) {
+        for e in self.done.iter().flatten() {
+            // Nothing to do about a failure here but free the memory.
+            let _ = e.synchronize();
+        }
+    }
+}
+
 /// The staging buffers of one GPU, made on first use.
 pub(crate) type StagingSlot = Mutex<Option<Staging>>;
 
@@ -135,6 +146,12 @@ impl Gpu {
         len: usize,
     ) -> Result<Vec<Vec<R>>, Error> {
         let s = self.stream();
+        if let Some(a) = arrays.iter().find(|a| a.len() < len) {
+            return Err(Error::Cuda(format!(
+                "copy from the device: {len} elements asked of an array of {}",
+                a.len()
+            )));
+        }
         let staged = staging_on() && len * std::mem::size_of::<R>() >= STAGED_BYTES;
         arrays
             .iter()

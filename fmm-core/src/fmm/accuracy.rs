@@ -144,6 +144,14 @@ fn drive<K: Kernel, R: Real>(
     loop {
         let (out, stats) = fmm(&options)?;
         let e = sampled_error::<K, R>(params, targets, &sources64, &out, &idx)?;
+        if !e.is_finite() {
+            return Err(Error::NonFinite {
+                what: "the FMM's estimated error (outputs sampled against the direct sum) at order"
+                    .into(),
+                index: options.p,
+                value: e,
+            });
+        }
         if e <= tol || options.p >= most || e < 1e-12 {
             let achieved = Achieved {
                 options,

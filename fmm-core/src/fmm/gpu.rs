@@ -59,16 +59,26 @@ fn m2l_shared() -> usize {
 /// 12, and float carries 7 digits, what p 12 gives already).
 pub const MAX_F32_M2L_ORDER: usize = 12;
 
-/// The precision of the M2L's products: float for f32 particles up to
-/// [`MAX_F32_M2L_ORDER`], double otherwise. `FMM_GPU_M2L=f64` keeps f32
-/// particles on the double M2L, to compare.
-fn m2l_precision<R: Real>(p: usize) -> &'static str {
+/// Whether the M2L's products run in float: for f32 particles up to
+/// [`MAX_F32_M2L_ORDER`], when the targets are the sources, and when the
+/// cells' sizes keep the scale factors 2^(-e n) of `ops.cu` in double's
+/// range. Otherwise, and where `FMM_GPU_M2L=f64` asks for it (to compare),
+/// in double.
+///
+/// Why one tree only: the float form normalises the translation by the
+/// source cell's size, and |v| is at least that size for two distinct
+/// cells of one octree; cells of two trees can be closer, and the
+/// harmonics of a short normalised v would overflow float.
+fn float_m2l<R: Real>(p: usize, one_tree: bool, root_half: f64) -> bool {
     let forced = std::env::var("FMM_GPU_M2L").is_ok_and(|v| v == "f64");
-    if R::NAME == "f32" && p <= MAX_F32_M2L_ORDER && !forced {
-        "f32"
-    } else {
-        "f64"
-    }
+    // ilogb of the root's half side; cells are at most MAX_LEVEL below.
+    let e_root = ((root_half.to_bits() >> 52) & 0x7ff) as i64 - 1023;
+    let e_most = e_root.abs() + crate::tree::morton::MAX_LEVEL as i64 + 1;
+    R::NAME == "f32"
+        && p <= MAX_F32_M2L_ORDER
+        && one_tree
+        && e_most * (p as i64 + 1) < 1000
+        && !forced
 }
 
 /// The sources' multipoles as the M2L reads them (see `m2l` in `ops.cu`).
@@ -101,7 +111,8 @@ struct Ops {
     m2m: CudaFunction,
     full_range: CudaFunction,
     full_range_f32: CudaFunction,
-    m2l: CudaFunction,
+    m2l_f32: CudaFunction,
+    m2l_f64: CudaFunction,
     l2l: CudaFunction,
     l2p: CudaFunction,
 }
@@ -124,7 +135,8 @@ impl Ops {
             m2m: f("fmm_m2m")?,
             full_range: f("fmm_full_range")?,
             full_range_f32: f("fmm_full_range_f32")?,
-            m2l: f(&format!("fmm_m2l_{}", m2l_precision::<R>(p)))?,
+            m2l_f32: f("fmm_m2l_f32")?,
+            m2l_f64: f("fmm_m2l_f64")?,
             l2l: f("fmm_l2l")?,
             l2p: r("fmm_l2p")?,
         })
@@ -574,7 +586,7 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
         let n_exp = (snc * nq) as i32;
         // The multipoles in full range: in double, or in float divided by
         // (cell size)^n (see `m2l` in ops.cu).
-        let f32_m2l = m2l_precision::<R>(p) == "f32";
+        let f32_m2l = float_m2l::<R>(p, std::ptr::eq(tt, &st), st.tree.bounds.half);
         let mfull = if f32_m2l {
             let mut m = alloc::<f32>(s, 2 * snc * nq * nf)?;
             launch!(s, ops.full_range_f32, grid(snc * nq * nf), "fmm_full_range_f32";
@@ -603,8 +615,8 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
         };
         let sbi = sb as i32;
         macro_rules! m2l {
-            ($mfull:expr) => {
-                launch!(s, ops.m2l, cfg, "fmm_m2l";
+            ($f:expr, $mfull:expr) => {
+                launch!(s, $f, cfg, "fmm_m2l";
                     &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
                     &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
                     &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
@@ -612,8 +624,8 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
             };
         }
         match &mfull {
-            Mfull::F32(m) => m2l!(m)?,
-            Mfull::F64(m) => m2l!(m)?,
+            Mfull::F32(m) => m2l!(ops.m2l_f32, m)?,
+            Mfull::F64(m) => m2l!(ops.m2l_f64, m)?,
         }
     }
     sync("M2L")?;
