@@ -214,6 +214,7 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.method == Method::Fmm {
         for (stage, t) in [
+            ("setup", s.setup_seconds),
             ("uploads", s.upload_seconds),
             ("trees", s.tree_seconds),
             ("P2M and M2M", s.upward_seconds),
@@ -223,10 +224,14 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             ("P2P", s.p2p_seconds),
             ("downloads", s.download_seconds),
         ] {
-            if stage.ends_with("loads") && args.backend != Backend::Cuda {
+            if (stage.ends_with("loads") || stage == "setup") && args.backend != Backend::Cuda {
                 continue;
             }
-            println!("  {stage:<20}{t:.4} s");
+            if stage == "M2L" && !s.m2l_kind.is_empty() {
+                println!("  {stage:<20}{t:.4} s ({})", s.m2l_kind);
+            } else {
+                println!("  {stage:<20}{t:.4} s");
+            }
         }
         println!(
             "cells                 {} source, {} target",
@@ -246,8 +251,8 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
-             \"backend\": \"{:?}\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"upload_seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
-             \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"download_seconds\": {}, \"m2l\": {}, \"p2p\": {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
+             \"backend\": \"{:?}\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"setup_seconds\": {}, \"upload_seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
+             \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"download_seconds\": {}, \"m2l\": {}, \"m2l_kind\": \"{}\", \"p2p\": {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
             report.n,
             args.dist,
             args.backend,
@@ -255,6 +260,7 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             report.achieved.as_ref().map_or(args.theta, |a| a.options.theta),
             args.ncrit,
             report.seconds,
+            s.setup_seconds,
             s.upload_seconds,
             s.tree_seconds,
             s.upward_seconds,
@@ -264,6 +270,7 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             s.p2p_seconds,
             s.download_seconds,
             s.m2l,
+            s.m2l_kind,
             s.p2p,
             report.error.map_or("null".to_string(), |e| e.to_string()),
             args.tol.map_or("null".to_string(), |t| t.to_string()),

@@ -128,7 +128,8 @@ fn f32_on_the_gpu_meets_the_direct_sum_and_the_error_falls_with_p() {
             theta: 0.5,
             ncrit: 64,
         };
-        let (got, _) = fmm_cuda::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, &opts).unwrap();
+        let (got, stats) = fmm_cuda::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, &opts).unwrap();
+        assert_eq!(stats.m2l_kind, "f32 lanes", "p {p}");
         let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
         let e = rel_l2(&got, &exact.slots().concat());
         let (got64, _) = fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &t64, &s, &opts).unwrap();
@@ -215,7 +216,7 @@ fn f32_targets_apart_from_the_sources_stay_finite_and_accurate() {
     // Sources on a lattice, each leaf's points at its corners, and targets
     // a hair off them: cells of the two trees can be far closer than a
     // cell's size and still pass the MAC (the case the float M2L, which
-    // normalises by the source cell's size, leaves to the double one).
+    // normalises by the target cell's size, leaves to the double one).
     let k = 40;
     let h = 1.0 / k as f32;
     let mut pos32 = Vec::new();
@@ -251,4 +252,92 @@ fn f32_targets_apart_from_the_sources_stay_finite_and_accurate() {
     let e = rel_l2(&got, &exact.slots().concat());
     println!("f32 gravity, targets 1e-4 off a lattice of sources: relative L2 error {e:.2e}");
     assert!(e < 1e-4, "{e:e}");
+}
+
+/// Targets and sources.
+type Set<R> = (Particles<R>, Particles<R>);
+
+/// Particles of kernel `K` at `pos` in f32 and the same values in f64:
+/// random strengths and target vectors, core radii `sigma`.
+fn set_f32_and_f64<K: Kernel>(pos: &[[f32; 3]], sigma: f32, seed: u64) -> (Set<f32>, Set<f64>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let pos64: Vec<[f64; 3]> = pos.iter().map(|x| x.map(|c| c as f64)).collect();
+    let (mut s32, mut t32) = (
+        Particles::sources::<K>(pos).unwrap(),
+        Particles::targets::<K>(pos).unwrap(),
+    );
+    let (mut s64, mut t64) = (
+        Particles::sources::<K>(&pos64).unwrap(),
+        Particles::targets::<K>(&pos64).unwrap(),
+    );
+    for (fields, p32, p64) in [
+        (&K::def().sources, &mut s32, &mut s64),
+        (&K::def().targets, &mut t32, &mut t64),
+    ] {
+        for f in fields {
+            let v: Vec<f32> = if f.name == "sigma" {
+                vec![sigma; pos.len()]
+            } else {
+                (0..pos.len() * f.shape.slots())
+                    .map(|_| rng.gen_range(-1.0..1.0))
+                    .collect()
+            };
+            if f.shape.slots() == 1 {
+                p32.set(&f.name, &v).unwrap();
+                p64.set(&f.name, &v.iter().map(|&x| x as f64).collect::<Vec<_>>())
+                    .unwrap();
+            } else {
+                let v3: Vec<[f32; 3]> = v.chunks(3).map(|c| [c[0], c[1], c[2]]).collect();
+                p32.set_vec3(&f.name, &v3).unwrap();
+                let v3: Vec<[f64; 3]> = v3.iter().map(|x| x.map(|c| c as f64)).collect();
+                p64.set_vec3(&f.name, &v3).unwrap();
+            }
+        }
+    }
+    ((t32, s32), (t64, s64))
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_float_m2l_of_three_expansions_is_as_accurate_as_the_double_one() {
+    // Velocity and stretching (three expansions, the vorticity's) on a
+    // Plummer sphere, whose M2L pairs are up to three levels apart: the
+    // float M2L rescales every source to its target's size. Against the
+    // f64 FMM on the same values, and the f64 direct sum; then the same
+    // f32 run made to take the double M2L (as a pair of cells too far
+    // apart in size would).
+    let pos: Vec<[f32; 3]> = plummer(60_000, 5)
+        .0
+        .iter()
+        .map(|x| x.map(|c| c as f32))
+        .collect();
+    let ((t32, s32), (t64, s64)) = set_f32_and_f64::<VelocityStretching>(&pos, 0.02, 8);
+    let exact = direct_cpu::<VelocityStretching, f64>(&[], &t64, &s64).unwrap();
+    let exact = exact.slots().concat();
+    let opts = FmmOptions {
+        p: 8,
+        theta: 0.5,
+        ncrit: 64,
+    };
+    let (got64, _) = fmm_cuda::<VelocityStretching, f64>(gpu(), &[], &t64, &s64, &opts).unwrap();
+    let e64 = rel_l2(&got64.slots().concat(), &exact);
+    let run32 = || {
+        let (got, stats) =
+            fmm_cuda::<VelocityStretching, f32>(gpu(), &[], &t32, &s32, &opts).unwrap();
+        let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
+        (rel_l2(&got, &exact), stats.m2l_kind)
+    };
+    let (e, kind) = run32();
+    std::env::set_var("FMM_GPU_M2L_MAX_LEVELS", "-1");
+    let (e_back, kind_back) = run32();
+    std::env::remove_var("FMM_GPU_M2L_MAX_LEVELS");
+    println!(
+        "velocity + stretching, Plummer 6e4, p 8: f32 ({kind}) {e:.2e}, f32 ({kind_back}) {e_back:.2e}, f64 {e64:.2e}"
+    );
+    assert_eq!((kind, kind_back), ("f32 lanes", "f64"));
+    assert!(e < 1.5 * e64 + 5e-7, "float M2L {e:e} against f64 {e64:e}");
+    assert!(
+        e_back < 1.5 * e64 + 5e-7,
+        "double M2L {e_back:e} against f64 {e64:e}"
+    );
 }

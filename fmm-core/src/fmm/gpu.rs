@@ -33,6 +33,9 @@ use crate::tree::gpu::same_points;
 use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
 use fmm_codegen::kernel::Term;
 
+mod m2l;
+pub use m2l::MAX_F32_M2L_ORDER;
+
 /// The CUDA source of the operators; the host prepends `#define FMM_P`.
 pub const OPS_SOURCE: &str = include_str!("ops.cu");
 
@@ -40,52 +43,6 @@ pub const OPS_SOURCE: &str = include_str!("ops.cu");
 /// singular harmonics and multipoles in shared memory, `(1 + nq) (p + 1)^2`
 /// complex doubles, which must fit in 48 KB for one source at `nq = 3`.
 pub const MAX_GPU_ORDER: usize = 20;
-
-/// Shared memory the M2L uses per block, which sets how many source cells
-/// a block takes at once: small enough for many blocks per
-/// multiprocessor. `FMM_GPU_M2L_SHARED` (bytes) overrides it, for tuning.
-const M2L_SHARED: usize = 8 * 1024;
-
-fn m2l_shared() -> usize {
-    std::env::var("FMM_GPU_M2L_SHARED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(M2L_SHARED)
-        .min(48 * 1024)
-}
-
-/// The highest order at which the M2L of f32 particles runs in float (its
-/// normalised harmonics of order p reach about (2p)! / (2^p p!), 3e11 at
-/// 12, and float carries 7 digits, what p 12 gives already).
-pub const MAX_F32_M2L_ORDER: usize = 12;
-
-/// Whether the M2L's products run in float: for f32 particles up to
-/// [`MAX_F32_M2L_ORDER`], when the targets are the sources, and when the
-/// cells' sizes keep the scale factors 2^(-e n) of `ops.cu` in double's
-/// range. Otherwise, and where `FMM_GPU_M2L=f64` asks for it (to compare),
-/// in double.
-///
-/// Why one tree only: the float form normalises the translation by the
-/// source cell's size, and |v| is at least that size for two distinct
-/// cells of one octree; cells of two trees can be closer, and the
-/// harmonics of a short normalised v would overflow float.
-fn float_m2l<R: Real>(p: usize, one_tree: bool, root_half: f64) -> bool {
-    let forced = std::env::var("FMM_GPU_M2L").is_ok_and(|v| v == "f64");
-    // ilogb of the root's half side; cells are at most MAX_LEVEL below.
-    let e_root = ((root_half.to_bits() >> 52) & 0x7ff) as i64 - 1023;
-    let e_most = e_root.abs() + crate::tree::morton::MAX_LEVEL as i64 + 1;
-    R::NAME == "f32"
-        && p <= MAX_F32_M2L_ORDER
-        && one_tree
-        && e_most * (p as i64 + 1) < 1000
-        && !forced
-}
-
-/// The sources' multipoles as the M2L reads them (see `m2l` in `ops.cu`).
-enum Mfull {
-    F32(CudaSlice<f32>),
-    F64(CudaSlice<f64>),
-}
 
 /// Threads per block of the one-thread-per-item operators.
 const BLOCK: u32 = 128;
@@ -111,8 +68,9 @@ struct Ops {
     m2m: CudaFunction,
     full_range: CudaFunction,
     full_range_f32: CudaFunction,
-    m2l_f32: CudaFunction,
-    m2l_f64: CudaFunction,
+    m2l: CudaFunction,
+    /// The float M2L, lanes over sources, by the number of expansions.
+    m2l_lanes: [CudaFunction; 3],
     l2l: CudaFunction,
     l2p: CudaFunction,
 }
@@ -135,8 +93,12 @@ impl Ops {
             m2m: f("fmm_m2m")?,
             full_range: f("fmm_full_range")?,
             full_range_f32: f("fmm_full_range_f32")?,
-            m2l_f32: f("fmm_m2l_f32")?,
-            m2l_f64: f("fmm_m2l_f64")?,
+            m2l: f("fmm_m2l")?,
+            m2l_lanes: [
+                f("fmm_m2l_lanes_1")?,
+                f("fmm_m2l_lanes_2")?,
+                f("fmm_m2l_lanes_3")?,
+            ],
             l2l: f("fmm_l2l")?,
             l2p: r("fmm_l2p")?,
         })
@@ -175,40 +137,6 @@ impl Ops {
             })
             .collect()
     }
-}
-
-/// The M2L's tasks (see `m2l` in `ops.cu`): `(c, n_lo, n_hi, 0)`,
-/// rows `n_lo..=n_hi` of the sum for local coefficient `c = idx(k, l)`,
-/// each about one row of the widest length `2p + 1` long, so the threads
-/// of a warp do about equal work; longer where `nq` expansions would
-/// need more than 1024 threads.
-fn m2l_tasks(p: usize, nq: usize) -> Vec<[i32; 4]> {
-    let mut most = 2 * p + 1;
-    loop {
-        let tasks = m2l_tasks_of(p, most);
-        if nq * tasks.len() <= 1024 {
-            return tasks;
-        }
-        most *= 2;
-    }
-}
-
-fn m2l_tasks_of(p: usize, most: usize) -> Vec<[i32; 4]> {
-    let mut tasks = Vec::new();
-    for k in 0..=p {
-        for l in 0..=k {
-            let c = (k * (k + 1) / 2 + l) as i32;
-            let (mut lo, mut work) = (0, 0);
-            for n in 0..=p - k {
-                work += 2 * n + 1;
-                if work >= most || n == p - k {
-                    tasks.push([c, lo as i32, n as i32, 0]);
-                    (lo, work) = (n + 1, 0);
-                }
-            }
-        }
-    }
-    tasks
 }
 
 /// The far-field terms as `ops.cu` reads them.
@@ -477,6 +405,7 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
     opts: &FmmOptions,
 ) -> Result<(Outputs<R>, FmmStats), Error> {
     let def = K::def();
+    let t_setup = Instant::now();
     let (pv, strength, terms) = start::<K, R>(params, targets, sources, opts)?;
     if opts.p > MAX_GPU_ORDER {
         return Err(Error::BadOption(format!(
@@ -499,6 +428,7 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
     let p2p = gpu.function(&module, &p2p_list_entry_name(def, R::NAME))?;
     let s = gpu.stream();
     let sync = |what: &'static str| s.synchronize().map_err(cuda_err(what));
+    stats.setup_seconds = t_setup.elapsed().as_secs_f64();
 
     // The particles to the device.
     let t0 = Instant::now();
@@ -580,54 +510,9 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
 
     // M2L, one target cell per block.
     let t3 = Instant::now();
-    let mut local = zeros::<f64>(s, 2 * tnc * nq * nc)?;
-    {
-        let nf = (p + 1) * (p + 1);
-        let n_exp = (snc * nq) as i32;
-        // The multipoles in full range: in double, or in float divided by
-        // (cell size)^n (see `m2l` in ops.cu).
-        let f32_m2l = float_m2l::<R>(p, std::ptr::eq(tt, &st), st.tree.bounds.half);
-        let mfull = if f32_m2l {
-            let mut m = alloc::<f32>(s, 2 * snc * nq * nf)?;
-            launch!(s, ops.full_range_f32, grid(snc * nq * nf), "fmm_full_range_f32";
-                &n_exp, &nqi, &st.tree.half, &mult, &mut m)?;
-            Mfull::F32(m)
-        } else {
-            let mut m = alloc::<f64>(s, 2 * snc * nq * nf)?;
-            launch!(s, ops.full_range, grid(snc * nq * nf), "fmm_full_range";
-                &n_exp, &mult, &mut m)?;
-            Mfull::F64(m)
-        };
-        drop(mult);
-        // Per source: harmonics and multipoles (complex E), the exponent.
-        let complex = if f32_m2l { 8 } else { 16 };
-        let per_source = (1 + nq) * nf * complex + 4;
-        let sb = (m2l_shared() / per_source).clamp(1, 32);
-        let tasks = m2l_tasks(p, nq);
-        let flat: Vec<i32> = tasks.iter().flatten().copied().collect();
-        let d_tasks = upload(s, &flat)?;
-        let n_tasks = tasks.len() as i32;
-        let threads = (nq * tasks.len()).div_ceil(32) * 32;
-        let cfg = LaunchConfig {
-            grid_dim: (tnc.clamp(1, 1 << 20) as u32, 1, 1),
-            block_dim: (threads as u32, 1, 1),
-            shared_mem_bytes: (sb * per_source) as u32,
-        };
-        let sbi = sb as i32;
-        macro_rules! m2l {
-            ($f:expr, $mfull:expr) => {
-                launch!(s, $f, cfg, "fmm_m2l";
-                    &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
-                    &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
-                    &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
-                    &st.tree.half, &nqi, &sbi, &n_tasks, &d_tasks, $mfull, &mut local)
-            };
-        }
-        match &mfull {
-            Mfull::F32(m) => m2l!(ops.m2l_f32, m)?,
-            Mfull::F64(m) => m2l!(ops.m2l_f64, m)?,
-        }
-    }
+    let (mut local, m2l_kind) = m2l::m2l(gpu, &ops, tt, &st, &lists, &mult, nq, p)?;
+    drop(mult);
+    stats.m2l_kind = m2l_kind;
     sync("M2L")?;
     stats.m2l_seconds = t3.elapsed().as_secs_f64();
 
@@ -711,38 +596,13 @@ pub fn fmm_cuda<K: Kernel, R: Real>(
     stats.p2p_seconds = t5.elapsed().as_secs_f64();
 
     // Back to the caller's order on the device, then to the host.
+    let t6 = Instant::now();
     let back = out
         .iter()
         .map(|o| tt.tree.scatter(gpu, o))
         .collect::<Result<Vec<_>, _>>()?;
     sync("the outputs to the caller's order")?;
-    let t6 = Instant::now();
     let slots = gpu.download_many(&back.iter().collect::<Vec<_>>(), m)?;
     stats.download_seconds = t6.elapsed().as_secs_f64();
     Ok((Outputs::new(def.name.as_str(), &def.outputs, slots), stats))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn m2l_tasks_cover_every_row_of_every_coefficient_once() {
-        for p in 1..=MAX_GPU_ORDER {
-            for nq in [1, 3] {
-                let tasks = m2l_tasks(p, nq);
-                assert!(nq * tasks.len() <= 1024, "p {p}: {} tasks", tasks.len());
-                let mut rows = vec![Vec::new(); ncoef(p)];
-                for &[c, lo, hi, _] in &tasks {
-                    rows[c as usize].extend(lo..=hi);
-                }
-                for k in 0..=p {
-                    for l in 0..=k {
-                        let want: Vec<i32> = (0..=(p - k) as i32).collect();
-                        assert_eq!(rows[k * (k + 1) / 2 + l], want, "p {p}, k {k}, l {l}");
-                    }
-                }
-            }
-        }
-    }
 }

@@ -61,6 +61,9 @@ pub struct FmmStats {
     pub m2l: u64,
     /// Particle-particle interactions of the near field.
     pub p2p: u64,
+    /// Seconds checking the inputs and loading the compiled operators and
+    /// kernel (GPU only).
+    pub setup_seconds: f64,
     /// Seconds copying the particles to the device (GPU only).
     pub upload_seconds: f64,
     /// Seconds building both trees.
@@ -70,9 +73,13 @@ pub struct FmmStats {
     /// Seconds in the traversal.
     pub traversal_seconds: f64,
     pub m2l_seconds: f64,
+    /// Which M2L ran on the GPU: "f32 lanes" (float, lanes over source
+    /// cells) or "f64"; empty on the CPU.
+    pub m2l_kind: &'static str,
     /// Seconds in L2L and L2P.
     pub downward_seconds: f64,
     pub p2p_seconds: f64,
-    /// Seconds copying the outputs to the host (GPU only).
+    /// Seconds putting the outputs back in the caller's order and copying
+    /// them to the host (GPU only).
     pub download_seconds: f64,
 }

@@ -24,6 +24,9 @@
 __device__ __forceinline__ int idx(int n, int m) { return n * (n + 1) / 2 + m; }
 __device__ __forceinline__ int full(int n, int m) { return n * n + n + m; }
 
+// 2^i as a double, for |i| < 1022.
+__device__ __forceinline__ double pow2(int i) { return __longlong_as_double((long long)(1023 + i) << 52); }
+
 // The coefficient (n, m) of an expansion stored for m >= 0.
 __device__ __forceinline__ double2 get(const double2* a, int n, int m)
 {
@@ -230,55 +233,81 @@ extern "C" __global__ void fmm_m2m(const int n, const int* __restrict__ cells,
     for (int i = 0; i < NC; ++i) out[i] = acc[i];
 }
 
-// M2L: one block per target cell (yokota2012 Fig. 7). The block takes its
-// list `sb` source cells at a time: one thread per (source, m) computes
-// the singular harmonics of the translation, all threads copy the sources'
-// multipoles, both in full range (m from -n to n), into shared memory.
-// L_k^l = (-1)^k sum_{n <= P - k} sum_m M_n^m I_{n+k}^{m+l} is split into
-// tasks of about equal work, `tasks[j] = (c, n_lo, n_hi)`: the rows n_lo to
-// n_hi of the sum for coefficient c = idx(k, l). One thread per (task,
-// expansion): one thread per coefficient would leave the threads of low k,
-// with (P + 1)^2 products, the rest of their warp waiting. The partial sums
-// of a coefficient meet by atomicAdd at the end of the cell.
-//
-// The harmonics and products run in E, float or double. In float the
-// coefficients are normalised (yokota2012 section 4.2) by a power of two
-// near the source cell's size, rho = 2^e with e = ilogb(half side): the
-// multipoles arrive as M_n^m / rho^n (fmm_full_range_f32), and the
-// harmonics are those of u = v / rho (v the translation; rho is exact, so
-// is u), both of order one where the raw ones under- or overflow float for
-// small cells. Since I_{n+k}(v) = I_{n+k}(u) / rho^{n+k+1}, a source adds
-// rho^{-(k+1)} times its normalised sum to L_k: that factor is applied,
-// and the sources summed, in double. Within a source the rows run from
-// high n to low (the small terms first). In double, rho = 1.
-//
-// Dynamic shared memory: sb * (1 + nq) * NF complex E, then sb ints.
-template <typename E> struct Complex;
-template <> struct Complex<float> { typedef float2 T; };
-template <> struct Complex<double> { typedef double2 T; };
-
-// 2^i as a double, for |i| < 1022.
-__device__ __forceinline__ double pow2(int i) { return __longlong_as_double((long long)(1023 + i) << 52); }
-
-__device__ __forceinline__ float inv_sqrt(float x) { return rsqrtf(x); }
-__device__ __forceinline__ double inv_sqrt(double x) { return 1.0 / sqrt(x); }
-
-template <typename E>
-__device__ void m2l(const int n_cells, const int* __restrict__ list_begin,
-                    const int* __restrict__ list_end, const int* __restrict__ list,
-                    const double* __restrict__ tx, const double* __restrict__ ty,
-                    const double* __restrict__ tz, const double* __restrict__ sx,
-                    const double* __restrict__ sy, const double* __restrict__ sz,
-                    const double* __restrict__ half, const int nq, const int sb,
-                    const int n_tasks, const int4* __restrict__ tasks,
-                    const typename Complex<E>::T* __restrict__ mfull, double2* __restrict__ local)
+// The degree n of the full-range index f = n * n + n + m.
+__device__ __forceinline__ int degree(int f)
 {
-    typedef typename Complex<E>::T E2;
-    const bool scaled = sizeof(E) == sizeof(float);
+    int n = (int)sqrtf((float)f);
+    while (n * n > f) --n;
+    while ((n + 1) * (n + 1) <= f) ++n;
+    return n;
+}
+
+// The singular harmonics I_n^m(x, y, z) of one column m >= 0, n from m to
+// P, both signs of m (store(n, m, value) and store(n, -m, value)): I_m^m
+// by its own product chain, then up the column in n, the recurrences of
+// singular(). The M2L's threads each take one (source, m).
+template <typename E, typename V, typename Store>
+__device__ __forceinline__ void singular_column(const E x, const E y, const E z, const int m,
+                                                Store store)
+{
+    const E inv_r2 = (E)1 / (x * x + y * y + z * z);
+    V cur;
+    cur.x = sqrt(inv_r2);
+    cur.y = 0;
+    for (int j = 1; j <= m; ++j) {
+        const E f = -(E)(2 * j - 1) * inv_r2;
+        const E cx = (x * cur.x - y * cur.y) * f, cy = (x * cur.y + y * cur.x) * f;
+        cur.x = cx;
+        cur.y = cy;
+    }
+    V prev;
+    prev.x = prev.y = 0;
+    for (int n = m; n <= P; ++n) {
+        if (n > m) {
+            const E cz = (E)(2 * n - 1) * z;
+            const E d = (E)((n - 1) * (n - 1) - m * m);
+            V next;
+            next.x = (cur.x * cz - prev.x * d) * inv_r2;
+            next.y = (cur.y * cz - prev.y * d) * inv_r2;
+            prev = cur;
+            cur = next;
+        }
+        store(n, m, cur);
+        if (m > 0) {
+            const E sg = (m & 1) ? (E)-1 : (E)1;
+            V h;
+            h.x = sg * cur.x;
+            h.y = -sg * cur.y;
+            store(n, -m, h);
+        }
+    }
+}
+
+// M2L in double: one block per target cell (yokota2012 Fig. 7). The block
+// takes its list `sb` source cells at a time: one thread per (source, m)
+// computes the singular harmonics of the translation, all threads copy
+// the sources' multipoles, both in full range (m from -n to n), into
+// shared memory. L_k^l = (-1)^k sum_{n <= P - k} sum_m M_n^m I_{n+k}^{m+l}
+// is split into tasks of about equal work, `tasks[j] = (c, n_lo, n_hi)`:
+// the rows n_lo to n_hi of the sum for coefficient c = idx(k, l). One
+// thread per (task, expansion): one thread per coefficient would leave the
+// threads of low k, with (P + 1)^2 products, the rest of their warp
+// waiting. The partial sums of a coefficient meet by atomicAdd at the end
+// of the cell. f32 particles take fmm_m2l_lanes (below) where it fits.
+//
+// Dynamic shared memory: sb * (1 + nq) * NF double2.
+extern "C" __global__ void fmm_m2l(const int n_cells, const int* __restrict__ list_begin,
+                                   const int* __restrict__ list_end, const int* __restrict__ list,
+                                   const double* __restrict__ tx, const double* __restrict__ ty,
+                                   const double* __restrict__ tz, const double* __restrict__ sx,
+                                   const double* __restrict__ sy, const double* __restrict__ sz,
+                                   const int nq, const int sb, const int n_tasks,
+                                   const int4* __restrict__ tasks,
+                                   const double2* __restrict__ mfull, double2* __restrict__ local)
+{
     extern __shared__ __align__(16) unsigned char smem[];
-    E2* ish = (E2*)smem;
-    E2* msh = ish + sb * NF;
-    int* expo = (int*)(msh + sb * nq * NF);
+    double2* ish = (double2*)smem;
+    double2* msh = ish + sb * NF;
     const int t = threadIdx.x;
     const bool own = t < nq * n_tasks;
     const int q = own ? t / n_tasks : 0;
@@ -293,78 +322,31 @@ __device__ void m2l(const int n_cells, const int* __restrict__ list_begin,
         double re = 0.0, im = 0.0;
         for (int chunk = ls; chunk < le; chunk += sb) {
             const int cnt = min(sb, le - chunk);
-            // The singular harmonics of u, one thread per (source, m): I_m^m
-            // by its own product chain, then up the column in n (the same
-            // recurrences as singular()), both signs of m written.
             for (int e = t; e < cnt * (P + 1); e += blockDim.x) {
                 const int s = e / (P + 1), m = e % (P + 1);
                 const int b = list[chunk + s];
-                const int ex = scaled ? ilogb(half[b]) : 0;
-                if (m == 0) expo[s] = ex;
-                const double inv_rho = pow2(-ex);
-                const E x = (E)((tx[a] - sx[b]) * inv_rho), y = (E)((ty[a] - sy[b]) * inv_rho),
-                        z = (E)((tz[a] - sz[b]) * inv_rho);
-                const E r2 = x * x + y * y + z * z;
-                const E inv_r = inv_sqrt(r2);
-                const E inv_r2 = inv_r * inv_r;
-                E2 cur;
-                cur.x = inv_r;
-                cur.y = 0;
-                for (int j = 1; j <= m; ++j) {
-                    const E f = -(E)(2 * j - 1) * inv_r2;
-                    const E cx = (x * cur.x - y * cur.y) * f, cy = (x * cur.y + y * cur.x) * f;
-                    cur.x = cx;
-                    cur.y = cy;
-                }
-                E2 prev;
-                prev.x = prev.y = 0;
-                for (int n = m; n <= P; ++n) {
-                    if (n > m) {
-                        const E cz = (E)(2 * n - 1) * z;
-                        const E d = (E)((n - 1) * (n - 1) - m * m);
-                        E2 next;
-                        next.x = (cur.x * cz - prev.x * d) * inv_r2;
-                        next.y = (cur.y * cz - prev.y * d) * inv_r2;
-                        prev = cur;
-                        cur = next;
-                    }
-                    ish[s * NF + full(n, m)] = cur;
-                    if (m > 0) {
-                        const E sg = (m & 1) ? (E)-1 : (E)1;
-                        E2 h;
-                        h.x = sg * cur.x;
-                        h.y = -sg * cur.y;
-                        ish[s * NF + full(n, -m)] = h;
-                    }
-                }
+                double2* hs = ish + s * NF;
+                singular_column<double, double2>(tx[a] - sx[b], ty[a] - sy[b], tz[a] - sz[b], m,
+                                                 [&](int n, int mm, double2 v) { hs[full(n, mm)] = v; });
             }
             // The multipoles, already in full range, source by source (no
             // division by nq).
             for (int s = 0; s < cnt; ++s) {
-                const E2* src = mfull + (size_t)list[chunk + s] * nq * NF;
+                const double2* src = mfull + (size_t)list[chunk + s] * nq * NF;
                 for (int r = t; r < nq * NF; r += blockDim.x) msh[s * nq * NF + r] = src[r];
             }
             __syncthreads();
             if (own) {
                 for (int s = 0; s < cnt; ++s) {
-                    const E2* mq = msh + (s * nq + q) * NF;
-                    const E2* hs = ish + s * NF;
-                    E sre = 0, sim = 0;
+                    const double2* mq = msh + (s * nq + q) * NF;
+                    const double2* hs = ish + s * NF;
                     for (int n = n_hi; n >= n_lo; --n) {
                         const int ma = full(n, -n), ib = full(n + k, -n + l);
                         for (int j = 0; j <= 2 * n; ++j) {
-                            const E2 mv = mq[ma + j], hv = hs[ib + j];
-                            sre += mv.x * hv.x - mv.y * hv.y;
-                            sim += mv.x * hv.y + mv.y * hv.x;
+                            const double2 mv = mq[ma + j], hv = hs[ib + j];
+                            re += mv.x * hv.x - mv.y * hv.y;
+                            im += mv.x * hv.y + mv.y * hv.x;
                         }
-                    }
-                    if (scaled) {
-                        const double f = pow2(-expo[s] * (k + 1));
-                        re += (double)sre * f;
-                        im += (double)sim * f;
-                    } else {
-                        re += (double)sre;
-                        im += (double)sim;
                     }
                 }
             }
@@ -379,21 +361,275 @@ __device__ void m2l(const int n_cells, const int* __restrict__ list_begin,
     }
 }
 
-#define M2L_ENTRY(E, SUFFIX)                                                                      \
-    extern "C" __global__ void fmm_m2l_##SUFFIX(                                                 \
-        const int n_cells, const int* __restrict__ list_begin, const int* __restrict__ list_end,  \
-        const int* __restrict__ list, const double* __restrict__ tx,                              \
-        const double* __restrict__ ty, const double* __restrict__ tz,                             \
-        const double* __restrict__ sx, const double* __restrict__ sy,                             \
-        const double* __restrict__ sz, const double* __restrict__ half, const int nq,             \
-        const int sb, const int n_tasks, const int4* __restrict__ tasks,                          \
-        const Complex<E>::T* __restrict__ mfull, double2* __restrict__ local)                     \
-    {                                                                                             \
-        m2l<E>(n_cells, list_begin, list_end, list, tx, ty, tz, sx, sy, sz, half, nq, sb,         \
-               n_tasks, tasks, mfull, local);                                                     \
+// M2L of f32 particles in float, lanes over source cells (the GPU form of
+// m2l_lanes.rs): one block per target cell takes its list 32 source cells
+// at a time, lane s of every warp the chunk's source s. All lanes of a
+// warp run the same loops (no divergence) and read consecutive shared
+// words (no bank conflicts). The work, L_k^l for all (k, l) and the nq
+// expansions, is cut into items (host: `lane_plan` in gpu/m2l.rs), each
+// `(k, l0, W, n_lo, n_hi)`: the W coefficients L_k^{l0} .. L_k^{l0+W-1}
+// of all nq expansions over the rows n_lo..n_hi of M. The harmonics
+// I_{n+k}^{m+l} of neighbouring l are neighbours in memory, so a thread
+// loads one harmonic and nq multipoles per m and does W * nq complex
+// multiply-adds with them (4 loads for 12 at W = 4, nq = 3, where one
+// thread per coefficient does 2 for 1 and is bound by its shared loads:
+// the M2L of fmm_m2l's form in float ran at 6% of the float rate). Each warp runs its list of items (equal work, longest
+// processing time first) for every chunk; a warp of one item keeps its
+// sums in registers, the others keep theirs in shared memory between
+// chunks, `slot` floats per lane. At the end of the list the lanes' sums
+// are added across the warp and atomically to the local expansion.
+//
+// Normalised coefficients (yokota2012 section 4.2), as the CPU's and the
+// double M2L's but scaled so float holds them: rho = 2^ilogb(half side)
+// of a cell, exact. The multipoles arrive as M_n^m / rho_s^n
+// (fmm_full_range_f32) and the harmonics are those of u = v / rho_s, so a
+// source's sum S = sum M~ I(u) is of order one and L_k gets
+// rho_s^{-(k+1)} S. The lanes' running sums are kept in the target's
+// scale, L_k rho_t^{k+1}, so they add whatever their sources' sizes: an
+// item takes them to its lane's source's scale (times 2^{-d(k+1)},
+// d = e_t - e_s), adds the source's terms, and takes them back; the
+// factor rho_t^{-(k+1)} is applied in double at the end. Both are powers
+// of two, exact. In a dual tree traversal of one tree, |d| <= 3 (measured:
+// uniform and Plummer, 10^6, theta 0.5 and 0.7) and |v| >= 2 rho; a pair
+// with |d| > max_d (64 / P) would strain float's range, so it raises
+// `flag` and the host runs the double M2L instead.
+//
+// Dynamic shared memory: one or two buffers of (1 + NQ) * NF * LANE_LD
+// float2 (harmonics, then multipoles), then 32 floats per slot of the
+// items' sums.
+#define LANE_LD 33
+
+template <int W, int NQ>
+__device__ __forceinline__ void m2l_item(float* acc, float* sums, const float2* __restrict__ ish,
+                                         const float2* __restrict__ msh, const int k, const int l0,
+                                         const int n_lo, const int n_hi, const int d)
+{
+    // The sums to this source's scale and, below, back: 2^{-+d(k+1)},
+    // exact (|d| (k + 1) is far inside float's exponent range).
+    const float down = __int_as_float((127 - d * (k + 1)) << 23);
+    const float up = __int_as_float((127 + d * (k + 1)) << 23);
+#pragma unroll
+    for (int v = 0; v < 2 * W * NQ; ++v) acc[v] = (sums ? sums[v * 32] : acc[v]) * down;
+    // High rows first: their terms are the small ones.
+    for (int n = n_hi; n >= n_lo; --n) {
+        const float2* mp = msh + full(n, -n) * LANE_LD;
+        const float2* hp = ish + full(n + k, -n + l0) * LANE_LD;
+        float2 h[W];
+#pragma unroll
+        for (int w = 0; w + 1 < W; ++w) h[w] = hp[w * LANE_LD];
+#pragma unroll 2
+        for (int j = 0; j <= 2 * n; ++j) {
+            h[W - 1] = hp[(j + W - 1) * LANE_LD];
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) {
+                const float2 mv = mp[(q * NF + j) * LANE_LD];
+#pragma unroll
+                for (int w = 0; w < W; ++w) {
+                    float* a = acc + 2 * (w * NQ + q);
+                    a[0] = fmaf(mv.x, h[w].x, a[0]);
+                    a[0] = fmaf(-mv.y, h[w].y, a[0]);
+                    a[1] = fmaf(mv.x, h[w].y, a[1]);
+                    a[1] = fmaf(mv.y, h[w].x, a[1]);
+                }
+            }
+#pragma unroll
+            for (int w = 0; w + 1 < W; ++w) h[w] = h[w + 1];
+        }
     }
-M2L_ENTRY(float, f32)
-M2L_ENTRY(double, f64)
+#pragma unroll
+    for (int v = 0; v < 2 * W * NQ; ++v) {
+        acc[v] *= up;
+        if (sums) sums[v * 32] = acc[v];
+    }
+}
+
+// An item's sums (in acc, or in shared memory at sums) added across the
+// warp, times f, to the local expansions at out (L_k^l0 of expansion 0).
+template <int W, int NQ>
+__device__ __forceinline__ void m2l_item_out(const float* acc, const float* sums, const int lane,
+                                             const double f, double2* out)
+{
+#pragma unroll
+    for (int v = 0; v < 2 * W * NQ; ++v) {
+        float x = sums ? sums[v * 32] : acc[v];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+        if (lane == 0) {
+            const int w = v / (2 * NQ), q = (v / 2) % NQ;
+            atomicAdd((double*)(out + q * NC + w) + (v & 1), f * (double)x);
+        }
+    }
+}
+
+// An 8-byte copy from global to shared memory that does not hold up the
+// thread (cp.async, sm_80 and later), zeros where `bytes` is 0; and the
+// wait for all of a thread's copies.
+__device__ __forceinline__ void copy_async8(float2* to, const float2* from, const int bytes)
+{
+#if __CUDA_ARCH__ >= 800
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(to);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(from), "r"(bytes));
+#else
+    *to = bytes ? *from : make_float2(0.0f, 0.0f);
+#endif
+}
+
+__device__ __forceinline__ void copies_done()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::);
+#endif
+}
+
+// Stages the sources list[chunk..chunk + 32) (those before `end`) of
+// target cell a into one buffer: their levels against the target's in
+// lev, their harmonics in ish (computed), their multipoles in msh (copied
+// without waiting; copies_done() and a barrier before they are read).
+template <int NQ>
+__device__ __forceinline__ void m2l_stage(const int a, const int et, const int chunk, const int end,
+                                          const int* __restrict__ list,
+                                          const double* __restrict__ cx,
+                                          const double* __restrict__ cy,
+                                          const double* __restrict__ cz,
+                                          const double* __restrict__ half,
+                                          const float2* __restrict__ mfull, const int max_d,
+                                          int* lev, float2* ish, float2* msh, int* flag)
+{
+    const int lane = threadIdx.x & 31;
+    // The multipoles: warp w copies sources w, w + warps, ..., its lanes
+    // along the source's NQ * NF coefficients (coalesced). The chunk's
+    // sources are read once per warp, a lane each, and passed round.
+    const int mine = chunk + lane < end ? list[chunk + lane] : -1;
+    for (int s = threadIdx.x >> 5; s < 32; s += blockDim.x >> 5) {
+        const int b = __shfl_sync(0xffffffffu, mine, s);
+        const float2* from = mfull + (size_t)(b >= 0 ? b : 0) * NQ * NF;
+        for (int r = lane; r < NQ * NF; r += 32)
+            copy_async8(msh + r * LANE_LD + s, from + r, b >= 0 ? 8 : 0);
+    }
+    // Harmonics of u = v / rho_s, one thread per (source, m); zeros for
+    // the lanes past the list's end.
+    for (int e = threadIdx.x; e < 32 * (P + 1); e += blockDim.x) {
+        const int s = e & 31, m = e >> 5;
+        const int b = chunk + s < end ? list[chunk + s] : -1;
+        float2* hs = ish + s;
+        if (b >= 0) {
+            const int es = ilogb(half[b]);
+            if (m == 0) {
+                if (abs(et - es) > max_d) *flag = 1;
+                lev[s] = et - es;
+            }
+            const double inv_rho = pow2(-es);
+            singular_column<float, float2>(
+                (float)((cx[a] - cx[b]) * inv_rho), (float)((cy[a] - cy[b]) * inv_rho),
+                (float)((cz[a] - cz[b]) * inv_rho), m,
+                [&](int n, int mm, float2 v) { hs[full(n, mm) * LANE_LD] = v; });
+        } else {
+            if (m == 0) lev[s] = 0;
+            for (int n = m; n <= P; ++n) {
+                hs[full(n, m) * LANE_LD] = make_float2(0.0f, 0.0f);
+                hs[full(n, -m) * LANE_LD] = make_float2(0.0f, 0.0f);
+            }
+        }
+    }
+}
+
+// An item: x = k | l0 << 8 | W << 16, y = n_lo, z = n_hi, w = the first of
+// its 2 W NQ slots (-1 for a warp of one item). With two buffers
+// (`buffers` 2), the next chunk is staged while this one is summed.
+template <int NQ>
+__device__ void m2l_lanes(const int n_cells, const int* __restrict__ list_begin,
+                          const int* __restrict__ list_end, const int* __restrict__ list,
+                          const double* __restrict__ cx, const double* __restrict__ cy,
+                          const double* __restrict__ cz, const double* __restrict__ half,
+                          const int4* __restrict__ items, const int2* __restrict__ warp_items,
+                          const int buffers, const int max_d, const float2* __restrict__ mfull,
+                          double2* __restrict__ local, int* __restrict__ flag)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int per_buffer = (1 + NQ) * NF * LANE_LD;
+    float2* buf = (float2*)smem;
+    float* ash = (float*)(buf + buffers * per_buffer);
+    __shared__ int lev[2][32];
+    const int lane = threadIdx.x & 31;
+    const int2 mine = warp_items[threadIdx.x >> 5];
+    float acc[8 * NQ];
+    for (int a = blockIdx.x; a < n_cells; a += gridDim.x) {
+        const int ls = list_begin[a], le = list_end[a];
+        if (ls == le) continue;
+        const int et = ilogb(half[a]);
+#pragma unroll
+        for (int v = 0; v < 8 * NQ; ++v) acc[v] = 0.0f;
+        for (int i = mine.x; i < mine.y; ++i) {
+            const int4 it = items[i];
+            if (it.w >= 0)
+                for (int v = 0; v < 2 * (it.x >> 16) * NQ; ++v) ash[(it.w + v) * 32 + lane] = 0.0f;
+        }
+#define STAGE(chunk, b)                                                                           \
+    m2l_stage<NQ>(a, et, chunk, le, list, cx, cy, cz, half, mfull, max_d, lev[b],                 \
+                  buf + (b) * per_buffer, buf + (b) * per_buffer + NF * LANE_LD, flag)
+        STAGE(ls, 0);
+        copies_done();
+        __syncthreads();
+        for (int chunk = ls, c = 0; chunk < le; chunk += 32, ++c) {
+            const int cb = buffers == 2 ? c & 1 : 0;
+            const bool more = chunk + 32 < le;
+            if (buffers == 2 && more) STAGE(chunk + 32, cb ^ 1);
+            const float2* hs = buf + cb * per_buffer + lane;
+            const float2* ms = hs + NF * LANE_LD;
+            const int d = lev[cb][lane];
+            for (int i = mine.x; i < mine.y; ++i) {
+                const int4 it = items[i];
+                const int k = it.x & 255, l0 = (it.x >> 8) & 255;
+                float* sums = it.w >= 0 ? ash + it.w * 32 + lane : nullptr;
+                switch (it.x >> 16) {
+                case 1: m2l_item<1, NQ>(acc, sums, hs, ms, k, l0, it.y, it.z, d); break;
+                case 2: m2l_item<2, NQ>(acc, sums, hs, ms, k, l0, it.y, it.z, d); break;
+                case 3: m2l_item<3, NQ>(acc, sums, hs, ms, k, l0, it.y, it.z, d); break;
+                default: m2l_item<4, NQ>(acc, sums, hs, ms, k, l0, it.y, it.z, d); break;
+                }
+            }
+            if (buffers == 1 && more) {
+                __syncthreads();
+                STAGE(chunk + 32, 0);
+            }
+            copies_done();
+            __syncthreads();
+        }
+#undef STAGE
+        // The lanes' sums across the warp, then to the local expansion.
+        for (int i = mine.x; i < mine.y; ++i) {
+            const int4 it = items[i];
+            const int k = it.x & 255, l0 = (it.x >> 8) & 255;
+            const float* sums = it.w >= 0 ? ash + it.w * 32 + lane : nullptr;
+            const double f = ((k & 1) ? -1.0 : 1.0) * pow2(-et * (k + 1));
+            double2* out = local + (size_t)a * NQ * NC + idx(k, l0);
+            switch (it.x >> 16) {
+            case 1: m2l_item_out<1, NQ>(acc, sums, lane, f, out); break;
+            case 2: m2l_item_out<2, NQ>(acc, sums, lane, f, out); break;
+            case 3: m2l_item_out<3, NQ>(acc, sums, lane, f, out); break;
+            default: m2l_item_out<4, NQ>(acc, sums, lane, f, out); break;
+            }
+        }
+    }
+}
+
+#define M2L_LANES_ENTRY(NQ, THREADS)                                                              \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1) fmm_m2l_lanes_##NQ(                  \
+        const int n_cells, const int* __restrict__ list_begin, const int* __restrict__ list_end,  \
+        const int* __restrict__ list, const double* __restrict__ cx,                              \
+        const double* __restrict__ cy, const double* __restrict__ cz,                             \
+        const double* __restrict__ half, const int4* __restrict__ items,                          \
+        const int2* __restrict__ warp_items, const int buffers, const int max_d,              \
+        const float2* __restrict__ mfull, double2* __restrict__ local, int* __restrict__ flag)    \
+    {                                                                                             \
+        m2l_lanes<NQ>(n_cells, list_begin, list_end, list, cx, cy, cz, half, items, warp_items,   \
+                      buffers, max_d, mfull, local, flag);                                        \
+    }
+// At most 32 warps for one expansion, 16 for more (their sums take more
+// registers than 64, the most a thread of 1024 may have, without spills).
+M2L_LANES_ENTRY(1, 1024)
+M2L_LANES_ENTRY(2, 512)
+M2L_LANES_ENTRY(3, 512)
 
 // The multipole expansions in full range (m from -n to n, at n * n + n + m),
 // the form M2L reads: one thread per coefficient.
@@ -402,15 +638,12 @@ extern "C" __global__ void fmm_full_range(const int n_exp, const double2* __rest
 {
     const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (size_t)n_exp * NF) return;
-    const int f = (int)(e % NF);
-    int n = (int)sqrt((double)f);
-    while (n * n > f) --n;
-    while ((n + 1) * (n + 1) <= f) ++n;
+    const int f = (int)(e % NF), n = degree(f);
     mfull[e] = get(mult + (e / NF) * NC, n, f - n * n - n);
 }
 
 // The same in float, over rho^n with rho = 2^ilogb(half side) of the cell
-// (see m2l): one thread per coefficient.
+// (see fmm_m2l_lanes): one thread per coefficient.
 extern "C" __global__ void fmm_full_range_f32(const int n_exp, const int nq,
                                               const double* __restrict__ half,
                                               const double2* __restrict__ mult,
@@ -418,10 +651,7 @@ extern "C" __global__ void fmm_full_range_f32(const int n_exp, const int nq,
 {
     const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (size_t)n_exp * NF) return;
-    const int f = (int)(e % NF);
-    int n = (int)sqrt((double)f);
-    while (n * n > f) --n;
-    while ((n + 1) * (n + 1) <= f) ++n;
+    const int f = (int)(e % NF), n = degree(f);
     const double2 v = get(mult + (e / NF) * NC, n, f - n * n - n);
     const double s = pow2(-ilogb(half[e / NF / nq]) * n);
     mfull[e] = make_float2((float)(v.x * s), (float)(v.y * s));

@@ -1,0 +1,431 @@
+//! The M2L on the GPU (`fmm_m2l` and `fmm_m2l_lanes_*` in `ops.cu`): which
+//! of the two runs, how their work is cut, and the launches.
+//!
+//! - f32 particles, one tree, p up to [`MAX_F32_M2L_ORDER`]: the float
+//!   M2L, lanes over source cells, on coefficients normalised by the
+//!   target cell's size. Its work is cut into items by [`lane_plan`].
+//! - Otherwise (f64 particles, targets apart from the sources, higher
+//!   orders, `FMM_GPU_M2L=f64`), or where a float pair's cells differ too
+//!   much in size: the double M2L, one thread per (coefficient rows,
+//!   expansion), its tasks from [`m2l_tasks`].
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::{grid, DeviceLists, FmmTree, Ops};
+use crate::cuda::Gpu;
+use crate::error::Error;
+use crate::real::Real;
+use crate::tree::device_build::{alloc, cuda_err, download, launch, upload, zeros};
+
+/// Shared memory the double M2L uses per block, which sets how many source
+/// cells a block takes at once: small enough for many blocks per
+/// multiprocessor. `FMM_GPU_M2L_SHARED` (bytes) overrides it, for tuning.
+const M2L_SHARED: usize = 8 * 1024;
+
+fn m2l_shared() -> usize {
+    std::env::var("FMM_GPU_M2L_SHARED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(M2L_SHARED)
+        .min(48 * 1024)
+}
+
+/// The highest order at which the M2L of f32 particles runs in float (its
+/// normalised harmonics of order p reach about (2p)! / (2^p p!), 3e11 at
+/// 12, and float carries 7 digits, what p 12 gives already).
+pub const MAX_F32_M2L_ORDER: usize = 12;
+
+/// Whether the M2L's products run in float: for f32 particles up to
+/// [`MAX_F32_M2L_ORDER`], when the targets are the sources, and when the
+/// cells' sizes keep the scale factors 2^(-e (k + 1)) of `ops.cu` in
+/// double's range. Otherwise, and where `FMM_GPU_M2L=f64` asks for it (to
+/// compare), in double.
+///
+/// Why one tree only: the float form normalises the translation by the
+/// target cell's size, and |v| is at least twice that for two distinct
+/// cells of one octree; cells of two trees can be closer, and the
+/// harmonics of a short normalised v would overflow float.
+fn float_m2l<R: Real>(p: usize, one_tree: bool, root_half: f64) -> bool {
+    let forced = std::env::var("FMM_GPU_M2L").is_ok_and(|v| v == "f64");
+    // ilogb of the root's half side; cells are at most MAX_LEVEL below.
+    let e_root = ((root_half.to_bits() >> 52) & 0x7ff) as i64 - 1023;
+    let e_most = e_root.abs() + crate::tree::morton::MAX_LEVEL as i64 + 1;
+    R::NAME == "f32"
+        && p <= MAX_F32_M2L_ORDER
+        && one_tree
+        && e_most * (p as i64 + 1) < 1000
+        && !forced
+}
+
+/// The double M2L's tasks (see `fmm_m2l` in `ops.cu`): `(c, n_lo, n_hi,
+/// 0)`, rows `n_lo..=n_hi` of the sum for local coefficient `c = idx(k,
+/// l)`, each about one row of the widest length `2p + 1` long, so the
+/// threads of a warp do about equal work; longer where `nq` expansions
+/// would need more than 1024 threads.
+fn m2l_tasks(p: usize, nq: usize) -> Vec<[i32; 4]> {
+    let mut most = 2 * p + 1;
+    loop {
+        let tasks = m2l_tasks_of(p, most);
+        if nq * tasks.len() <= 1024 {
+            return tasks;
+        }
+        most *= 2;
+    }
+}
+
+fn m2l_tasks_of(p: usize, most: usize) -> Vec<[i32; 4]> {
+    let mut tasks = Vec::new();
+    for k in 0..=p {
+        for l in 0..=k {
+            let c = (k * (k + 1) / 2 + l) as i32;
+            let (mut lo, mut work) = (0, 0);
+            for n in 0..=p - k {
+                work += 2 * n + 1;
+                if work >= most || n == p - k {
+                    tasks.push([c, lo as i32, n as i32, 0]);
+                    (lo, work) = (n + 1, 0);
+                }
+            }
+        }
+    }
+    tasks
+}
+
+/// The widest run of neighbouring coefficients `L_k^l` one thread of the
+/// float M2L takes (`m2l_item` in `ops.cu` is instantiated for 1 to 4).
+const MAX_WIDTH: usize = 4;
+
+/// The float M2L's work dealt to the warps of a block (see `m2l_lanes` in
+/// `ops.cu`).
+#[derive(Debug)]
+struct LanePlan {
+    /// `(k | l0 << 8 | w << 16, n_lo, n_hi, slot)`: coefficients `L_k^l0`
+    /// to `L_k^(l0 + w - 1)` over the rows `n_lo..=n_hi` of the
+    /// multipoles; `slot` the first of its `2 w nq` floats per lane of
+    /// shared memory, -1 in a warp of one item (kept in registers).
+    items: Vec<[i32; 4]>,
+    /// Each warp's items, `items[begin..end]`.
+    warps: Vec<[i32; 2]>,
+    /// Floats per lane of shared memory for the items' sums.
+    slots: usize,
+}
+
+/// Instructions of one row `n` of an item `w` wide: per `m`, one harmonic
+/// and `nq` multipoles loaded, `4 w nq` multiply-adds, moving the window
+/// and the loop; a few to start the row.
+fn row_cost(n: usize, w: usize, nq: usize) -> usize {
+    (2 * n + 1) * (nq + 4 + 4 * w * nq) + 8
+}
+
+/// Cuts `L_k^l` for all `k <= p`, `l <= k` into runs of at most
+/// [`MAX_WIDTH`] neighbouring `l` (as equal as possible), the runs' rows
+/// into pieces of at most a `warps`-th of the work, and deals the pieces,
+/// longest first, each to the warp with the least work so far (LPT).
+fn lane_plan(p: usize, nq: usize, warps: usize) -> LanePlan {
+    let mut runs = Vec::new();
+    for k in 0..=p {
+        let n_runs = (k + 1).div_ceil(MAX_WIDTH);
+        let mut l0 = 0;
+        for r in 0..n_runs {
+            let w = (k + 1 - l0).div_ceil(n_runs - r);
+            runs.push((k, l0, w));
+            l0 += w;
+        }
+    }
+    let total: usize = runs
+        .iter()
+        .map(|&(k, _, w)| (0..=p - k).map(|n| row_cost(n, w, nq)).sum::<usize>())
+        .sum();
+    let share = total.div_ceil(warps);
+    // (cost, k, l0, w, n_lo, n_hi), rows from high to low.
+    let mut pieces = Vec::new();
+    for &(k, l0, w) in &runs {
+        let (mut hi, mut cost) = (p - k, 0);
+        for n in (0..=p - k).rev() {
+            let c = row_cost(n, w, nq);
+            if cost > 0 && cost + c > share {
+                pieces.push((cost, k, l0, w, n + 1, hi));
+                (hi, cost) = (n, 0);
+            }
+            cost += c;
+        }
+        pieces.push((cost, k, l0, w, 0, hi));
+    }
+    pieces.sort_by(|a, b| b.cmp(a));
+    let mut load = vec![0usize; warps];
+    let mut dealt = vec![Vec::new(); warps];
+    for piece in pieces {
+        let i = (0..warps).min_by_key(|&i| load[i]).unwrap_or(0);
+        // A warp of several items moves each one's sums in and out of
+        // shared memory once per chunk of sources.
+        load[i] += piece.0 + 4 * piece.3 * nq;
+        dealt[i].push(piece);
+    }
+    dealt.retain(|d| !d.is_empty());
+    let (mut items, mut bounds, mut slots) = (Vec::new(), Vec::new(), 0);
+    for d in &dealt {
+        let begin = items.len() as i32;
+        for &(_, k, l0, w, lo, hi) in d {
+            let slot = if d.len() == 1 {
+                -1
+            } else {
+                slots += 2 * w * nq;
+                (slots - 2 * w * nq) as i32
+            };
+            items.push([(k | l0 << 8 | w << 16) as i32, lo as i32, hi as i32, slot]);
+        }
+        bounds.push([begin, items.len() as i32]);
+    }
+    LanePlan {
+        items,
+        warps: bounds,
+        slots,
+    }
+}
+
+/// Warps per block of the float M2L: `FMM_GPU_M2L_WARPS` (for tuning), or
+/// 8 for one expansion and 16 for more; at most 16 for more than one
+/// (`ops.cu` compiles those for 512 threads, the sums of three expansions
+/// need more than 64 registers).
+fn lane_warps(nq: usize) -> usize {
+    let (default, most) = if nq == 1 { (8, 32) } else { (16, 16) };
+    std::env::var("FMM_GPU_M2L_WARPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+        .clamp(1, most)
+}
+
+/// Buffers of sources the float M2L may take: `FMM_GPU_M2L_BUFFERS` (for
+/// tuning), or 2 for more than one expansion and 1 for one. Measured on
+/// the H100 at 10^7 (2026-11-23): velocity and stretching, p 8, 173 ms
+/// with two and 175 ms with one; gravity, p 6, 19.6 ms with two and 17.1
+/// ms with one (its smaller blocks fit several to a multiprocessor, which
+/// hides the staging as well, and two buffers would leave room for fewer).
+fn lane_buffers(nq: usize) -> usize {
+    std::env::var("FMM_GPU_M2L_BUFFERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if nq == 1 { 1 } else { 2 })
+}
+
+/// How many levels apart a float M2L pair's cells may be (`max_d` in
+/// `ops.cu`): `64 / p`, so their scale factors stay far inside float's
+/// range; `FMM_GPU_M2L_MAX_LEVELS` lowers it (the tests set -1 to take
+/// the double M2L's way back).
+fn max_levels_apart(p: usize) -> i32 {
+    let most = (64 / p.max(1)) as i32;
+    std::env::var("FMM_GPU_M2L_MAX_LEVELS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(most, |v: i32| v.min(most))
+}
+
+/// Which M2L ran.
+pub(super) const FLOAT_LANES: &str = "f32 lanes";
+pub(super) const DOUBLE: &str = "f64";
+
+/// M2L from the source tree's multipoles `mult` (`nq` expansions per cell,
+/// stored for `m >= 0`) to the target cells' local expansions, returned
+/// with the name of the M2L that ran.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn m2l<R: Real>(
+    gpu: &Gpu,
+    ops: &Ops,
+    tt: &FmmTree<R>,
+    st: &FmmTree<R>,
+    lists: &DeviceLists,
+    mult: &CudaSlice<f64>,
+    nq: usize,
+    p: usize,
+) -> Result<(CudaSlice<f64>, &'static str), Error> {
+    let s = gpu.stream();
+    let nc = (p + 1) * (p + 2) / 2;
+    let nf = (p + 1) * (p + 1);
+    let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
+    let (n_exp, nqi, tnci) = ((snc * nq) as i32, nq as i32, tnc as i32);
+    let mut local = zeros::<f64>(s, 2 * tnc * nq * nc)?;
+    if float_m2l::<R>(p, std::ptr::eq(tt, st), st.tree.bounds.half) {
+        let plan = lane_plan(p, nq, lane_warps(nq));
+        let most = gpu
+            .context()
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(cuda_err("the device's shared memory"))? as usize;
+        // Two buffers of sources where they fit (one is summed while the
+        // next is staged), else one; 256 bytes of static shared memory
+        // besides (the sources' levels).
+        let shared_of =
+            |buffers: usize| buffers * (1 + nq) * nf * LANE_LD * 8 + plan.slots * 32 * 4;
+        let buffers = [2, 1]
+            .into_iter()
+            .filter(|&b| b <= lane_buffers(nq))
+            .find(|&b| shared_of(b) + 256 <= most);
+        if let Some(buffers) = buffers {
+            let shared = shared_of(buffers);
+            let mut mfull = alloc::<f32>(s, 2 * snc * nq * nf)?;
+            launch!(s, ops.full_range_f32, grid(snc * nq * nf), "fmm_full_range_f32";
+                &n_exp, &nqi, &st.tree.half, mult, &mut mfull)?;
+            let f = &ops.m2l_lanes[nq - 1];
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared as i32,
+            )
+            .map_err(cuda_err("setting the M2L's shared memory"))?;
+            let items: Vec<i32> = plan.items.iter().flatten().copied().collect();
+            let warps: Vec<i32> = plan.warps.iter().flatten().copied().collect();
+            let (d_items, d_warps) = (upload(s, &items)?, upload(s, &warps)?);
+            let mut flag = zeros::<i32>(s, 1)?;
+            let (max_d, nbuf) = (max_levels_apart(p), buffers as i32);
+            let cfg = LaunchConfig {
+                grid_dim: (tnc.clamp(1, 1 << 20) as u32, 1, 1),
+                block_dim: (32 * plan.warps.len() as u32, 1, 1),
+                shared_mem_bytes: shared as u32,
+            };
+            launch!(s, f, cfg, "fmm_m2l_lanes";
+                &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
+                &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &st.tree.half,
+                &d_items, &d_warps, &nbuf, &max_d, &mfull, &mut local, &mut flag)?;
+            if download(s, &flag, 1)?[0] == 0 {
+                return Ok((local, FLOAT_LANES));
+            }
+            // A pair's cells too far apart in size for float: all in double.
+            s.memset_zeros(&mut local)
+                .map_err(cuda_err("clearing the local expansions"))?;
+        }
+    }
+    let mut mfull = alloc::<f64>(s, 2 * snc * nq * nf)?;
+    launch!(s, ops.full_range, grid(snc * nq * nf), "fmm_full_range";
+        &n_exp, mult, &mut mfull)?;
+    let per_source = (1 + nq) * nf * 16;
+    let sb = (m2l_shared() / per_source).clamp(1, 32);
+    let tasks = m2l_tasks(p, nq);
+    let flat: Vec<i32> = tasks.iter().flatten().copied().collect();
+    let d_tasks = upload(s, &flat)?;
+    let (n_tasks, sbi) = (tasks.len() as i32, sb as i32);
+    let cfg = LaunchConfig {
+        grid_dim: (tnc.clamp(1, 1 << 20) as u32, 1, 1),
+        block_dim: ((nq * tasks.len()).div_ceil(32) as u32 * 32, 1, 1),
+        shared_mem_bytes: (sb * per_source) as u32,
+    };
+    launch!(s, ops.m2l, cfg, "fmm_m2l";
+        &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
+        &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
+        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
+        &nqi, &sbi, &n_tasks, &d_tasks, &mfull, &mut local)?;
+    Ok((local, DOUBLE))
+}
+
+/// Row stride of the float M2L's shared arrays, in complex floats: 32
+/// lanes and one more, so the copies into them, a source's coefficients
+/// by consecutive threads, fall on distinct banks.
+const LANE_LD: usize = 33;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fmm::gpu::MAX_GPU_ORDER;
+    use crate::fmm::harmonics::ncoef;
+
+    #[test]
+    fn m2l_tasks_cover_every_row_of_every_coefficient_once() {
+        for p in 1..=MAX_GPU_ORDER {
+            for nq in [1, 3] {
+                let tasks = m2l_tasks(p, nq);
+                assert!(nq * tasks.len() <= 1024, "p {p}: {} tasks", tasks.len());
+                let mut rows = vec![Vec::new(); ncoef(p)];
+                for &[c, lo, hi, _] in &tasks {
+                    rows[c as usize].extend(lo..=hi);
+                }
+                for k in 0..=p {
+                    for l in 0..=k {
+                        let want: Vec<i32> = (0..=(p - k) as i32).collect();
+                        assert_eq!(rows[k * (k + 1) / 2 + l], want, "p {p}, k {k}, l {l}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lane_plans_cover_every_row_of_every_coefficient_once() {
+        for p in 1..=MAX_F32_M2L_ORDER {
+            for nq in 1..=3 {
+                for warps in [1, 4, 8, 16, 24, 32] {
+                    let plan = lane_plan(p, nq, warps);
+                    assert!(plan.warps.len() <= warps);
+                    let mut rows = vec![Vec::new(); ncoef(p)];
+                    let mut slot_used = vec![false; plan.slots];
+                    for &[begin, end] in &plan.warps {
+                        assert!(begin < end, "p {p}: an empty warp");
+                        for &[x, lo, hi, slot] in &plan.items[begin as usize..end as usize] {
+                            let (k, l0, w) = (
+                                (x & 255) as usize,
+                                (x >> 8 & 255) as usize,
+                                (x >> 16) as usize,
+                            );
+                            assert!((1..=MAX_WIDTH).contains(&w) && l0 + w <= k + 1);
+                            assert!(0 <= lo && lo <= hi && hi as usize <= p - k);
+                            for l in l0..l0 + w {
+                                rows[k * (k + 1) / 2 + l].extend(lo..=hi);
+                            }
+                            // Slots: none in a warp of one item, else each
+                            // item its own.
+                            assert_eq!(slot < 0, end - begin == 1);
+                            if slot >= 0 {
+                                for u in &mut slot_used[slot as usize..slot as usize + 2 * w * nq] {
+                                    assert!(!*u, "p {p}: slots overlap");
+                                    *u = true;
+                                }
+                            }
+                        }
+                    }
+                    for k in 0..=p {
+                        for l in 0..=k {
+                            let mut got = rows[k * (k + 1) / 2 + l].clone();
+                            got.sort();
+                            let want: Vec<i32> = (0..=(p - k) as i32).collect();
+                            assert_eq!(got, want, "p {p}, nq {nq}, warps {warps}, k {k}, l {l}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Balance of the plans the GPU runs (printed for tuning): the busiest
+    /// warp against an even share, both by [`row_cost`].
+    #[test]
+    fn lane_plans_share_the_work_evenly() {
+        for (p, nq) in [(5, 1), (6, 1), (8, 1), (8, 3), (10, 3), (12, 3)] {
+            let plan = lane_plan(p, nq, 16);
+            let load = |&[begin, end]: &[i32; 2]| -> usize {
+                plan.items[begin as usize..end as usize]
+                    .iter()
+                    .map(|&[x, lo, hi, _]| {
+                        let w = (x >> 16) as usize;
+                        (lo..=hi)
+                            .map(|n| row_cost(n as usize, w, nq))
+                            .sum::<usize>()
+                    })
+                    .sum()
+            };
+            let loads: Vec<usize> = plan.warps.iter().map(load).collect();
+            let even = loads.iter().sum::<usize>() as f64 / loads.len() as f64;
+            let most = *loads.iter().max().unwrap() as f64;
+            println!(
+                "p {p:2} nq {nq}: {} items on {} warps, busiest {:.2} of an even share, {} slots",
+                plan.items.len(),
+                plan.warps.len(),
+                most / even,
+                plan.slots
+            );
+            assert!(most <= 1.5 * even, "p {p} nq {nq}: {plan:?}");
+        }
+    }
+
+    #[test]
+    fn the_lane_stride_is_the_kernels() {
+        assert!(super::super::OPS_SOURCE.contains(&format!("#define LANE_LD {LANE_LD}\n")));
+    }
+}
