@@ -43,9 +43,12 @@ pub const MAX_F32_M2L_ORDER: usize = 12;
 /// compare), in double.
 ///
 /// Why one tree only: the float form normalises the translation by the
-/// target cell's size, and |v| is at least twice that for two distinct
+/// source cell's size, and |v| is at least twice that for two distinct
 /// cells of one octree; cells of two trees can be closer, and the
 /// harmonics of a short normalised v would overflow float.
+///
+/// Where the float M2L's shared memory does not fit in a block (p 12 with
+/// three expansions on an H100: 249 KB of 227), the double one runs.
 fn float_m2l<R: Real>(p: usize, one_tree: bool, root_half: f64) -> bool {
     let forced = std::env::var("FMM_GPU_M2L").is_ok_and(|v| v == "f64");
     // ilogb of the root's half side; cells are at most MAX_LEVEL below.
@@ -198,11 +201,14 @@ fn lane_warps(nq: usize) -> usize {
 }
 
 /// Buffers of sources the float M2L may take: `FMM_GPU_M2L_BUFFERS` (for
-/// tuning), or 2 for more than one expansion and 1 for one. Measured on
-/// the H100 at 10^7 (2026-11-23): velocity and stretching, p 8, 173 ms
-/// with two and 175 ms with one; gravity, p 6, 19.6 ms with two and 17.1
-/// ms with one (its smaller blocks fit several to a multiprocessor, which
-/// hides the staging as well, and two buffers would leave room for fewer).
+/// tuning), or 2 for more than one expansion and 1 for one; two are used
+/// only where they fit in a block's shared memory (three expansions: up
+/// to p 8 on an H100; from p 9 one). Measured on the H100 at 10^7
+/// (2026-11-23): velocity and stretching, p 8, 173 ms with two and 175 ms
+/// with one; gravity, p 6, 19.6 ms with two and 17.1 ms with one (its
+/// smaller blocks fit several to a multiprocessor, which hides the
+/// staging as well, and two buffers would leave room for fewer). Two
+/// buffers gain too little to keep: the next change drops them.
 fn lane_buffers(nq: usize) -> usize {
     std::env::var("FMM_GPU_M2L_BUFFERS")
         .ok()
@@ -211,9 +217,11 @@ fn lane_buffers(nq: usize) -> usize {
 }
 
 /// How many levels apart a float M2L pair's cells may be (`max_d` in
-/// `ops.cu`): `64 / p`, so their scale factors stay far inside float's
-/// range; `FMM_GPU_M2L_MAX_LEVELS` lowers it (the tests set -1 to take
-/// the double M2L's way back).
+/// `ops.cu`): `64 / p`; the factors 2^(d (k + 1)) that take the sums
+/// between the cells' scales then stay within 2^(64 (p + 1) / p), and as
+/// cells are at most `MAX_LEVEL` (21) levels apart, within 2^84 at any p
+/// (measured pairs are at most 3 apart). `FMM_GPU_M2L_MAX_LEVELS` lowers
+/// it (the tests set -1 to take the double M2L's way back).
 fn max_levels_apart(p: usize) -> i32 {
     let most = (64 / p.max(1)) as i32;
     std::env::var("FMM_GPU_M2L_MAX_LEVELS")
@@ -397,8 +405,17 @@ mod tests {
     /// warp against an even share, both by [`row_cost`].
     #[test]
     fn lane_plans_share_the_work_evenly() {
-        for (p, nq) in [(5, 1), (6, 1), (8, 1), (8, 3), (10, 3), (12, 3)] {
-            let plan = lane_plan(p, nq, 16);
+        for (p, nq) in [
+            (5, 1),
+            (6, 1),
+            (8, 1),
+            (12, 1),
+            (8, 3),
+            (10, 3),
+            (11, 3),
+            (12, 3),
+        ] {
+            let plan = lane_plan(p, nq, lane_warps(nq));
             let load = |&[begin, end]: &[i32; 2]| -> usize {
                 plan.items[begin as usize..end as usize]
                     .iter()
@@ -413,14 +430,22 @@ mod tests {
             let loads: Vec<usize> = plan.warps.iter().map(load).collect();
             let even = loads.iter().sum::<usize>() as f64 / loads.len() as f64;
             let most = *loads.iter().max().unwrap() as f64;
+            let shared = (1 + nq) * (p + 1) * (p + 1) * LANE_LD * 8 + plan.slots * 32 * 4 + 256;
             println!(
-                "p {p:2} nq {nq}: {} items on {} warps, busiest {:.2} of an even share, {} slots",
+                "p {p:2} nq {nq}: {} items on {} warps, busiest {:.2} of an even share, {} KB of shared memory with one buffer",
                 plan.items.len(),
                 plan.warps.len(),
                 most / even,
-                plan.slots
+                shared / 1024
             );
             assert!(most <= 1.5 * even, "p {p} nq {nq}: {plan:?}");
+            // An H100's block takes 227 KB: all but p 12 with three
+            // expansions run in float there.
+            assert_eq!(
+                shared <= 232_448,
+                p < 12 || nq == 1,
+                "p {p} nq {nq}: {shared} bytes"
+            );
         }
     }
 
