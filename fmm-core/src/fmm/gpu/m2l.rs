@@ -15,6 +15,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use super::{grid, DeviceLists, FmmTree, Ops};
 use crate::cuda::Gpu;
 use crate::error::Error;
+use crate::fmm::harmonics::ncoef;
 use crate::real::Real;
 use crate::tree::device_build::{alloc, cuda_err, download, launch, upload, zeros};
 
@@ -249,7 +250,7 @@ pub(super) fn m2l<R: Real>(
     p: usize,
 ) -> Result<(CudaSlice<f64>, &'static str), Error> {
     let s = gpu.stream();
-    let nc = (p + 1) * (p + 2) / 2;
+    let nc = ncoef(p);
     let nf = (p + 1) * (p + 1);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
     let (n_exp, nqi, tnci) = ((snc * nq) as i32, nq as i32, tnc as i32);
@@ -333,7 +334,6 @@ const LANE_LD: usize = 33;
 mod tests {
     use super::*;
     use crate::fmm::gpu::MAX_GPU_ORDER;
-    use crate::fmm::harmonics::ncoef;
 
     #[test]
     fn m2l_tasks_cover_every_row_of_every_coefficient_once() {
