@@ -153,8 +153,10 @@ fn invariants<K: Kernel>(params: &[f64], c: &Case) -> Result<(), TestCaseError> 
     let base = eval::<K>(params, c, [0.0; 3], 1.0, false);
     // Translation: only d = x_i - x_j enters.
     close(&eval::<K>(params, c, c.shift, 1.0, false), &base, 1e-9)?;
-    // The order of the sources does not change the sum.
-    close(&eval::<K>(params, c, [0.0; 3], 1.0, true), &base, 1e-12)?;
+    // The order of the sources does not change the sum, up to rounding: a
+    // sum that cancels (the stretching of a few random sources) changes by
+    // about eps * sum |terms| / |sum| when reordered, seen at 1.7e-12.
+    close(&eval::<K>(params, c, [0.0; 3], 1.0, true), &base, 1e-10)?;
     // Linear in the far-field strength.
     if !matches!(K::def().far_field, FarField::None) {
         let scaled: Vec<Vec<f64>> = base
@@ -164,7 +166,7 @@ fn invariants<K: Kernel>(params: &[f64], c: &Case) -> Result<(), TestCaseError> 
         close(
             &eval::<K>(params, c, [0.0; 3], c.scale, false),
             &scaled,
-            1e-12,
+            1e-10,
         )?;
     }
     Ok(())
