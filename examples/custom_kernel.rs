@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release --example custom_kernel`
 
-use fmm_core::{direct_cpu, kernel, Kernel, Particles};
+use fmm_core::{evaluate, kernel, Backend, Kernel, Method, Particles};
 
 kernel! {
     /// Screened Coulomb (Yukawa) potential and field, screening length 1/kappa:
@@ -44,7 +44,9 @@ fn main() -> Result<(), fmm_core::Error> {
     let probes = Particles::targets::<Yukawa>(&positions)?;
 
     let kappa = 0.5;
-    let out = direct_cpu::<Yukawa, f64>(&[kappa], &probes, &ions)?;
+    // The GPU if there is one, else the CPU (a log line says which).
+    let out = evaluate::<Yukawa, f64>(Backend::Auto, &Method::direct(), &[kappa], &probes, &ions)?
+        .outputs;
     let phi = out.scalar("phi")?;
     let [ex, ey, ez] = out.vec3("e")?;
 

@@ -9,22 +9,13 @@
 
 use std::time::Instant;
 
-use clap::{Parser, ValueEnum};
-use fmm_core::backend::Resolved;
-use fmm_core::cuda::direct::{direct_cuda_report, CudaReport, CudaRunOptions};
-use fmm_core::cuda::Gpu;
-use fmm_core::{direct_cpu, Kernel, Particles, Real};
+use clap::Parser;
+use fmm_core::{evaluate_on, resolve, Device, DirectOptions, Kernel, Method, Real, Stage};
 
 mod common;
-use common::{median, sampled_error, Dist, KernelName, Precision, Problem, Strengths};
-
-#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
-enum Backend {
-    Cpu,
-    Cuda,
-    /// The GPU when there is one, else the CPU.
-    Auto,
-}
+use common::{
+    median, sampled_error, Backend, Dist, KernelName, Precision, Problem, Strengths, Switches,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Direct-summation benchmark of the built-in kernels")]
@@ -62,6 +53,8 @@ struct Args {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    switches: Switches,
 }
 
 struct Report {
@@ -74,35 +67,9 @@ struct Report {
     error: Option<f64>,
 }
 
-/// One evaluation on the chosen backend; the kernel time when on the GPU.
-fn evaluate<K: Kernel, R: Real>(
-    gpu: Option<&Gpu>,
-    shape: Option<(u32, u32)>,
-    params: &[f64],
-    tgt: &Particles<R>,
-    src: &Particles<R>,
-) -> Result<(fmm_core::Outputs<R>, Option<CudaReport>), fmm_core::Error> {
-    match gpu {
-        None => Ok((direct_cpu::<K, R>(params, tgt, src)?, None)),
-        Some(g) => {
-            let (out, report) = direct_cuda_report::<K, R>(
-                g,
-                params,
-                tgt,
-                src,
-                &CudaRunOptions {
-                    shape,
-                    ..Default::default()
-                },
-            )?;
-            Ok((out, Some(report)))
-        }
-    }
-}
-
 fn run<K: Kernel, R: Real>(
     args: &Args,
-    gpu: Option<&Gpu>,
+    device: Device<'_>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
     let prob = Problem::new::<K>(args.n, args.m, args.seed, args.dist, Strengths::Random);
     let (tgt, src) = prob.particles::<K, R>(None)?;
@@ -115,37 +82,37 @@ fn run<K: Kernel, R: Real>(
             Some((p.parse()?, q.parse()?))
         }
     };
+    let method = Method::Direct(DirectOptions {
+        shape,
+        ..DirectOptions::default()
+    });
+    let eval = || evaluate_on::<K, R>(device, &method, &prob.params, &tgt, &src);
     // Warm-up (on the GPU: compilation or cache load, and the launch-shape
     // tuning), then the median of the timed runs.
     let t0 = Instant::now();
-    let (mut out, first) = evaluate::<K, R>(gpu, shape, &prob.params, &tgt, &src)?;
+    let mut ev = eval()?;
     let warmup = t0.elapsed().as_secs_f64();
     let mut times = Vec::new();
     let mut kernel_times = Vec::new();
-    let mut last = None;
     for _ in 0..args.repeat.max(1) {
         let t0 = Instant::now();
-        let (o, report) = evaluate::<K, R>(gpu, shape, &prob.params, &tgt, &src)?;
+        ev = eval()?;
         times.push(t0.elapsed().as_secs_f64());
-        if let Some(r) = &report {
-            kernel_times.push(r.kernel_seconds);
-        }
-        out = o;
-        last = report;
+        kernel_times.push(ev.stats.seconds(Stage::P2p));
     }
     let seconds = median(times);
-    let kernel_seconds = (!kernel_times.is_empty()).then(|| median(kernel_times));
-    let gpu_note = last.map(|r| {
-        let module = first.and_then(|f| f.module).map_or(String::new(), |m| {
-            format!("module {:?} in {:.3} s, ", m.outcome, m.seconds)
-        });
-        format!(
-            "{module}first call {warmup:.3} s, launch shape {}x{}",
-            r.shape.0, r.shape.1
-        )
+    let on_gpu = matches!(device, Device::Cuda(_));
+    let kernel_seconds = on_gpu.then(|| median(kernel_times));
+    let gpu_note = ev.stats.launch_shape.filter(|_| on_gpu).map(|(p, q)| {
+        format!("first call {warmup:.3} s (compilation or cache load, launch-shape tuning), launch shape {p}x{q}")
     });
     let error = if args.check {
-        Some(sampled_error::<K, R>(&prob, &out, args.samples, args.seed)?)
+        Some(sampled_error::<K, R>(
+            &prob,
+            &ev.outputs,
+            args.samples,
+            args.seed,
+        )?)
     } else {
         None
     };
@@ -159,10 +126,10 @@ fn run<K: Kernel, R: Real>(
 
 fn dispatch<R: Real>(
     args: &Args,
-    gpu: Option<&Gpu>,
+    device: Device<'_>,
 ) -> Result<(Report, fmm_core::fmm_codegen::FlopCount, String), Box<dyn std::error::Error>> {
     with_kernel!(args.kernel, |K| Ok((
-        run::<K, R>(args, gpu)?,
+        run::<K, R>(args, device)?,
         K::flops(),
         K::name().to_string()
     )))
@@ -176,18 +143,11 @@ fn main() {
 }
 
 fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let requested = match args.backend {
-        Backend::Cpu => fmm_core::Backend::Cpu,
-        Backend::Cuda => fmm_core::Backend::Cuda,
-        Backend::Auto => fmm_core::Backend::Auto,
-    };
-    let gpu = match fmm_core::resolve(requested)? {
-        Resolved::Cpu => None,
-        Resolved::Cuda(g) => Some(g),
-    };
+    let device = resolve(args.backend.core())?;
+    args.switches.apply(device);
     let (report, flops, name) = match args.precision {
-        Precision::F32 => dispatch::<f32>(&args, gpu)?,
-        Precision::F64 => dispatch::<f64>(&args, gpu)?,
+        Precision::F32 => dispatch::<f32>(&args, device)?,
+        Precision::F64 => dispatch::<f64>(&args, device)?,
     };
     let m = args.m.unwrap_or(args.n);
     let interactions = (m as f64) * (args.n as f64);
@@ -196,9 +156,9 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let rate = interactions / seconds;
     let gflops = rate * flops.plain as f64 / 1e9;
     let gflops_weighted = rate * flops.weighted as f64 / 1e9;
-    let device = match gpu {
-        Some(g) => format!("cuda ({})", g.info().name),
-        None => format!("cpu ({} threads)", rayon_threads()),
+    let device = match device {
+        Device::Cuda(g) => format!("cuda ({})", g.info().name),
+        Device::Cpu => format!("cpu ({} threads)", rayon_threads()),
     };
     let precision = format!("{:?}", args.precision).to_lowercase();
     println!(

@@ -1,7 +1,8 @@
 //! FMM benchmark: time per evaluation (trees included) and per stage, the
 //! work done (M2L translations, P2P interactions), and the error against an
 //! f64 direct sum on sampled targets. `--method tree` and `--method direct`
-//! run the other methods on the same problem for comparison.
+//! run the other methods on the same problem for comparison; every one
+//! goes through `fmm_core::evaluate_on`.
 //!
 //! `cargo run --release --example fmm_bench -- --kernel gravity --n 1000000 --dist uniform --p 6 --theta 0.5 --params 0`
 //! (`--backend cuda` for the GPU FMM).
@@ -9,28 +10,38 @@
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use fmm_core::cuda::Gpu;
-use fmm_core::tree::{treecode_cpu, treecode_cuda, TreeOptions};
 use fmm_core::{
-    direct_cpu, fmm_cpu, fmm_cpu_tolerance, fmm_cuda, fmm_cuda_tolerance, Achieved, FmmOptions,
-    FmmStats, Kernel, Real,
+    evaluate_on, resolve, Achieved, Device, FmmOptions, GpuTuning, Kernel, M2lChoice, Method, Real,
+    Stats, TreeOptions,
 };
 
 mod common;
-use common::{median, sampled_error, Backend, Dist, KernelName, Precision, Problem, Strengths};
+use common::{
+    median, print_stats, sampled_error, stats_json, Backend, Dist, KernelName, Precision, Problem,
+    Strengths, Switches,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
-enum Method {
+enum MethodName {
     Direct,
     Tree,
     Fmm,
+}
+
+/// Which M2L the GPU runs.
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+enum M2l {
+    /// The float M2L with lanes over source cells where it applies.
+    Auto,
+    /// Always the double one.
+    F64,
 }
 
 #[derive(Parser, Debug)]
 #[command(about = "FMM benchmark of the built-in kernels (CPU or GPU)")]
 struct Args {
     #[arg(long, value_enum, default_value = "fmm")]
-    method: Method,
+    method: MethodName,
     #[arg(long, value_enum, default_value = "gravity")]
     kernel: KernelName,
     #[arg(long, default_value_t = 100_000)]
@@ -64,6 +75,18 @@ struct Args {
     ncrit: usize,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
+    /// The GPU's M2L (to compare the float one with the double one).
+    #[arg(long, value_enum, default_value = "auto")]
+    m2l: M2l,
+    /// Warps per block of the GPU's float M2L (0: the default).
+    #[arg(long, default_value_t = 0)]
+    m2l_warps: usize,
+    /// Shared memory per block of the GPU's double M2L in bytes (0: the
+    /// default).
+    #[arg(long, default_value_t = 0)]
+    m2l_shared: usize,
+    #[command(flatten)]
+    switches: Switches,
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
     #[arg(long, default_value_t = 3)]
@@ -87,13 +110,13 @@ struct Report {
     achieved: Option<Achieved>,
     params: Vec<f64>,
     seconds: f64,
-    stats: FmmStats,
+    stats: Stats,
     error: Option<f64>,
 }
 
 fn run<K: Kernel, R: Real>(
     args: &Args,
-    gpu: Option<&Gpu>,
+    device: Device<'_>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
     let mut prob = match &args.input {
         Some(path) => Problem::from_file::<K>(path)?,
@@ -103,63 +126,48 @@ fn run<K: Kernel, R: Real>(
         prob.params = p.clone();
     }
     let (tgt, src) = prob.particles::<K, R>(None)?;
-    let opts = FmmOptions {
-        p: args.p,
-        theta: args.theta,
-        ncrit: args.ncrit,
-    };
-    let tree_opts = TreeOptions {
-        theta: args.theta,
-        ncrit: args.ncrit,
-        group: 0,
-    };
-    let eval = || -> Result<_, fmm_core::Error> {
-        match args.method {
-            Method::Direct => Ok((
-                direct_cpu::<K, R>(&prob.params, &tgt, &src)?,
-                FmmStats::default(),
-                None,
-            )),
-            Method::Tree => Ok((
-                match gpu {
-                    Some(g) => treecode_cuda::<K, R>(g, &prob.params, &tgt, &src, &tree_opts)?.0,
-                    None => treecode_cpu::<K, R>(&prob.params, &tgt, &src, &tree_opts)?.0,
+    let method = match args.method {
+        MethodName::Direct => Method::direct(),
+        MethodName::Tree => Method::Treecode(TreeOptions {
+            theta: args.theta,
+            ncrit: args.ncrit,
+            ..TreeOptions::default()
+        }),
+        MethodName::Fmm => {
+            let mut opts = match args.tol {
+                Some(tol) => FmmOptions::tolerance(tol),
+                None => FmmOptions::fixed(args.p, args.theta),
+            };
+            opts.ncrit = args.ncrit;
+            opts.gpu = GpuTuning {
+                m2l: match args.m2l {
+                    M2l::Auto => M2lChoice::Auto,
+                    M2l::F64 => M2lChoice::Double,
                 },
-                FmmStats::default(),
-                None,
-            )),
-            Method::Fmm => match (args.tol, gpu) {
-                (Some(tol), Some(g)) => {
-                    fmm_cuda_tolerance::<K, R>(g, &prob.params, &tgt, &src, tol)
-                        .map(|(o, s, a)| (o, s, Some(a)))
-                }
-                (Some(tol), None) => fmm_cpu_tolerance::<K, R>(&prob.params, &tgt, &src, tol)
-                    .map(|(o, s, a)| (o, s, Some(a))),
-                (None, Some(g)) => {
-                    fmm_cuda::<K, R>(g, &prob.params, &tgt, &src, &opts).map(|(o, s)| (o, s, None))
-                }
-                (None, None) => {
-                    fmm_cpu::<K, R>(&prob.params, &tgt, &src, &opts).map(|(o, s)| (o, s, None))
-                }
-            },
+                m2l_warps: args.m2l_warps,
+                m2l_shared_bytes: args.m2l_shared,
+                ..GpuTuning::default()
+            };
+            Method::Fmm(opts)
         }
     };
+    let eval = || evaluate_on::<K, R>(device, &method, &prob.params, &tgt, &src);
     let mut times = Vec::new();
-    let (mut out, mut stats, mut achieved) = eval()?;
+    let mut ev = eval()?;
     for _ in 0..args.repeat.max(1) {
         let t0 = Instant::now();
-        (out, stats, achieved) = eval()?;
+        ev = eval()?;
         times.push(t0.elapsed().as_secs_f64());
     }
     let error = (args.samples > 0)
-        .then(|| sampled_error::<K, R>(&prob, &out, args.samples, args.seed))
+        .then(|| sampled_error::<K, R>(&prob, &ev.outputs, args.samples, args.seed))
         .transpose()?;
     Ok(Report {
-        achieved,
+        achieved: ev.achieved,
         params: prob.params.clone(),
         n: tgt.len(),
         seconds: median(times),
-        stats,
+        stats: ev.stats,
         error,
     })
 }
@@ -172,30 +180,26 @@ fn main() {
 }
 
 fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let gpu = match args.backend {
-        Backend::Cuda => Some(Gpu::shared()?),
-        Backend::Cpu => None,
-    };
+    let device = resolve(args.backend.core())?;
+    args.switches.apply(device);
     let (report, name) = match args.precision {
-        Precision::F32 => with_kernel!(args.kernel, |K| (run::<K, f32>(&args, gpu)?, K::name())),
-        Precision::F64 => with_kernel!(args.kernel, |K| (run::<K, f64>(&args, gpu)?, K::name())),
+        Precision::F32 => {
+            with_kernel!(args.kernel, |K| (run::<K, f32>(&args, device)?, K::name()))
+        }
+        Precision::F64 => {
+            with_kernel!(args.kernel, |K| (run::<K, f64>(&args, device)?, K::name()))
+        }
     };
     let s = &report.stats;
     let precision = format!("{:?}", args.precision).to_lowercase();
     let method = format!("{:?}", args.method).to_lowercase();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let on = match gpu {
-        Some(g) => format!("{}", g.info()),
-        None => format!("cpu ({threads} threads)"),
-    };
+    let (p, theta) = report
+        .achieved
+        .as_ref()
+        .map_or((args.p, args.theta), |a| (a.settings.p, a.settings.theta));
     println!(
-        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  p {}  theta {}  ncrit {}  params {:?}  {on}",
-        report.n,
-        args.dist,
-        report.achieved.as_ref().map_or(args.p, |a| a.options.p),
-        report.achieved.as_ref().map_or(args.theta, |a| a.options.theta),
-        args.ncrit,
-        report.params
+        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  p {p}  theta {theta}  ncrit {}  params {:?}  {device}",
+        report.n, args.dist, args.ncrit, report.params
     );
     println!(
         "time per evaluation   {:.4} s (median of {}, trees included)",
@@ -204,44 +208,11 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     if let Some(a) = &report.achieved {
         println!(
-            "tolerance             {:e}: chose p {}, estimated error {:.3e} on {} targets ({}; the time includes the estimate)",
-            args.tol.unwrap_or(0.0),
-            a.options.p,
-            a.estimated_error,
-            a.samples,
-            if a.met { "met" } else { "NOT met" }
+            "tolerance             {:e}: chose p {}, theta {}, estimated error {:.3e} on {} targets ({} run(s); the time includes the estimate)",
+            a.tolerance, a.settings.p, a.settings.theta, a.estimated_error, a.samples, s.runs
         );
     }
-    if args.method == Method::Fmm {
-        for (stage, t) in [
-            ("setup", s.setup_seconds),
-            ("uploads", s.upload_seconds),
-            ("trees", s.tree_seconds),
-            ("P2M and M2M", s.upward_seconds),
-            ("traversal", s.traversal_seconds),
-            ("M2L", s.m2l_seconds),
-            ("L2L and L2P", s.downward_seconds),
-            ("P2P", s.p2p_seconds),
-            ("downloads", s.download_seconds),
-        ] {
-            if (stage.ends_with("loads") || stage == "setup") && args.backend != Backend::Cuda {
-                continue;
-            }
-            if stage == "M2L" && !s.m2l_kind.is_empty() {
-                println!("  {stage:<20}{t:.4} s ({})", s.m2l_kind);
-            } else {
-                println!("  {stage:<20}{t:.4} s");
-            }
-        }
-        println!(
-            "cells                 {} source, {} target",
-            s.source_cells, s.target_cells
-        );
-        println!(
-            "work                  {:.3e} M2L, {:.3e} P2P interactions",
-            s.m2l as f64, s.p2p as f64
-        );
-    }
+    print_stats(s);
     if let Some(e) = report.error {
         println!(
             "relative L2 error     {e:.3e} (all outputs, against f64 direct on {} sampled targets)",
@@ -251,27 +222,13 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
-             \"backend\": \"{:?}\", \"p\": {}, \"theta\": {}, \"ncrit\": {}, \"seconds\": {}, \"setup_seconds\": {}, \"upload_seconds\": {}, \"tree_seconds\": {}, \"upward_seconds\": {}, \
-             \"traversal_seconds\": {}, \"m2l_seconds\": {}, \"downward_seconds\": {}, \"p2p_seconds\": {}, \"download_seconds\": {}, \"m2l\": {}, \"m2l_kind\": \"{}\", \"p2p\": {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
+             \"backend\": \"{:?}\", \"p\": {p}, \"theta\": {theta}, \"ncrit\": {}, \"seconds\": {}, {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
             report.n,
             args.dist,
             args.backend,
-            report.achieved.as_ref().map_or(args.p, |a| a.options.p),
-            report.achieved.as_ref().map_or(args.theta, |a| a.options.theta),
             args.ncrit,
             report.seconds,
-            s.setup_seconds,
-            s.upload_seconds,
-            s.tree_seconds,
-            s.upward_seconds,
-            s.traversal_seconds,
-            s.m2l_seconds,
-            s.downward_seconds,
-            s.p2p_seconds,
-            s.download_seconds,
-            s.m2l,
-            s.m2l_kind,
-            s.p2p,
+            stats_json(s),
             report.error.map_or("null".to_string(), |e| e.to_string()),
             args.tol.map_or("null".to_string(), |t| t.to_string()),
         );

@@ -13,7 +13,7 @@ use clap::Parser;
 use common::plot::{plot_plummer, Sample};
 use fmm_core::distributions::plummer;
 use fmm_core::kernels::Gravity;
-use fmm_core::tree::{treecode_cpu, TreeOptions};
+use fmm_core::{evaluate, Backend, Method, TreeOptions};
 use fmm_core::{Error, Particles};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -46,6 +46,9 @@ struct Args {
     /// PNG plot of the same time series; `none` for no plot.
     #[arg(long, default_value = "plummer.png")]
     plot: std::path::PathBuf,
+    /// Where the forces are computed (auto: the GPU if there is one).
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: common::Backend,
 }
 
 /// Accelerations and potentials of every particle from the treecode.
@@ -53,12 +56,13 @@ fn forces(
     pos: &[[f64; 3]],
     mass: &[f64],
     eps: f64,
-    opts: &TreeOptions,
+    backend: Backend,
+    method: &Method,
 ) -> Result<(Vec<[f64; 3]>, Vec<f64>), Error> {
     let mut src = Particles::<f64>::sources::<Gravity>(pos)?;
     src.set("m", mass)?;
     let tgt = Particles::<f64>::targets::<Gravity>(pos)?;
-    let (out, _) = treecode_cpu::<Gravity, f64>(&[eps], &tgt, &src, opts)?;
+    let out = evaluate::<Gravity, f64>(backend, method, &[eps], &tgt, &src)?.outputs;
     let [ax, ay, az] = out.vec3("acc")?;
     let acc = (0..pos.len()).map(|i| [ax[i], ay[i], az[i]]).collect();
     Ok((acc, out.scalar("phi")?.to_vec()))
@@ -141,13 +145,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (mut pos, mut vel) = plummer(n, args.seed);
     let mass = vec![1.0 / n as f64; n];
     let eps = args.eps.unwrap_or(0.25 * (n as f64).powf(-1.0 / 3.0));
-    let opts = TreeOptions {
+    let method = Method::Treecode(TreeOptions {
         theta: args.theta,
         ncrit: args.ncrit,
-        group: 0,
-    };
+        ..TreeOptions::default()
+    });
+    let backend = args.backend.core();
     let steps = (args.t_end / args.dt).round() as usize;
-    let (mut acc, mut phi) = forces(&pos, &mass, eps, &opts)?;
+    let (mut acc, mut phi) = forces(&pos, &mass, eps, backend, &method)?;
     let s0 = measure(&pos, &vel, &mass, &phi);
     let e0 = s0.kinetic + s0.potential;
     println!(
@@ -188,7 +193,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 pos[i][c] += args.dt * vel[i][c];
             }
         }
-        (acc, phi) = forces(&pos, &mass, eps, &opts)?;
+        (acc, phi) = forces(&pos, &mass, eps, backend, &method)?;
         for i in 0..n {
             for c in 0..3 {
                 vel[i][c] += 0.5 * args.dt * acc[i][c];

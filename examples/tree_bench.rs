@@ -1,25 +1,22 @@
 //! Treecode benchmark: time per evaluation (tree build included, and
 //! separately), interactions counted, and the error against an f64 direct
-//! sum on sampled targets.
+//! sum on sampled targets; through `fmm_core::evaluate_on`.
 //!
 //! `cargo run --release --example tree_bench -- --method tree --kernel gravity --n 100000 --dist plummer --theta 0.5`
 
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use fmm_core::cuda::direct::direct_cuda;
-use fmm_core::cuda::Gpu;
-use fmm_core::tree::{treecode_cpu, treecode_cuda, TreeOptions, TreeStats};
-use fmm_core::{direct_cpu, Kernel, Real};
+use fmm_core::{evaluate_on, resolve, Device, Kernel, Method, Real, Stats, TreeOptions};
 
 mod common;
 use common::{
-    median, sampled_error, sampled_percentiles, Backend, Dist, KernelName, Precision, Problem,
-    Strengths,
+    median, print_stats, sampled_error, sampled_percentiles, stats_json, Backend, Dist, KernelName,
+    Precision, Problem, Strengths, Switches,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
-enum Method {
+enum MethodName {
     Direct,
     Tree,
 }
@@ -28,7 +25,7 @@ enum Method {
 #[command(about = "Treecode benchmark of the built-in kernels")]
 struct Args {
     #[arg(long, value_enum, default_value = "tree")]
-    method: Method,
+    method: MethodName,
     #[arg(long, value_enum, default_value = "gravity")]
     kernel: KernelName,
     #[arg(long, default_value_t = 100_000)]
@@ -49,6 +46,8 @@ struct Args {
     group: usize,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
+    #[command(flatten)]
+    switches: Switches,
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
     #[arg(long, default_value_t = 3)]
@@ -75,7 +74,7 @@ struct Report {
     /// Number of particles (from --n or the input file).
     n: usize,
     seconds: f64,
-    stats: TreeStats,
+    stats: Stats,
     error: Option<f64>,
     /// Percentiles 50, 90, 99 of the per-target relative error of the
     /// force (or velocity).
@@ -84,39 +83,31 @@ struct Report {
 
 fn run<K: Kernel, R: Real>(
     args: &Args,
-    gpu: Option<&Gpu>,
+    device: Device<'_>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
     let prob = match &args.input {
         Some(path) => Problem::from_file::<K>(path)?,
         None => Problem::new::<K>(args.n, None, args.seed, args.dist, args.strengths),
     };
     let (tgt, src) = prob.particles::<K, R>(None)?;
-    let opts = TreeOptions {
-        theta: args.theta,
-        ncrit: args.ncrit,
-        group: args.group,
+    let method = match args.method {
+        MethodName::Direct => Method::direct(),
+        MethodName::Tree => Method::Treecode(TreeOptions {
+            theta: args.theta,
+            ncrit: args.ncrit,
+            group: args.group,
+            ..TreeOptions::default()
+        }),
     };
-    let eval = || -> Result<_, fmm_core::Error> {
-        match (args.method, gpu) {
-            (Method::Direct, None) => Ok((
-                direct_cpu::<K, R>(&prob.params, &tgt, &src)?,
-                TreeStats::default(),
-            )),
-            (Method::Direct, Some(g)) => Ok((
-                direct_cuda::<K, R>(g, &prob.params, &tgt, &src, &Default::default())?,
-                TreeStats::default(),
-            )),
-            (Method::Tree, None) => treecode_cpu::<K, R>(&prob.params, &tgt, &src, &opts),
-            (Method::Tree, Some(g)) => treecode_cuda::<K, R>(g, &prob.params, &tgt, &src, &opts),
-        }
-    };
-    let (mut out, mut stats) = eval()?;
+    let eval = || evaluate_on::<K, R>(device, &method, &prob.params, &tgt, &src);
+    let mut ev = eval()?;
     let mut times = Vec::new();
     for _ in 0..args.repeat.max(1) {
         let t0 = Instant::now();
-        (out, stats) = eval()?;
+        ev = eval()?;
         times.push(t0.elapsed().as_secs_f64());
     }
+    let (out, stats) = (ev.outputs, ev.stats);
     if let Some(path) = &args.output {
         let names: Vec<String> = K::def()
             .outputs
@@ -150,19 +141,21 @@ fn main() {
 }
 
 fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let gpu = match args.backend {
-        Backend::Cuda => Some(Gpu::shared()?),
-        Backend::Cpu => None,
-    };
+    let device = resolve(args.backend.core())?;
+    args.switches.apply(device);
     let (report, name) = match args.precision {
-        Precision::F32 => with_kernel!(args.kernel, |K| (run::<K, f32>(&args, gpu)?, K::name())),
-        Precision::F64 => with_kernel!(args.kernel, |K| (run::<K, f64>(&args, gpu)?, K::name())),
+        Precision::F32 => {
+            with_kernel!(args.kernel, |K| (run::<K, f32>(&args, device)?, K::name()))
+        }
+        Precision::F64 => {
+            with_kernel!(args.kernel, |K| (run::<K, f64>(&args, device)?, K::name()))
+        }
     };
     let s = &report.stats;
     let precision = format!("{:?}", args.precision).to_lowercase();
     let method = format!("{:?}", args.method).to_lowercase();
     println!(
-        "kernel {name}  method {method}  {precision}  N = {}  {}  theta {}  ncrit {}  {}",
+        "kernel {name}  method {method}  {precision}  N = {}  {}  theta {}  ncrit {}  {device}",
         report.n,
         args.input
             .as_ref()
@@ -172,48 +165,14 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             )),
         args.theta,
         args.ncrit,
-        gpu.map_or(
-            format!(
-                "cpu ({} threads)",
-                std::thread::available_parallelism().map_or(1, |n| n.get())
-            ),
-            |g| format!("cuda ({}), trees built on the GPU", g.info().name)
-        )
     );
     println!(
         "time per evaluation   {:.4} s (median of {}, tree build included)",
         report.seconds,
         args.repeat.max(1)
     );
-    if args.method == Method::Tree {
-        println!(
-            "tree build            {:.4} s (both trees and the cells' pseudo-sources{})",
-            s.build_seconds,
-            if gpu.is_some() {
-                ", particles copied to the GPU included"
-            } else {
-                ""
-            }
-        );
-        println!(
-            "walk and evaluation   {:.4} s{}",
-            s.eval_seconds,
-            if gpu.is_some() {
-                " (GPU kernel, device events)"
-            } else {
-                ""
-            }
-        );
-        if gpu.is_some() {
-            println!(
-                "the rest              {:.4} s (outputs back to the caller's order and the host)",
-                (report.seconds - s.build_seconds - s.eval_seconds).max(0.0)
-            );
-        }
-        println!(
-            "source cells          {}  target groups {}",
-            s.source_cells, s.target_groups
-        );
+    print_stats(s);
+    if args.method == MethodName::Tree {
         println!(
             "interactions          {:.3e} particle-particle, {:.3e} particle-cell ({:.2}% of N^2)",
             s.p2p as f64,
@@ -235,7 +194,7 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
-             \"backend\": \"{:?}\", \"theta\": {}, \"ncrit\": {}, \"group\": {}, \"seconds\": {}, \"build_seconds\": {}, \"eval_seconds\": {}, \"p2p\": {}, \"p2c\": {}, \"relative_l2_error\": {}, \"percentiles\": {}}}\n",
+             \"backend\": \"{:?}\", \"theta\": {}, \"ncrit\": {}, \"group\": {}, \"seconds\": {}, {}, \"relative_l2_error\": {}, \"percentiles\": {}}}\n",
             report.n,
             args.dist,
             args.backend,
@@ -243,10 +202,7 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             args.ncrit,
             args.group,
             report.seconds,
-            s.build_seconds,
-            s.eval_seconds,
-            s.p2p,
-            s.p2c,
+            stats_json(s),
             report.error.map_or("null".to_string(), |e| e.to_string()),
             report.percentiles.map_or("null".to_string(), |p| format!("[{}, {}, {}]", p[0], p[1], p[2]))
         );

@@ -14,7 +14,7 @@ echo "== tree_bench (gravity, Plummer, theta 0.5)"
 tb() {
   echo "-- $*"
   timeout 120 .gpu/tree_bench --backend cuda --theta 0.5 --repeat 5 "$@" 2>&1 \
-    | grep -E "^time|tree build|walk and|the rest|interactions|relative|force error|cells|error"
+    | grep -E "^time|  trees|  walk|uploads|downloads|interactions|relative|force error|cells|error"
 }
 tb --n 1000000
 tb --n 10000000

@@ -9,7 +9,7 @@ pub mod plot;
 
 use clap::ValueEnum;
 use fmm_core::distributions::plummer;
-use fmm_core::{direct_cpu, Kernel, Outputs, Particles, Real};
+use fmm_core::{evaluate, Kernel, Method, Outputs, Particles, Real, Stage, Stats};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -62,8 +62,117 @@ macro_rules! with_kernel {
 /// Where a benchmark runs.
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 pub enum Backend {
+    /// The GPU if one can be used, else the CPU (one log line says which).
+    Auto,
     Cpu,
     Cuda,
+}
+
+impl Backend {
+    pub fn core(self) -> fmm_core::Backend {
+        match self {
+            Backend::Auto => fmm_core::Backend::Auto,
+            Backend::Cpu => fmm_core::Backend::Cpu,
+            Backend::Cuda => fmm_core::Backend::Cuda,
+        }
+    }
+}
+
+/// On or off, for the tuning switches.
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+/// Process-wide switches every benchmark takes, to compare a path with the
+/// one it replaced on the same machine.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Switches {
+    /// The CPU evaluators' AVX2 path (off: the portable one).
+    #[arg(long, value_enum, default_value = "on")]
+    pub simd: Switch,
+    /// Long host-device copies through page-locked staging buffers (off:
+    /// plain copies).
+    #[arg(long, value_enum, default_value = "on")]
+    pub staging: Switch,
+}
+
+impl Switches {
+    /// Applies the switches (the staging one to the GPU `device`, if the
+    /// evaluation runs on one).
+    pub fn apply(&self, device: fmm_core::Device<'_>) {
+        #[cfg(target_arch = "x86_64")]
+        fmm_core::simd::set_vectors(self.simd == Switch::On);
+        if let fmm_core::Device::Cuda(gpu) = device {
+            gpu.set_staging(self.staging == Switch::On);
+        }
+    }
+}
+
+/// The stages an evaluation ran, one line each, and what it did.
+pub fn print_stats(s: &Stats) {
+    for &(stage, t) in &s.stages {
+        let name = match stage {
+            Stage::Setup => "setup",
+            Stage::Upload => "uploads",
+            Stage::Tree => "trees",
+            Stage::Traversal => "traversal",
+            Stage::Upward => "P2M and M2M",
+            Stage::M2l => "M2L",
+            Stage::Downward => "L2L and L2P",
+            Stage::P2p => "P2P",
+            Stage::Walk => "walk",
+            Stage::Download => "downloads",
+            Stage::ErrorEstimate => "error estimate",
+        };
+        match (stage, s.m2l_kind) {
+            (Stage::M2l, Some(k)) => println!("  {name:<20}{t:.4} s ({})", k.name()),
+            _ => println!("  {name:<20}{t:.4} s"),
+        }
+    }
+    if s.target_cells > 0 {
+        println!(
+            "cells                 {} source, {} target",
+            s.source_cells, s.target_cells
+        );
+    } else if s.target_groups > 0 {
+        println!(
+            "cells                 {} source cells, {} target groups",
+            s.source_cells, s.target_groups
+        );
+    }
+    if s.m2l > 0 {
+        println!(
+            "work                  {:.3e} M2L, {:.3e} P2P interactions",
+            s.m2l as f64, s.p2p as f64
+        );
+    } else if s.p2c > 0 {
+        println!(
+            "work                  {:.3e} P2P, {:.3e} P2C interactions",
+            s.p2p as f64, s.p2c as f64
+        );
+    }
+}
+
+/// The stages as JSON fields (`"m2l_seconds": 0.01, ...`).
+pub fn stats_json(s: &Stats) -> String {
+    let mut parts: Vec<String> = Stage::ALL
+        .iter()
+        .map(|&st| format!("\"{}_seconds\": {}", st.name(), s.seconds(st)))
+        .collect();
+    parts.push(format!(
+        "\"m2l\": {}, \"p2p\": {}, \"p2c\": {}, \"m2l_kind\": \"{}\", \"source_cells\": {}, \"target_cells\": {}, \"target_groups\": {}, \"runs\": {}",
+        s.m2l,
+        s.p2p,
+        s.p2c,
+        s.m2l_kind.map_or("", |k| k.name()),
+        s.source_cells,
+        s.target_cells,
+        s.target_groups,
+        s.runs
+    ));
+    parts.join(", ")
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
@@ -283,9 +392,8 @@ pub fn sampled_error<K: Kernel, R: Real>(
     let m = out.len();
     let mut rng = StdRng::seed_from_u64(seed ^ 0xc0ffee);
     let idx: Vec<usize> = (0..samples.min(m)).map(|_| rng.gen_range(0..m)).collect();
-    let (tgt64, src64) = prob.particles::<K, f64>(Some(&idx))?;
-    let reference = direct_cpu::<K, f64>(&prob.params, &tgt64, &src64)?;
-    let (mut num, mut den) = (0.0, 0.0);
+    let reference = reference::<K>(prob, &idx)?;
+    let (mut num, mut den) = (0.0f64, 0.0f64);
     for (k, want) in reference.slots().iter().enumerate() {
         for (s, &i) in idx.iter().enumerate() {
             let got = out.slots()[k][i].to_f64();
@@ -316,13 +424,12 @@ pub fn sampled_percentiles<K: Kernel, R: Real>(
     let m = out.len();
     let mut rng = StdRng::seed_from_u64(seed ^ 0xc0ffee);
     let idx: Vec<usize> = (0..samples.min(m)).map(|_| rng.gen_range(0..m)).collect();
-    let (tgt64, src64) = prob.particles::<K, f64>(Some(&idx))?;
-    let reference = direct_cpu::<K, f64>(&prob.params, &tgt64, &src64)?;
+    let reference = reference::<K>(prob, &idx)?;
     let mut rel: Vec<f64> = idx
         .iter()
         .enumerate()
         .map(|(s, &i)| {
-            let (mut num, mut den) = (0.0, 0.0);
+            let (mut num, mut den) = (0.0f64, 0.0f64);
             for c in 0..3 {
                 let want = reference.slots()[f.offset + c][s];
                 let got = out.slots()[f.offset + c][i].to_f64();
@@ -335,6 +442,19 @@ pub fn sampled_percentiles<K: Kernel, R: Real>(
     rel.sort_by(f64::total_cmp);
     let at = |q: f64| rel[((rel.len() as f64 * q) as usize).min(rel.len() - 1)];
     Ok(Some([at(0.5), at(0.9), at(0.99)]))
+}
+
+/// The f64 direct sum at the targets `idx` of `prob`, on the CPU.
+fn reference<K: Kernel>(prob: &Problem, idx: &[usize]) -> Result<Outputs<f64>, fmm_core::Error> {
+    let (tgt64, src64) = prob.particles::<K, f64>(Some(idx))?;
+    Ok(evaluate::<K, f64>(
+        fmm_core::Backend::Cpu,
+        &Method::direct(),
+        &prob.params,
+        &tgt64,
+        &src64,
+    )?
+    .outputs)
 }
 
 /// The median of some timings.

@@ -38,30 +38,39 @@ impl Backend {
     }
 }
 
-/// A backend made concrete.
+/// A backend made concrete: where an evaluation runs.
 #[derive(Clone, Copy, Debug)]
-pub enum Resolved {
+pub enum Device<'g> {
     Cpu,
-    Cuda(&'static Gpu),
+    Cuda(&'g Gpu),
+}
+
+impl std::fmt::Display for Device<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "CPU ({} threads)", rayon::current_num_threads()),
+            Device::Cuda(gpu) => write!(f, "CUDA on {}", gpu.info()),
+        }
+    }
 }
 
 /// Resolves `requested` (with `FMM_BACKEND` overriding `Auto`): `Cuda`
 /// fails with the reason when no GPU can be used; `Auto` falls back to the
 /// CPU. The first resolution logs one line on stderr.
-pub fn resolve(requested: Backend) -> Result<Resolved, Error> {
+pub fn resolve(requested: Backend) -> Result<Device<'static>, Error> {
     let requested = match requested {
         Backend::Auto => Backend::from_env()?,
         b => b,
     };
     let resolved = match requested {
-        Backend::Cpu => (Resolved::Cpu, "CPU (requested)".to_string()),
+        Backend::Cpu => (Device::Cpu, "CPU (requested)".to_string()),
         Backend::Cuda => {
             let gpu = Gpu::shared()?;
-            (Resolved::Cuda(gpu), format!("CUDA on {}", gpu.info()))
+            (Device::Cuda(gpu), format!("CUDA on {}", gpu.info()))
         }
         Backend::Auto => match Gpu::shared() {
-            Ok(gpu) => (Resolved::Cuda(gpu), format!("CUDA on {}", gpu.info())),
-            Err(e) => (Resolved::Cpu, format!("CPU, because {e}")),
+            Ok(gpu) => (Device::Cuda(gpu), format!("CUDA on {}", gpu.info())),
+            Err(e) => (Device::Cpu, format!("CPU, because {e}")),
         },
     };
     static LOGGED: OnceLock<()> = OnceLock::new();

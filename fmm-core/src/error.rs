@@ -63,6 +63,18 @@ pub enum Error {
         kernel: String,
         method: &'static str,
     },
+    #[error(
+        "the FMM cannot reach a relative error of {tolerance:.1e} here: {reason}; the best was \
+         {best:.1e} (p {p}, theta {theta}). {advice}"
+    )]
+    ToleranceNotMet {
+        tolerance: f64,
+        best: f64,
+        p: usize,
+        theta: f64,
+        reason: String,
+        advice: String,
+    },
     #[error("{0}")]
     BadOption(String),
     #[error("{0}")]

@@ -1,11 +1,18 @@
 //! The runtime of the N-body kernel compiler, generic over kernels
 //! declared with [`kernel!`].
 //!
-//! A kernel is declared once; this crate runs it. Today: direct summation
-//! ([`direct`]) on the GPU through CUDA when one is there ([`cuda`]: the
-//! generated source compiled at run time by NVRTC, cached on disk), else on
-//! the CPU ([`direct_cpu`]: parallel over targets with rayon), in f32 or
-//! f64. The built-in kernels of the papers are in [`kernels`].
+//! A kernel is declared once; this crate runs it, by every method, on the
+//! GPU (CUDA: the generated source compiled at run time by NVRTC, cached on
+//! disk) or the CPU (rayon, AVX2 where there is), through one front door:
+//! [`evaluate`] with a [`Method`] ([`Method::Direct`], [`Method::Treecode`],
+//! [`Method::Fmm`]) and a [`Backend`]. The built-in kernels of the papers
+//! are in [`kernels`].
+//!
+//! The layout follows the method-as-sibling shape: [`methods`] holds one
+//! folder per method, each with its CPU and CUDA parts, over the shared
+//! floors ([`problem`] and its checks, [`outputs`], [`tree`], [`cuda`]'s
+//! device helpers, [`reference`] for accuracy); a method never imports a
+//! sibling.
 
 // The built-in kernels are declared with the crate's own macro, whose
 // expansion names `::fmm_core`.
@@ -13,28 +20,35 @@ extern crate self as fmm_core;
 
 pub mod backend;
 pub mod cuda;
-pub mod direct;
 pub mod distributions;
 pub mod error;
-pub mod fmm;
+pub mod evaluate;
 pub mod io;
 pub mod kernel;
 pub mod kernels;
+pub mod methods;
+pub mod outputs;
 pub mod particles;
+pub mod problem;
 pub mod real;
+pub mod reference;
 pub mod require;
 #[cfg(target_arch = "x86_64")]
 pub mod simd;
+pub mod stats;
 pub mod tree;
 
-pub use backend::{resolve, Backend};
-pub use direct::{check_params, direct, direct_cpu, Outputs};
+pub use backend::{resolve, Backend, Device};
+pub use cuda::resident::{DeviceOutputs, DeviceParticles};
 pub use error::Error;
-pub use fmm::{
-    fmm_cpu, fmm_cpu_tolerance, fmm_cuda, fmm_cuda_tolerance, Achieved, FmmOptions, FmmStats,
-};
+pub use evaluate::{evaluate, evaluate_on, evaluate_resident, Evaluation, ResidentEvaluation};
 pub use fmm_codegen;
 pub use fmm_macros::kernel;
 pub use kernel::{Kernel, SourceSlices, BLOCK, LANES, MAX_SLOTS};
+pub use methods::fmm::{Accuracy, Achieved, FmmOptions, GpuTuning, M2lChoice, Settings};
+pub use methods::{DirectOptions, Method, TreeOptions};
+pub use outputs::Outputs;
 pub use particles::Particles;
+pub use problem::{check_params, Domain, Problem};
 pub use real::Real;
+pub use stats::{M2lKind, Stage, Stats};

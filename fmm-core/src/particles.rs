@@ -14,7 +14,7 @@ pub enum Role {
 }
 
 impl Role {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Role::Sources => "source",
             Role::Targets => "target",
@@ -222,20 +222,31 @@ impl<R: Real> Particles<R> {
 
     /// Checks that this set was made for kernel `K` in the given role.
     pub(crate) fn check_for<K: Kernel>(&self, role: Role) -> Result<(), Error> {
-        let def = K::def();
-        let layout = match role {
-            Role::Sources => &def.sources,
-            Role::Targets => &def.targets,
-        };
-        if self.role != role || self.kernel != def.name || &self.layout != layout {
-            return Err(Error::WrongParticles {
-                kernel: def.name.clone(),
-                expected: role.name(),
-                made_for: format!("{} {}s", self.kernel, self.role.name()),
-            });
-        }
-        Ok(())
+        check_layout::<K>(self.kernel, self.role, &self.layout, role)
     }
+}
+
+/// Checks that a set made for `kernel` in `made_as` with `layout` is one of
+/// kernel `K`'s sets in `role`.
+pub(crate) fn check_layout<K: Kernel>(
+    kernel: &str,
+    made_as: Role,
+    layout: &[Field],
+    role: Role,
+) -> Result<(), Error> {
+    let def = K::def();
+    let want = match role {
+        Role::Sources => &def.sources,
+        Role::Targets => &def.targets,
+    };
+    if made_as != role || kernel != def.name || layout != want.as_slice() {
+        return Err(Error::WrongParticles {
+            kernel: def.name.clone(),
+            expected: role.name(),
+            made_for: format!("{kernel} {}s", made_as.name()),
+        });
+    }
+    Ok(())
 }
 
 /// Fails on the first value that is not finite, naming it.

@@ -19,17 +19,25 @@
 use crate::real::Real;
 use std::arch::x86_64::*;
 use std::ops::{Add, Div, Mul, Neg, Sub};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
+/// Whether the vector path was turned off ([`set_vectors`]).
+static OFF: AtomicBool = AtomicBool::new(false);
+
 /// Whether the generated evaluators may use the AVX2 path: the CPU has
-/// AVX2 and FMA, and the environment variable `FMM_SIMD` is not `off`
-/// (which benchmarks use to measure the portable path on the same machine).
+/// AVX2 and FMA, and the path was not turned off with [`set_vectors`].
 pub fn avx2_fma() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
-        let off = std::env::var("FMM_SIMD").is_ok_and(|v| v.eq_ignore_ascii_case("off"));
-        !off && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-    })
+    static HAS: OnceLock<bool> = OnceLock::new();
+    !OFF.load(Ordering::Relaxed)
+        && *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+}
+
+/// Turns the AVX2 path of the CPU evaluators on (the default, where the
+/// CPU has it) or off for the whole process: benchmarks measure the
+/// portable path on the same machine with it (`--simd off`).
+pub fn set_vectors(on: bool) {
+    OFF.store(!on, Ordering::Relaxed);
 }
 
 /// A vector of `WIDTH` numbers of one [`Real`] type, with the operations of

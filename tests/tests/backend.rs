@@ -4,8 +4,8 @@
 
 use fmm_core::cuda::{driver_available, Gpu};
 use fmm_core::kernels::Gravity;
-use fmm_core::{direct, direct_cpu, resolve, Backend, Error, Particles};
-use fmm_tests::rel_l2;
+use fmm_core::{evaluate, resolve, Backend, Error, Method, Particles};
+use fmm_tests::{direct_cpu, rel_l2};
 
 #[test]
 fn backend_names_parse_and_unknown_ones_are_named() {
@@ -56,11 +56,20 @@ fn auto_runs_somewhere_and_agrees_with_the_cpu() {
     )
     .unwrap();
     let t = Particles::<f64>::targets::<Gravity>(&pos).unwrap();
-    let auto = direct::<Gravity, f64>(Backend::Auto, &[0.01], &t, &s).unwrap();
-    let cpu = direct_cpu::<Gravity, f64>(&[0.01], &t, &s).unwrap();
-    for (a, c) in auto.slots().iter().zip(cpu.slots()) {
-        assert!(rel_l2(a, c) < 1e-12);
+    // Every method, on whatever Auto finds: the same numbers as on the
+    // CPU (the GPU's f64 treecode and FMM walk the same trees with the same
+    // lists, so they agree to rounding).
+    for method in [Method::direct(), Method::treecode(0.5), Method::fmm(6, 0.5)] {
+        let auto = evaluate::<Gravity, f64>(Backend::Auto, &method, &[0.01], &t, &s).unwrap();
+        let cpu = evaluate::<Gravity, f64>(Backend::Cpu, &method, &[0.01], &t, &s).unwrap();
+        for (a, c) in auto.outputs.slots().iter().zip(cpu.outputs.slots()) {
+            let e = rel_l2(a, c);
+            assert!(e < 1e-12, "{}: {e:e} on {}", method.name(), auto.device);
+        }
     }
-    let forced = direct::<Gravity, f64>(Backend::Cpu, &[0.01], &t, &s).unwrap();
-    assert_eq!(forced, cpu, "Backend::Cpu is the CPU evaluator");
+    let cpu = direct_cpu::<Gravity, f64>(&[0.01], &t, &s).unwrap();
+    let forced =
+        evaluate::<Gravity, f64>(Backend::Cpu, &Method::direct(), &[0.01], &t, &s).unwrap();
+    assert_eq!(forced.outputs, cpu, "Backend::Cpu is the CPU evaluator");
+    assert!(forced.device.starts_with("CPU"), "{}", forced.device);
 }

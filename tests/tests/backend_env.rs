@@ -9,7 +9,7 @@ fn fmm_backend_overrides_auto() {
     assert_eq!(Backend::from_env().unwrap(), Backend::Cpu);
     assert!(matches!(
         resolve(Backend::Auto).unwrap(),
-        fmm_core::backend::Resolved::Cpu
+        fmm_core::Device::Cpu
     ));
     std::env::set_var("FMM_BACKEND", "tpu");
     assert_eq!(
@@ -19,7 +19,7 @@ fn fmm_backend_overrides_auto() {
     // An explicit choice is not overridden.
     assert!(matches!(
         resolve(Backend::Cpu).unwrap(),
-        fmm_core::backend::Resolved::Cpu
+        fmm_core::Device::Cpu
     ));
     std::env::remove_var("FMM_BACKEND");
 }

@@ -3,8 +3,8 @@
 
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::*;
-use fmm_core::{direct_cpu, fmm_cpu, Error, FmmOptions, Kernel, Particles};
-use fmm_tests::rel_l2;
+use fmm_core::{Error, FmmOptions, Kernel, Particles};
+use fmm_tests::{direct_cpu, fmm_cpu, fmm_options, rel_l2};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -41,10 +41,10 @@ fn error<K: Kernel>(
     params: &[f64],
     t: &Particles<f64>,
     s: &Particles<f64>,
-    opts: FmmOptions,
+    opts: &FmmOptions,
 ) -> f64 {
     let exact = direct_cpu::<K, f64>(params, t, s).unwrap();
-    let (got, stats) = fmm_cpu::<K, f64>(params, t, s, &opts).unwrap();
+    let (got, stats) = fmm_cpu::<K, f64>(params, t, s, opts).unwrap();
     assert!(stats.m2l > 0, "the far field was used");
     rel_l2(&got.slots().concat(), &exact.slots().concat())
 }
@@ -59,12 +59,8 @@ fn gravity_error_falls_with_p_below_1e_9() {
         let errs: Vec<f64> = [2, 4, 8, 12, 16]
             .iter()
             .map(|&p| {
-                let opts = FmmOptions {
-                    p,
-                    theta: 0.35,
-                    ncrit: 32,
-                };
-                error::<Gravity>(&[0.0], &t, &s, opts)
+                let opts = fmm_options(p, 0.35, 32);
+                error::<Gravity>(&[0.0], &t, &s, &opts)
             })
             .collect();
         println!("{name}: p 2 4 8 12 16 -> {errs:?}");
@@ -86,18 +82,14 @@ fn coulomb_vortex_and_stretching_kernels_match_the_direct_sum() {
         .iter()
         .map(|x| x.map(|c| 1.4 * c - 0.2))
         .collect();
-    let opts = FmmOptions {
-        p: 12,
-        theta: 0.5,
-        ncrit: 32,
-    };
+    let opts = fmm_options(12, 0.5, 32);
     let (t, s) = set::<Coulomb>(&pos, &tpos, 0.0, 6);
-    let e = error::<Coulomb>(&[], &t, &s, opts);
+    let e = error::<Coulomb>(&[], &t, &s, &opts);
     assert!(e < 5e-6, "Coulomb: {e:e}");
     // Core radii far below the spacing: the far field's singular kernel
     // is the smoothed one there.
     let (t, s) = set::<BiotSavart>(&pos, &tpos, 1e-3, 7);
-    let e = error::<BiotSavart>(&[], &t, &s, opts);
+    let e = error::<BiotSavart>(&[], &t, &s, &opts);
     assert!(e < 5e-6, "BiotSavart: {e:e}");
     for seed in [21, 22] {
         // Stretching reads the targets' own strengths.
@@ -108,16 +100,16 @@ fn coulomb_vortex_and_stretching_kernels_match_the_direct_sum() {
             .collect();
         t.set_vec3("alpha_i", &a).unwrap();
         let e = if seed == 21 {
-            error::<Stretching>(&[], &t, &s, opts)
+            error::<Stretching>(&[], &t, &s, &opts)
         } else {
             let (mut t2, s2) = set::<VelocityStretching>(&pos, &tpos, 1e-3, seed);
             t2.set_vec3("alpha_i", &a).unwrap();
-            error::<VelocityStretching>(&[], &t2, &s2, opts)
+            error::<VelocityStretching>(&[], &t2, &s2, &opts)
         };
         assert!(e < 5e-6, "stretching (seed {seed}): {e:e}");
     }
     let (t, s) = set::<HuBiotSavart>(&pos, &tpos, 0.0, 8);
-    let e = error::<HuBiotSavart>(&[1e-3], &t, &s, opts);
+    let e = error::<HuBiotSavart>(&[1e-3], &t, &s, &opts);
     assert!(e < 5e-6, "HuBiotSavart: {e:e}");
 }
 
@@ -140,11 +132,7 @@ fn f32_particles_give_f32_accuracy() {
     let mut s32 = Particles::sources::<Gravity>(&pos32).unwrap();
     s32.set("m", &m).unwrap();
     let t32 = Particles::targets::<Gravity>(&pos32).unwrap();
-    let opts = FmmOptions {
-        p: 10,
-        theta: 0.5,
-        ncrit: 64,
-    };
+    let opts = fmm_options(10, 0.5, 64);
     let (got, _) = fmm_cpu::<Gravity, f32>(&[0.0], &t32, &s32, &opts).unwrap();
     let got: Vec<f64> = got
         .vec3("acc")
@@ -162,7 +150,7 @@ fn bad_options_and_kernels_are_refused_by_name() {
     let pos = uniform_cube(100, 11);
     let (t, s) = set::<Gravity>(&pos, &pos, 0.0, 12);
     let run =
-        |p, theta, ncrit| fmm_cpu::<Gravity, f64>(&[0.0], &t, &s, &FmmOptions { p, theta, ncrit });
+        |p, theta, ncrit| fmm_cpu::<Gravity, f64>(&[0.0], &t, &s, &fmm_options(p, theta, ncrit));
     for (p, theta, ncrit, word) in [
         (0, 0.5, 32, "order"),
         (31, 0.5, 32, "order"),

@@ -7,13 +7,12 @@
 //!
 //! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu -- --ignored`.
 
-use fmm_core::cuda::direct::{direct_cuda, CudaRunOptions};
 use fmm_core::cuda::{CacheOutcome, Gpu, ModuleCache};
 use fmm_core::fmm_codegen::ast::Shape;
 use fmm_core::fmm_codegen::emit::cuda::CudaOptions;
 use fmm_core::kernels::*;
-use fmm_core::{direct_cpu, kernel, Kernel, Particles, Real};
-use fmm_tests::rel_l2;
+use fmm_core::{kernel, DirectOptions, Kernel, Particles, Real, TreeOptions};
+use fmm_tests::{direct_cpu, direct_gpu, rel_l2, treecode_cpu, treecode_gpu};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -100,8 +99,8 @@ fn to_f64<R: Real>(slots: &[Vec<R>]) -> Vec<Vec<f64>> {
         .collect()
 }
 
-fn poisoned() -> CudaRunOptions {
-    CudaRunOptions {
+fn poisoned() -> DirectOptions {
+    DirectOptions {
         poison: true,
         ..Default::default()
     }
@@ -121,8 +120,7 @@ fn agrees_with_cpu<K: Kernel>(params: &[f64], tol_f32: f64, seed: u64) {
         .unwrap();
         let want = want.slots().to_vec();
 
-        let got64 = direct_cuda::<K, f64>(
-            gpu(),
+        let got64 = direct_gpu::<K, f64>(
             params,
             &particles::<K, f64>(&t, false),
             &particles::<K, f64>(&s, true),
@@ -130,8 +128,7 @@ fn agrees_with_cpu<K: Kernel>(params: &[f64], tol_f32: f64, seed: u64) {
         )
         .unwrap();
         let e64 = worst(got64.slots(), &want);
-        let got32 = direct_cuda::<K, f32>(
-            gpu(),
+        let got32 = direct_gpu::<K, f32>(
             params,
             &particles::<K, f32>(&t, false),
             &particles::<K, f32>(&s, true),
@@ -174,12 +171,12 @@ fn every_launch_shape_gives_the_same_sums() {
     );
     let want = direct_cpu::<VelocityStretching, f64>(&[], &tp, &sp).unwrap();
     for shape in CudaOptions::default().shapes {
-        let opts = CudaRunOptions {
+        let opts = DirectOptions {
             shape: Some(shape),
             poison: true,
             ..Default::default()
         };
-        let got = direct_cuda::<VelocityStretching, f64>(gpu(), &[], &tp, &sp, &opts).unwrap();
+        let got = direct_gpu::<VelocityStretching, f64>(&[], &tp, &sp, &opts).unwrap();
         let e = worst(got.slots(), want.slots());
         assert!(e < 1e-12, "shape {shape:?}: {e:e}");
     }
@@ -197,23 +194,22 @@ fn chunks_add_up_to_the_whole() {
         particles::<Gravity, f64>(&t, false),
         particles::<Gravity, f64>(&s, true),
     );
-    let whole = direct_cuda::<Gravity, f64>(gpu(), &[0.01], &tp, &sp, &poisoned()).unwrap();
+    let whole = direct_gpu::<Gravity, f64>(&[0.01], &tp, &sp, &poisoned()).unwrap();
     // 7 slots of 8 bytes per target, 4 per source: about 4000 targets and
     // 5000 sources per chunk, so 5 x 6 chunks.
-    let opts = CudaRunOptions {
+    let opts = DirectOptions {
         max_device_bytes: Some(400_000),
         poison: true,
         ..Default::default()
     };
-    let chunked = direct_cuda::<Gravity, f64>(gpu(), &[0.01], &tp, &sp, &opts).unwrap();
+    let chunked = direct_gpu::<Gravity, f64>(&[0.01], &tp, &sp, &opts).unwrap();
     let e = worst(chunked.slots(), whole.slots());
     assert!(e < 1e-13, "{e:e}");
-    let e = direct_cuda::<Gravity, f64>(
-        gpu(),
+    let e = direct_gpu::<Gravity, f64>(
         &[0.01],
         &tp,
         &sp,
-        &CudaRunOptions {
+        &DirectOptions {
             max_device_bytes: Some(1000),
             ..Default::default()
         },
@@ -228,14 +224,14 @@ fn empty_inputs_on_the_gpu() {
     let none = Particles::<f32>::targets::<Gravity>(&[]).unwrap();
     let mut one = Particles::<f32>::sources::<Gravity>(&[[0.5; 3]]).unwrap();
     one.set("m", &[2.0]).unwrap();
-    let out = direct_cuda::<Gravity, f32>(gpu(), &[0.1], &none, &one, &poisoned()).unwrap();
+    let out = direct_gpu::<Gravity, f32>(&[0.1], &none, &one, &poisoned()).unwrap();
     assert_eq!(out.len(), 0);
     let t = Particles::<f32>::targets::<Gravity>(&[[0.5; 3], [1.5, 0.5, 0.5]]).unwrap();
     let zero = Particles::<f32>::sources::<Gravity>(&[]).unwrap();
-    let out = direct_cuda::<Gravity, f32>(gpu(), &[0.1], &t, &zero, &poisoned()).unwrap();
+    let out = direct_gpu::<Gravity, f32>(&[0.1], &t, &zero, &poisoned()).unwrap();
     assert_eq!(out.scalar("phi").unwrap(), &[0.0, 0.0]);
     // One source on the first target: nothing there, -m / sqrt(1 + eps^2) at the second.
-    let out = direct_cuda::<Gravity, f32>(gpu(), &[0.1], &t, &one, &poisoned()).unwrap();
+    let out = direct_gpu::<Gravity, f32>(&[0.1], &t, &one, &poisoned()).unwrap();
     let phi = out.scalar("phi").unwrap();
     assert_eq!(phi[0], 0.0);
     assert!((phi[1] + 2.0 / (1.01f32).sqrt()).abs() < 1e-6, "{phi:?}");
@@ -262,7 +258,6 @@ fn compiled_modules_come_back_from_the_disk_cache() {
 #[ignore = "needs a CUDA GPU"]
 fn the_gpu_walk_agrees_with_the_cpu_treecode() {
     use fmm_core::distributions::plummer;
-    use fmm_core::tree::{treecode_cpu, treecode_cuda, TreeOptions};
     let pos = plummer(20_000, 21).0;
     let mut s = Particles::<f64>::sources::<Gravity>(&pos).unwrap();
     s.set("m", &vec![1.0 / 20_000.0; 20_000]).unwrap();
@@ -274,14 +269,14 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
             theta,
             ncrit: 64,
             group: 128,
+            ..TreeOptions::default()
         };
         let (cpu, _) = treecode_cpu::<Gravity, f64>(&[0.01], &t, &s, &opts).unwrap();
-        let (gpu_out, stats) =
-            treecode_cuda::<Gravity, f64>(gpu(), &[0.01], &t, &s, &opts).unwrap();
+        let (gpu_out, stats) = treecode_gpu::<Gravity, f64>(&[0.01], &t, &s, &opts).unwrap();
         let e = worst(gpu_out.slots(), cpu.slots());
         println!(
             "gravity walk theta {theta}: GPU vs CPU treecode {e:.2e}, walk {:.4} s",
-            stats.eval_seconds
+            stats.seconds(fmm_core::Stage::Walk)
         );
         assert!(e < 1e-12, "theta {theta}: {e:e}");
     }
@@ -292,9 +287,10 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
         theta: 0.5,
         ncrit: 32,
         group: 128,
+        ..TreeOptions::default()
     };
     let (cpu, _) = treecode_cpu::<Gravity, f64>(&[0.01], &t2, &s, &opts).unwrap();
-    let (g, _) = treecode_cuda::<Gravity, f64>(gpu(), &[0.01], &t2, &s, &opts).unwrap();
+    let (g, _) = treecode_gpu::<Gravity, f64>(&[0.01], &t2, &s, &opts).unwrap();
     let e = worst(g.slots(), cpu.slots());
     println!("targets elsewhere: GPU vs CPU treecode {e:.2e}");
     assert!(e < 1e-12, "{e:e}");
@@ -304,11 +300,14 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
         theta: 0.0,
         ncrit: 4,
         group: 128,
+        ..TreeOptions::default()
     };
     let (cpu, _) = treecode_cpu::<Gravity, f64>(&[0.01], &t, &s, &opts).unwrap();
-    fmm_core::tree::gpu::set_initial_stack(16);
-    let deep = treecode_cuda::<Gravity, f64>(gpu(), &[0.01], &t, &s, &opts);
-    fmm_core::tree::gpu::set_initial_stack(0);
+    let small = TreeOptions {
+        walk_stack: 16,
+        ..opts
+    };
+    let deep = treecode_gpu::<Gravity, f64>(&[0.01], &t, &s, &small);
     let e = worst(deep.unwrap().0.slots(), cpu.slots());
     println!("theta 0, ncrit 4, stacks of 16 cells to start: GPU vs CPU {e:.2e}");
     assert!(e < 1e-12, "{e:e}");
@@ -319,7 +318,7 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
     s.set("m", &vec![1.0; 700]).unwrap();
     let t = Particles::<f32>::targets::<Gravity>(&same).unwrap();
     let (out, stats) =
-        treecode_cuda::<Gravity, f32>(gpu(), &[0.1], &t, &s, &TreeOptions::default()).unwrap();
+        treecode_gpu::<Gravity, f32>(&[0.1], &t, &s, &TreeOptions::default()).unwrap();
     assert!(stats.target_groups >= 6, "{stats:?}");
     assert!(
         out.slots().iter().all(|v| v.iter().all(|x| *x == 0.0)),
@@ -336,6 +335,7 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
         theta: 0.5,
         ncrit: 32,
         group: 128,
+        ..TreeOptions::default()
     };
     let (cpu, _) = treecode_cpu::<VelocityStretching, f64>(
         &[],
@@ -344,8 +344,7 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
         &opts,
     )
     .unwrap();
-    let (g32, _) = treecode_cuda::<VelocityStretching, f32>(
-        gpu(),
+    let (g32, _) = treecode_gpu::<VelocityStretching, f32>(
         &[],
         &particles::<VelocityStretching, f32>(&tset, false),
         &particles::<VelocityStretching, f32>(&set, true),

@@ -1,4 +1,4 @@
-//! GPU tests of the FMM (`fmm_core::fmm_cuda`): in f64 it is the CPU FMM
+//! GPU tests of the FMM (`Method::Fmm` on `Backend::Cuda`): in f64 it is the CPU FMM
 //! to rounding (same trees, lists and f64 expansions), for every far-field
 //! class (potential and gradient, curl, stretching); in f32 it meets the
 //! direct sum as the CPU FMM does; bad options and degenerate inputs give
@@ -6,19 +6,13 @@
 //!
 //! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu_fmm -- --ignored --nocapture`.
 
-use fmm_core::cuda::Gpu;
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::*;
-use fmm_core::{
-    direct_cpu, fmm_cpu, fmm_cuda, fmm_cuda_tolerance, Error, FmmOptions, Kernel, Particles,
-};
-use fmm_tests::rel_l2;
+use fmm_core::methods::fmm::MAX_GPU_ORDER;
+use fmm_core::{evaluate, Backend, Error, FmmOptions, Kernel, M2lKind, Method, Particles};
+use fmm_tests::{direct_cpu, fmm_cpu, fmm_gpu, fmm_options, rel_l2};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-fn gpu() -> &'static Gpu {
-    Gpu::shared().expect("these tests need a CUDA GPU")
-}
 
 /// Sources and targets of kernel `K` with random strengths (and target
 /// vectors), core radii `sigma`.
@@ -55,14 +49,10 @@ fn set<K: Kernel>(
 /// GPU against CPU FMM in f64, and both against the direct sum.
 fn against_cpu<K: Kernel>(params: &[f64], what: &str, pos: &[[f64; 3]], tpos: &[[f64; 3]]) {
     let (t, s) = set::<K>(pos, tpos, 1e-3, 5);
-    let opts = FmmOptions {
-        p: 8,
-        theta: 0.5,
-        ncrit: 32,
-    };
+    let opts = fmm_options(8, 0.5, 32);
     let (cpu, cs) = fmm_cpu::<K, f64>(params, &t, &s, &opts).unwrap();
     let (got, gs) =
-        fmm_cuda::<K, f64>(gpu(), params, &t, &s, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        fmm_gpu::<K, f64>(params, &t, &s, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
     let exact = direct_cpu::<K, f64>(params, &t, &s).unwrap();
     let (g, c, x) = (
         got.slots().concat(),
@@ -123,16 +113,12 @@ fn f32_on_the_gpu_meets_the_direct_sum_and_the_error_falls_with_p() {
     // coefficients: it must be as accurate as the double M2L of the same
     // expansions (the f64 run on the same points) but for float rounding.
     for p in [3, 6, 10, 12] {
-        let opts = FmmOptions {
-            p,
-            theta: 0.5,
-            ncrit: 64,
-        };
-        let (got, stats) = fmm_cuda::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, &opts).unwrap();
-        assert_eq!(stats.m2l_kind, "f32 lanes", "p {p}");
+        let opts = fmm_options(p, 0.5, 64);
+        let (got, stats) = fmm_gpu::<Gravity, f32>(&[0.0], &t32, &s32, &opts).unwrap();
+        assert_eq!(stats.m2l_kind, Some(M2lKind::FloatLanes), "p {p}");
         let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
         let e = rel_l2(&got, &exact.slots().concat());
-        let (got64, _) = fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &t64, &s, &opts).unwrap();
+        let (got64, _) = fmm_gpu::<Gravity, f64>(&[0.0], &t64, &s, &opts).unwrap();
         let e64 = rel_l2(&got64.slots().concat(), &exact.slots().concat());
         println!("f32 gravity N = 1e5, p = {p:2}: relative L2 error {e:.2e} (f64: {e64:.2e})");
         assert!(e < 1.5 * e64 + 5e-7, "p {p}: f32 {e:e} against f64 {e64:e}");
@@ -149,25 +135,20 @@ fn f32_on_the_gpu_meets_the_direct_sum_and_the_error_falls_with_p() {
 fn bad_options_and_small_inputs_on_the_gpu() {
     let pos = uniform_cube(500, 4);
     let (t, s) = set::<Gravity>(&pos, &pos, 0.0, 1);
-    let high = FmmOptions {
-        p: fmm_core::fmm::MAX_GPU_ORDER + 1,
-        ..FmmOptions::default()
-    };
-    let e = fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &t, &s, &high).unwrap_err();
+    let high = FmmOptions::fixed(MAX_GPU_ORDER + 1, 0.5);
+    let e = fmm_gpu::<Gravity, f64>(&[0.0], &t, &s, &high).unwrap_err();
     assert!(matches!(e, Error::BadOption(_)), "{e}");
     assert!(e.to_string().contains("orders up to"), "{e}");
     // One particle, and one source with many targets: exact.
     for (np, nt) in [(1, 1), (1, 300), (2, 2)] {
         let (t, s) = set::<Gravity>(&pos[..nt], &pos[..np], 0.0, 2);
-        let (got, _) =
-            fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &t, &s, &FmmOptions::default()).unwrap();
+        let (got, _) = fmm_gpu::<Gravity, f64>(&[0.0], &t, &s, &FmmOptions::default()).unwrap();
         let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
         let e = rel_l2(&got.slots().concat(), &exact.slots().concat());
         assert!(e < 1e-14, "{np} sources, {nt} targets: {e:e}");
     }
     let empty = Particles::<f64>::targets::<Gravity>(&[]).unwrap();
-    let (got, _) =
-        fmm_cuda::<Gravity, f64>(gpu(), &[0.0], &empty, &s, &FmmOptions::default()).unwrap();
+    let (got, _) = fmm_gpu::<Gravity, f64>(&[0.0], &empty, &s, &FmmOptions::default()).unwrap();
     assert_eq!(got.len(), 0);
 }
 
@@ -177,36 +158,37 @@ fn the_tolerance_is_met_on_the_gpu() {
     let pos = plummer(20_000, 7).0;
     let (t, s) = set::<Gravity>(&pos, &pos, 0.0, 3);
     let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
+    let tolerance = |tol: f64| Method::fmm_tolerance(tol);
     for tol in [1e-3, 1e-5, 1e-6] {
-        let (got, _, a) = fmm_cuda_tolerance::<Gravity, f64>(gpu(), &[0.0], &t, &s, tol).unwrap();
+        let ev = evaluate::<Gravity, f64>(Backend::Cuda, &tolerance(tol), &[0.0], &t, &s).unwrap();
+        let a = ev.achieved.clone().expect("a tolerance was asked for");
         // The whole error, not only the sampled estimate, is near the
         // tolerance.
-        let e = rel_l2(&got.slots().concat(), &exact.slots().concat());
+        let e = rel_l2(&ev.outputs.slots().concat(), &exact.slots().concat());
         println!(
-            "tolerance {tol:e}: p {}, estimated {:.2e}, whole {e:.2e}",
-            a.options.p, a.estimated_error
+            "tolerance {tol:e}: p {}, theta {}, estimated {:.2e} on the GPU, whole {e:.2e}, {} run(s)",
+            a.settings.p, a.settings.theta, a.estimated_error, ev.stats.runs
         );
-        assert!(a.met && a.estimated_error <= tol, "{tol}: {a:?}");
+        assert!(a.estimated_error <= tol, "{tol}: {a:?}");
         assert!(e < 3.0 * tol, "{tol}: whole error {e:e}, {a:?}");
     }
-    // f32 particles at 1e-4, and a tolerance f32 cannot meet says so.
+    // f32 particles at 1e-4, and a tolerance f32 cannot meet says so, in
+    // a few runs.
     let pos32: Vec<[f32; 3]> = pos.iter().map(|x| x.map(|c| c as f32)).collect();
     let mut s32 = Particles::sources::<Gravity>(&pos32).unwrap();
     let m: Vec<f32> = (0..pos.len()).map(|i| 1.0 + (i % 7) as f32 / 8.0).collect();
     s32.set("m", &m).unwrap();
     let t32 = Particles::targets::<Gravity>(&pos32).unwrap();
-    let (_, _, a) = fmm_cuda_tolerance::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, 1e-4).unwrap();
-    assert!(a.met, "{a:?}");
-    let (_, _, a) = fmm_cuda_tolerance::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, 1e-10).unwrap();
-    assert!(!a.met, "{a:?}");
+    let ev = evaluate::<Gravity, f32>(Backend::Cuda, &tolerance(1e-4), &[0.0], &t32, &s32).unwrap();
+    assert!(ev.achieved.unwrap().estimated_error <= 1e-4);
+    let e =
+        evaluate::<Gravity, f32>(Backend::Cuda, &tolerance(1e-10), &[0.0], &t32, &s32).unwrap_err();
+    assert!(e.to_string().contains("f64 particles"), "{e}");
     // Past what the GPU's highest order gives (9e-8 at p 20 here): not
     // met, and said so.
-    let (_, _, a) = fmm_cuda_tolerance::<Gravity, f64>(gpu(), &[0.0], &t, &s, 1e-9).unwrap();
-    assert!(
-        !a.met && a.options.p == fmm_core::fmm::MAX_GPU_ORDER,
-        "{a:?}"
-    );
-    let e = fmm_cuda_tolerance::<Gravity, f64>(gpu(), &[0.0], &t, &s, -1.0).unwrap_err();
+    let e = evaluate::<Gravity, f64>(Backend::Cuda, &tolerance(1e-9), &[0.0], &t, &s).unwrap_err();
+    assert!(matches!(e, Error::ToleranceNotMet { .. }), "{e}");
+    let e = evaluate::<Gravity, f64>(Backend::Cuda, &tolerance(-1.0), &[0.0], &t, &s).unwrap_err();
     assert!(matches!(e, Error::BadOption(_)), "{e}");
 }
 
@@ -241,12 +223,8 @@ fn f32_targets_apart_from_the_sources_stay_finite_and_accurate() {
         .unwrap();
     let t = Particles::targets::<Gravity>(&f64s(&tpos32)).unwrap();
     let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
-    let opts = FmmOptions {
-        p: 8,
-        theta: 0.5,
-        ncrit: 8,
-    };
-    let (got, _) = fmm_cuda::<Gravity, f32>(gpu(), &[0.0], &t32, &s32, &opts).unwrap();
+    let opts = fmm_options(8, 0.5, 8);
+    let (got, _) = fmm_gpu::<Gravity, f32>(&[0.0], &t32, &s32, &opts).unwrap();
     let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
     assert!(got.iter().all(|x| x.is_finite()));
     let e = rel_l2(&got, &exact.slots().concat());
@@ -314,27 +292,25 @@ fn the_float_m2l_of_three_expansions_is_as_accurate_as_the_double_one() {
     let ((t32, s32), (t64, s64)) = set_f32_and_f64::<VelocityStretching>(&pos, 0.02, 8);
     let exact = direct_cpu::<VelocityStretching, f64>(&[], &t64, &s64).unwrap();
     let exact = exact.slots().concat();
-    let opts = FmmOptions {
-        p: 8,
-        theta: 0.5,
-        ncrit: 64,
-    };
-    let (got64, _) = fmm_cuda::<VelocityStretching, f64>(gpu(), &[], &t64, &s64, &opts).unwrap();
+    let opts = fmm_options(8, 0.5, 64);
+    let (got64, _) = fmm_gpu::<VelocityStretching, f64>(&[], &t64, &s64, &opts).unwrap();
     let e64 = rel_l2(&got64.slots().concat(), &exact);
-    let run32 = || {
-        let (got, stats) =
-            fmm_cuda::<VelocityStretching, f32>(gpu(), &[], &t32, &s32, &opts).unwrap();
+    let run32 = |opts: &FmmOptions| {
+        let (got, stats) = fmm_gpu::<VelocityStretching, f32>(&[], &t32, &s32, opts).unwrap();
         let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
         (rel_l2(&got, &exact), stats.m2l_kind)
     };
-    let (e, kind) = run32();
-    std::env::set_var("FMM_GPU_M2L_MAX_LEVELS", "-1");
-    let (e_back, kind_back) = run32();
-    std::env::remove_var("FMM_GPU_M2L_MAX_LEVELS");
+    let (e, kind) = run32(&opts);
+    let mut back = opts.clone();
+    back.gpu.m2l_max_levels_apart = Some(-1);
+    let (e_back, kind_back) = run32(&back);
     println!(
-        "velocity + stretching, Plummer 6e4, p 8: f32 ({kind}) {e:.2e}, f32 ({kind_back}) {e_back:.2e}, f64 {e64:.2e}"
+        "velocity + stretching, Plummer 6e4, p 8: f32 ({kind:?}) {e:.2e}, f32 ({kind_back:?}) {e_back:.2e}, f64 {e64:.2e}"
     );
-    assert_eq!((kind, kind_back), ("f32 lanes", "f64"));
+    assert_eq!(
+        (kind, kind_back),
+        (Some(M2lKind::FloatLanes), Some(M2lKind::Double))
+    );
     assert!(e < 1.5 * e64 + 5e-7, "float M2L {e:e} against f64 {e64:e}");
     assert!(
         e_back < 1.5 * e64 + 5e-7,

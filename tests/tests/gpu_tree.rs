@@ -1,5 +1,5 @@
 //! GPU tests of the octree built on the device (hu2011's construction,
-//! `fmm_core::tree::device_build`): the device tree is the CPU's
+//! `fmm_core::tree::device` and the treecode's `cells`): the device tree is the CPU's
 //! `Octree::build`, exactly (bounds, keys, order, every cell), on uniform,
 //! Plummer, collinear, heavily duplicated and tiny inputs, in f32 and f64,
 //! for several `ncrit`; the device pseudo-sources are the CPU's to f64
@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use fmm_core::cuda::Gpu;
 use fmm_core::distributions::{plummer, uniform_cube};
-use fmm_core::tree::device_build::{device_pseudo_sources, CudaSlice, DeviceOctree};
+use fmm_core::methods::treecode::cuda::cells::device_pseudo_sources;
+use fmm_core::tree::device::{CudaSlice, DeviceOctree};
 use fmm_core::tree::Octree;
 use fmm_core::Real;
 use rand::rngs::StdRng;
@@ -239,8 +240,9 @@ fn check_pseudo<R: Real>(
         .to_host(gpu())
         .unwrap();
         let ms = t0.elapsed().as_secs_f64() * 1e3;
-        let want =
-            fmm_core::tree::treecode::pseudo_sources_on_host(&cpu_tree, &hp, &hs, strength, theta);
+        let want = fmm_core::methods::treecode::pseudo::pseudo_sources_on_host(
+            &cpu_tree, &hp, &hs, strength, theta,
+        );
 
         let flat = |v: &[[f64; 3]]| v.iter().flatten().copied().collect::<Vec<f64>>();
         let wide = |v: &[R]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();

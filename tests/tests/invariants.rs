@@ -5,7 +5,8 @@
 use fmm_core::fmm_codegen::ast::Shape;
 use fmm_core::fmm_codegen::FarField;
 use fmm_core::kernels::*;
-use fmm_core::{direct_cpu, Kernel, Particles};
+use fmm_core::{Kernel, Particles};
+use fmm_tests::direct_cpu;
 use proptest::prelude::*;
 
 /// A random problem: positions, and one value per scalar slot per particle.

@@ -70,45 +70,43 @@ fn nvrtc_errors_show_the_generated_line() {
     );
 }
 
+/// Every hand-written module compiles, holds every entry point its loader
+/// declares, and no kernel its loader does not declare: the entry lists on
+/// the host are checked against the sources, and the sources' constants
+/// come from the host (`fmm_core::cuda::module`).
 #[test]
 #[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
-fn nvrtc_compiles_the_tree_build_kernels() {
-    use fmm_core::tree::device_build::{BUILD_ENTRIES, BUILD_MODULE, BUILD_SOURCE};
-    for arch in [90, 80] {
-        let cubin =
-            nvrtc::compile_cubin(BUILD_MODULE, BUILD_SOURCE, arch, &nvrtc::default_options())
-                .unwrap_or_else(|e| panic!("tree build for sm_{arch}: {e}"));
-        assert_eq!(&cubin[..4], b"\x7fELF");
-        let text = String::from_utf8_lossy(&cubin);
-        for entry in BUILD_ENTRIES {
-            assert!(
-                text.contains(entry),
-                "{entry} missing from the sm_{arch} module"
-            );
-        }
-    }
-}
-
-#[test]
-#[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
-fn nvrtc_compiles_the_fmm_operators_at_every_order() {
-    use fmm_core::fmm::gpu::{MAX_GPU_ORDER, OPS_SOURCE};
+fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares() {
+    use fmm_core::cuda::module::{expand, kernels_in_cubin, EntryList};
+    use fmm_core::cuda::primitives::{self, Primitives};
+    use fmm_core::methods::fmm::cuda::{ops_module, ops_source, Ops};
+    use fmm_core::methods::fmm::MAX_GPU_ORDER;
+    use fmm_core::methods::treecode::cuda::cells::{self, Cells};
+    use fmm_core::tree::device::{build_source, Kernels, BUILD_MODULE};
+    let mut modules: Vec<(String, String, EntryList)> = vec![
+        (
+            primitives::MODULE.into(),
+            primitives::source(),
+            Primitives::ENTRIES,
+        ),
+        (BUILD_MODULE.into(), build_source(), Kernels::ENTRIES),
+        (cells::MODULE.into(), cells::source(), Cells::ENTRIES),
+    ];
     for p in [1, 4, 6, 10, 16, MAX_GPU_ORDER] {
-        let source = format!("#define FMM_P {p}\n{OPS_SOURCE}");
-        let cubin = nvrtc::compile_cubin("fmm_ops", &source, 90, &nvrtc::default_options())
-            .unwrap_or_else(|e| panic!("FMM operators at p = {p}: {e}"));
-        let text = String::from_utf8_lossy(&cubin);
-        for entry in [
-            "fmm_m2l_lanes_1",
-            "fmm_m2l_lanes_3",
-            "fmm_full_range_f32",
-            "fmm_m2l",
-            "fmm_m2m",
-            "fmm_l2l",
-            "fmm_p2m_f32",
-            "fmm_l2p_f64",
-        ] {
-            assert!(text.contains(entry), "{entry} missing at p = {p}");
+        modules.push((ops_module(p), ops_source(p), Ops::ENTRIES));
+    }
+    for (name, source, entries) in &modules {
+        for arch in [90, 80] {
+            let cubin = nvrtc::compile_cubin(name, source, arch, &nvrtc::default_options())
+                .unwrap_or_else(|e| panic!("{name} for sm_{arch}: {e}"));
+            assert_eq!(&cubin[..4], b"\x7fELF");
+            let mut want = expand(entries);
+            want.sort();
+            assert_eq!(
+                kernels_in_cubin(&cubin),
+                want,
+                "{name} for sm_{arch}: the kernels of the source and the entries of its loader"
+            );
         }
     }
 }

@@ -22,7 +22,8 @@
 
 use fmm_core::fmm_codegen::ast::Shape;
 use fmm_core::kernels::*;
-use fmm_core::{direct_cpu, Kernel, Particles, Real};
+use fmm_core::{Kernel, Particles, Real};
+use fmm_tests::direct_cpu;
 use fmm_tests::rel_l2;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -2,7 +2,8 @@
 //! particles, one particle, coincident particles) give well-defined results.
 
 use fmm_core::kernels::*;
-use fmm_core::{direct_cpu, Error, Particles};
+use fmm_core::{Error, Particles};
+use fmm_tests::direct_cpu;
 
 fn gravity_sources(pos: &[[f64; 3]]) -> Particles<f64> {
     let mut s = Particles::sources::<Gravity>(pos).unwrap();

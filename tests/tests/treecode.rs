@@ -3,9 +3,10 @@
 
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::*;
-use fmm_core::tree::{treecode_cpu, Octree, TreeOptions};
-use fmm_core::{direct_cpu, kernel, Error, Particles};
+use fmm_core::tree::Octree;
+use fmm_core::{kernel, Error, Particles, TreeOptions};
 use fmm_tests::rel_l2;
+use fmm_tests::{direct_cpu, treecode_cpu};
 use proptest::prelude::*;
 
 fn gravity_set(pos: &[[f64; 3]]) -> (Particles<f64>, Particles<f64>) {
@@ -27,6 +28,7 @@ fn gravity_error(pos: &[[f64; 3]], theta: f64, eps: f64) -> f64 {
             theta,
             ncrit: 16,
             group: 0,
+            ..TreeOptions::default()
         },
     )
     .unwrap();
@@ -76,6 +78,7 @@ fn vortex_kernels_run_through_the_tree() {
             theta: 0.4,
             ncrit: 32,
             group: 0,
+            ..TreeOptions::default()
         },
     )
     .unwrap();
@@ -117,6 +120,7 @@ fn a_kernel_without_far_field_is_refused_by_name() {
             theta: f64::NAN,
             ncrit: 8,
             group: 0,
+            ..TreeOptions::default()
         },
     )
     .unwrap_err();

@@ -13,8 +13,8 @@
 //! Arguments of `<kernel>_p2p_list_f32` / `_f64`, in order: `n_targets`,
 //! target `x, y, z`, target slots (tree order); `n_groups`,
 //! `group_begin`, `group_end` (targets `begin..end`), `group_cell` (the
-//! target leaf of the group); `list_begin`, `list_end` (one int per
-//! target cell: the P2P list of cell `c` is
+//! target leaf of the group); `list_begin`, `list_end` (one 64-bit offset
+//! per target cell: the P2P list of cell `c` is
 //! `list[list_begin[c]..list_end[c]]`), `list` (source cells);
 //! `cell_begin`, `cell_end` (the source cells' particle ranges);
 //! `n_sources`, source `x, y, z` and slots (tree order); the parameters;
@@ -55,16 +55,14 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         args.push(ptr("T", &format!("{s}_ptr")));
     }
     args.push(int("n_groups"));
-    for g in [
-        "group_begin",
-        "group_end",
-        "group_cell",
-        "list_begin",
-        "list_end",
-        "list",
-    ] {
+    for g in ["group_begin", "group_end", "group_cell"] {
         args.push(ptr("int", g));
     }
+    // 64-bit list offsets: the lists pass 2^31 entries at scale.
+    for g in ["list_begin", "list_end"] {
+        args.push(ptr("long long", g));
+    }
+    args.push(ptr("int", "list"));
     for c in ["cell_begin", "cell_end"] {
         args.push(ptr("int", c));
     }
@@ -122,9 +120,9 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     }
     o.push_str(concat!(
         "        const int c = group_cell[g];\n",
-        "        const int ls = list_begin[c], le = list_end[c];\n",
-        "        for (int chunk = ls; chunk < le; chunk += B) {\n",
-        "            const int n_near = min(B, le - chunk);\n",
+        "        const long long ls = list_begin[c], le = list_end[c];\n",
+        "        for (long long chunk = ls; chunk < le; chunk += B) {\n",
+        "            const int n_near = (int)min((long long)B, le - chunk);\n",
         "            int first = 0, at = 0, none = 0, n_near_src, n_none;\n",
         "            if (tid < n_near) {\n",
         "                const int b = list[chunk + tid];\n",

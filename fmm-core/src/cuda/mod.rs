@@ -1,5 +1,9 @@
-//! The CUDA backend: a GPU context, run-time compilation of the generated
-//! kernels (NVRTC, to CUBIN, cached on disk), and direct summation.
+//! The CUDA floor every GPU method stands on: a GPU context, run-time
+//! compilation (NVRTC, to CUBIN, cached on disk), the device helpers
+//! ([`device`]), the hand-written modules' constants and entry points
+//! ([`module`]), the primitives ([`primitives`]: the one scan, the moves
+//! into tree order and back), long copies ([`transfer`]) and particles kept
+//! on the device ([`resident`]).
 //!
 //! The CUDA libraries are loaded at run time (cudarc's dynamic loading), so
 //! everything builds and the CPU path runs on machines without CUDA; asking
@@ -7,8 +11,11 @@
 //! back to the CPU and says so.
 
 pub mod cache;
-pub mod direct;
+pub(crate) mod device;
+pub mod module;
 pub mod nvrtc;
+pub mod primitives;
+pub mod resident;
 pub mod transfer;
 
 use std::collections::HashMap;
@@ -19,6 +26,7 @@ use cudarc::nvrtc::Ptx;
 
 use crate::error::Error;
 pub use cache::{CacheKey, CacheOutcome, ModuleCache};
+use device::cuda_err;
 
 /// What the backend knows about its GPU.
 #[derive(Clone, Debug)]
@@ -76,16 +84,17 @@ pub struct Gpu {
     shapes: Mutex<HashMap<ShapeKey, (u32, u32)>>,
     /// Page-locked buffers for long copies ([`transfer`]).
     staging: transfer::StagingSlot,
+    /// Whether long copies skip the staging buffers ([`Gpu::set_staging`]).
+    staging_off: std::sync::atomic::AtomicBool,
+    /// A folder of CUDA sources to compile instead of the generated ones
+    /// ([`Gpu::set_source_dir`]).
+    source_dir: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gpu").field("info", &self.info).finish()
     }
-}
-
-fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
-    move |e| Error::Cuda(format!("{what}: {e}"))
 }
 
 /// Keeps device memory freed on the stream in the device's memory pool
@@ -97,7 +106,7 @@ fn keep_freed_memory(ctx: &CudaContext) -> Result<(), Error> {
     // pointer to a u64 that outlives the call.
     unsafe {
         let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device())
-            .map_err(driver_err("the device's memory pool"))?;
+            .map_err(cuda_err("the device's memory pool"))?;
         let mut threshold = u64::MAX;
         sys::cuMemPoolSetAttribute(
             pool,
@@ -105,7 +114,7 @@ fn keep_freed_memory(ctx: &CudaContext) -> Result<(), Error> {
             &mut threshold as *mut u64 as *mut std::ffi::c_void,
         )
         .result()
-        .map_err(driver_err("the device's memory pool"))
+        .map_err(cuda_err("the device's memory pool"))
     }
 }
 
@@ -137,21 +146,21 @@ impl Gpu {
                 "device {ordinal} was asked for, but there are {count}"
             )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(driver_err("opening the device"))?;
+        let ctx = CudaContext::new(ordinal).map_err(cuda_err("opening the device"))?;
         let (major, minor) = ctx
             .compute_capability()
-            .map_err(driver_err("compute capability"))?;
+            .map_err(cuda_err("compute capability"))?;
         let mut driver_version = 0;
         // SAFETY: the driver library is loaded; the pointer is valid.
         unsafe { sys::cuDriverGetVersion(&mut driver_version) };
         let info = GpuInfo {
             ordinal,
-            name: ctx.name().map_err(driver_err("device name"))?,
+            name: ctx.name().map_err(cuda_err("device name"))?,
             arch: major * 10 + minor,
             multiprocessors: ctx
                 .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-                .map_err(driver_err("multiprocessor count"))?,
-            total_memory: ctx.total_mem().map_err(driver_err("memory size"))?,
+                .map_err(cuda_err("multiprocessor count"))?,
+            total_memory: ctx.total_mem().map_err(cuda_err("memory size"))?,
             driver_version,
             nvrtc_version,
         };
@@ -165,6 +174,8 @@ impl Gpu {
             modules: Mutex::new(HashMap::new()),
             shapes: Mutex::new(HashMap::new()),
             staging: Mutex::new(None),
+            staging_off: std::sync::atomic::AtomicBool::new(false),
+            source_dir: Mutex::new(None),
         })
     }
 
@@ -194,6 +205,14 @@ impl Gpu {
         &self.ctx
     }
 
+    /// A tuning hook: modules are compiled from `DIR/<module name>.cu`
+    /// where that file exists, instead of the generated or built-in source
+    /// (the cache key follows the source); `None` turns it off. Modules
+    /// already loaded by this process are kept.
+    pub fn set_source_dir(&self, dir: Option<std::path::PathBuf>) {
+        *self.source_dir.lock().unwrap_or_else(|e| e.into_inner()) = dir;
+    }
+
     /// Replaces the module cache (tests use a private directory).
     pub fn set_cache(&mut self, cache: ModuleCache) {
         self.cache = cache;
@@ -201,7 +220,7 @@ impl Gpu {
 
     /// Free and total device memory in bytes.
     pub fn memory(&self) -> Result<(usize, usize), Error> {
-        self.ctx.mem_get_info().map_err(driver_err("memory info"))
+        self.ctx.mem_get_info().map_err(cuda_err("memory info"))
     }
 
     /// The module compiled from `source` (kernel `name`): from this
@@ -219,23 +238,20 @@ impl Gpu {
         // A developer's hook for tuning: compile `<dir>/<name>.cu` instead
         // of the generated source (the cache key follows the source).
         let replaced;
-        let source = match std::env::var_os("FMM_CUDA_SOURCE_DIR") {
-            Some(dir) => {
-                match std::fs::read_to_string(std::path::Path::new(&dir).join(format!("{name}.cu")))
-                {
-                    Ok(s) => {
-                        eprintln!(
-                            "[fmm] FMM_CUDA_SOURCE_DIR: compiling {name}.cu from {}",
-                            dir.to_string_lossy()
-                        );
-                        replaced = s;
-                        replaced.as_str()
-                    }
-                    Err(_) => source,
+        let dir = self
+            .source_dir
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let source =
+            match dir.and_then(|d| std::fs::read_to_string(d.join(format!("{name}.cu"))).ok()) {
+                Some(s) => {
+                    eprintln!("[fmm] compiling {name}.cu from the source folder set on the GPU");
+                    replaced = s;
+                    replaced.as_str()
                 }
-            }
-            None => source,
-        };
+                None => source,
+            };
         let options = nvrtc::default_options();
         let key = CacheKey::new(
             &[
@@ -258,7 +274,7 @@ impl Gpu {
         let module = self
             .ctx
             .load_module(Ptx::from_binary(cubin))
-            .map_err(driver_err("loading the compiled module"))?;
+            .map_err(cuda_err("loading the compiled module"))?;
         let report = ModuleReport {
             kernel: name.to_string(),
             outcome,
@@ -275,7 +291,7 @@ impl Gpu {
             .map_err(|e| Error::Cuda(format!("entry point `{entry}` in the compiled module: {e}")))
     }
 
-    fn tuned_shape(&self, key: &ShapeKey) -> Option<(u32, u32)> {
+    pub(crate) fn tuned_shape(&self, key: &ShapeKey) -> Option<(u32, u32)> {
         self.shapes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -283,7 +299,7 @@ impl Gpu {
             .copied()
     }
 
-    fn remember_shape(&self, key: ShapeKey, shape: (u32, u32)) {
+    pub(crate) fn remember_shape(&self, key: ShapeKey, shape: (u32, u32)) {
         self.shapes
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -8,13 +8,14 @@
 //! test host); page-locking the arrays themselves, or fresh staging
 //! buffers per call, cost more than they saved (31 to 97 ms at 10^7
 //! particles, measured 2026-11-22). Kept buffers cost their allocation
-//! once. `FMM_STAGING=off` turns them off, to compare.
+//! once. [`Gpu::set_staging`] turns them off, to compare.
 
 use std::sync::Mutex;
 
 use cudarc::driver::{result, CudaEvent, CudaSlice, DevicePtr, DevicePtrMut, PinnedHostSlice};
 use rayon::prelude::*;
 
+use super::device::cuda_err;
 use super::Gpu;
 use crate::error::Error;
 use crate::real::Real;
@@ -28,10 +29,6 @@ const PIECE: usize = 8 << 20;
 
 /// Bytes per rayon task of the host-side copies.
 const TASK: usize = 256 << 10;
-
-fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Cuda(format!("{what}: {e}"))
-}
 
 /// The two page-locked buffers, and for each the event after the last
 /// device copy that used it.
@@ -54,10 +51,6 @@ impl Drop for Staging {
 /// The staging buffers of one GPU, made on first use.
 pub(crate) type StagingSlot = Mutex<Option<Staging>>;
 
-fn staging_on() -> bool {
-    !matches!(std::env::var("FMM_STAGING").as_deref(), Ok("off" | "0"))
-}
-
 fn bytes_of<R: Real>(a: &[R]) -> &[u8] {
     // SAFETY: R is f32 or f64, plain bytes with no padding.
     unsafe { std::slice::from_raw_parts(a.as_ptr().cast(), std::mem::size_of_val(a)) }
@@ -76,6 +69,17 @@ fn par_copy(dst: &mut [u8], src: &[u8]) {
 }
 
 impl Gpu {
+    /// Long copies through the two kept page-locked buffers (the default)
+    /// or plain copies from pageable memory (to compare).
+    pub fn set_staging(&self, on: bool) {
+        self.staging_off
+            .store(!on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn staging_on(&self) -> bool {
+        !self.staging_off.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The staging buffers, made if this is the first staged copy.
     fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>, Error> {
         let mut slot = self
@@ -87,7 +91,7 @@ impl Gpu {
             let make = || {
                 // SAFETY: the buffers are written before they are read.
                 unsafe { self.ctx.alloc_pinned_with_flags::<u8>(PIECE, 0) }
-                    .map_err(err("allocating page-locked staging buffers"))
+                    .map_err(cuda_err("allocating page-locked staging buffers"))
             };
             *slot = Some(Staging {
                 buffers: [make()?, make()?],
@@ -103,11 +107,12 @@ impl Gpu {
         arrays
             .iter()
             .map(|a| {
-                if !staging_on() || std::mem::size_of_val(*a) < STAGED_BYTES {
-                    return s.clone_htod(*a).map_err(err("copy to the device"));
+                if !self.staging_on() || std::mem::size_of_val(*a) < STAGED_BYTES {
+                    return s.clone_htod(*a).map_err(cuda_err("copy to the device"));
                 }
                 // SAFETY: every element is written by the copies below.
-                let mut d = unsafe { s.alloc::<R>(a.len()) }.map_err(err("device allocation"))?;
+                let mut d =
+                    unsafe { s.alloc::<R>(a.len()) }.map_err(cuda_err("device allocation"))?;
                 self.staged_htod(bytes_of(a), &mut d)?;
                 Ok(d)
             })
@@ -122,18 +127,22 @@ impl Gpu {
         for (k, piece) in src.chunks(PIECE).enumerate() {
             let b = k % 2;
             if let Some(e) = st.done[b].take() {
-                e.synchronize().map_err(err("waiting for a staged copy"))?;
+                e.synchronize()
+                    .map_err(cuda_err("waiting for a staged copy"))?;
             }
             let buf = &mut st.buffers[b]
                 .as_mut_slice()
-                .map_err(err("staging buffer"))?[..piece.len()];
+                .map_err(cuda_err("staging buffer"))?[..piece.len()];
             par_copy(buf, piece);
             // SAFETY: the destination holds `src.len()` bytes from `base`;
             // the buffer is page-locked and not written again before the
             // event recorded after this copy has completed.
             unsafe { result::memcpy_htod_async(base + (k * PIECE) as u64, &*buf, s.cu_stream()) }
-                .map_err(err("copy to the device"))?;
-            st.done[b] = Some(s.record_event(None).map_err(err("recording an event"))?);
+                .map_err(cuda_err("copy to the device"))?;
+            st.done[b] = Some(
+                s.record_event(None)
+                    .map_err(cuda_err("recording an event"))?,
+            );
         }
         Ok(())
     }
@@ -152,7 +161,7 @@ impl Gpu {
                 a.len()
             )));
         }
-        let staged = staging_on() && len * std::mem::size_of::<R>() >= STAGED_BYTES;
+        let staged = self.staging_on() && len * std::mem::size_of::<R>() >= STAGED_BYTES;
         arrays
             .iter()
             .map(|a| {
@@ -168,7 +177,7 @@ impl Gpu {
                     v.par_chunks_mut(TASK).for_each(|c| c.fill(R::zero()));
                 }
                 s.memcpy_dtoh(&a.slice(0..len), &mut v)
-                    .map_err(err("copy from the device"))?;
+                    .map_err(cuda_err("copy from the device"))?;
                 Ok(v)
             })
             .collect()
@@ -188,12 +197,15 @@ impl Gpu {
             let b = k % 2;
             let buf = &mut st.buffers[b]
                 .as_mut_slice()
-                .map_err(err("staging buffer"))?[..lens[k]];
+                .map_err(cuda_err("staging buffer"))?[..lens[k]];
             // SAFETY: the source holds the bytes from `base`; the buffer is
             // page-locked and read only after the event below.
             unsafe { result::memcpy_dtoh_async(buf, base + (k * PIECE) as u64, s.cu_stream()) }
-                .map_err(err("copy from the device"))?;
-            st.done[b] = Some(s.record_event(None).map_err(err("recording an event"))?);
+                .map_err(cuda_err("copy from the device"))?;
+            st.done[b] = Some(
+                s.record_event(None)
+                    .map_err(cuda_err("recording an event"))?,
+            );
             Ok(())
         };
         if !pieces.is_empty() {
@@ -208,9 +220,12 @@ impl Gpu {
             }
             let b = k % 2;
             if let Some(e) = st.done[b].take() {
-                e.synchronize().map_err(err("waiting for a staged copy"))?;
+                e.synchronize()
+                    .map_err(cuda_err("waiting for a staged copy"))?;
             }
-            let buf = &st.buffers[b].as_slice().map_err(err("staging buffer"))?[..piece.len()];
+            let buf = &st.buffers[b]
+                .as_slice()
+                .map_err(cuda_err("staging buffer"))?[..piece.len()];
             par_copy(piece, buf);
         }
         Ok(())

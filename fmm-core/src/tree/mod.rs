@@ -1,14 +1,15 @@
-//! Octree and the Barnes-Hut treecode (nakasato2009; hu2011 for the tree
-//! construction): Morton keys and the bounding cube ([`morton`]), the
-//! adaptive octree with `next`/`more` links ([`octree`]), and the treecode
-//! that runs any kernel with a declared strength ([`treecode`]).
+//! The octree, a floor every tree method stands on (nakasato2009; hu2011
+//! for the construction on the GPU): Morton keys and the bounding cube
+//! ([`morton`]), the adaptive octree with `next`/`more` links on the CPU
+//! ([`octree`]) and cell for cell the same tree built on the GPU
+//! ([`device`]), and particles in tree order ([`soa`] on the CPU,
+//! [`device::TreeOrdered`] on the GPU).
 
-pub mod device_build;
-pub mod gpu;
+pub mod device;
 pub mod morton;
 pub mod octree;
-pub mod treecode;
+pub mod soa;
 
-pub use gpu::treecode_cuda;
+pub use device::{DeviceGroups, DeviceOctree, TreeOrdered};
 pub use octree::{Cell, Octree};
-pub use treecode::{treecode_cpu, TreeOptions, TreeStats, DEFAULT_GROUP};
+pub(crate) use soa::{positions_f64, sorted, SoA};

@@ -1,11 +1,14 @@
-// The FMM operators on the GPU (see fmm-core/src/fmm/gpu.rs): P2M, M2M,
+// The FMM operators on the GPU (see methods/fmm/cuda/mod.rs): P2M, M2M,
 // M2L, L2L and L2P of scalar Laplace expansions, the same formulas as the
 // CPU operators (operators.rs, harmonics.rs: Dehnen's scaling,
 // R_n^m = r^n P_n^m e^{i m phi} / (n + m)!, I_n^m = (n - m)! P_n^m e^{i m phi} / r^{n+1},
 // coefficients with m >= 0 stored, m < 0 by (-1)^m conj).
 //
 // The host compiles this file once per order, with FMM_P defined, so every
-// loop bound is a constant. Particles are in T (float or double); the
+// loop bound is a constant; it also defines, from its own constants
+// (methods/fmm/cuda/mod.rs), LANE_LD, the far-field term kinds
+// TERM_POTENTIAL, TERM_GRADIENT, TERM_CURL and TERM_STRETCHING, MAX_TERMS,
+// MAX_OUT and TRAVERSE_STACK. Particles are in T (float or double); the
 // expansions are in double on the device whatever T is: the H100 runs
 // double at half the float rate, and double needs no rescaling of the
 // coefficients to stay in range (r^n / (n + m)! underflows float for small
@@ -296,8 +299,9 @@ __device__ __forceinline__ void singular_column(const E x, const E y, const E z,
 // of the cell. f32 particles take fmm_m2l_lanes (below) where it fits.
 //
 // Dynamic shared memory: sb * (1 + nq) * NF double2.
-extern "C" __global__ void fmm_m2l(const int n_cells, const int* __restrict__ list_begin,
-                                   const int* __restrict__ list_end, const int* __restrict__ list,
+extern "C" __global__ void fmm_m2l(const int n_cells, const long long* __restrict__ list_begin,
+                                   const long long* __restrict__ list_end,
+                                   const int* __restrict__ list,
                                    const double* __restrict__ tx, const double* __restrict__ ty,
                                    const double* __restrict__ tz, const double* __restrict__ sx,
                                    const double* __restrict__ sy, const double* __restrict__ sz,
@@ -317,11 +321,11 @@ extern "C" __global__ void fmm_m2l(const int n_cells, const int* __restrict__ li
     while (idx(k + 1, 0) <= c) ++k;
     const int l = c - idx(k, 0);
     for (int a = blockIdx.x; a < n_cells; a += gridDim.x) {
-        const int ls = list_begin[a], le = list_end[a];
+        const long long ls = list_begin[a], le = list_end[a];
         if (ls == le) continue;
         double re = 0.0, im = 0.0;
-        for (int chunk = ls; chunk < le; chunk += sb) {
-            const int cnt = min(sb, le - chunk);
+        for (long long chunk = ls; chunk < le; chunk += sb) {
+            const int cnt = (int)min((long long)sb, le - chunk);
             for (int e = t; e < cnt * (P + 1); e += blockDim.x) {
                 const int s = e / (P + 1), m = e % (P + 1);
                 const int b = list[chunk + s];
@@ -394,10 +398,11 @@ extern "C" __global__ void fmm_m2l(const int n_cells, const int* __restrict__ li
 // with |d| > max_d (64 / P) would strain float's range, so it raises
 // `flag` and the host runs the double M2L instead.
 //
-// Dynamic shared memory: one or two buffers of (1 + NQ) * NF * LANE_LD
-// float2 (harmonics, then multipoles), then 32 floats per slot of the
-// items' sums.
-#define LANE_LD 33
+// Dynamic shared memory: one buffer of (1 + NQ) * NF * LANE_LD float2
+// (harmonics, then multipoles), then 32 floats per slot of the items' sums.
+// (A second buffer, staging the next chunk while one is summed, gained 1%
+// for three expansions, cost 15% for gravity and did not fit from p 9:
+// H100, 2026-11-23.)
 
 template <int W, int NQ>
 __device__ __forceinline__ void m2l_item(float* acc, float* sums, const float2* __restrict__ ish,
@@ -444,10 +449,12 @@ __device__ __forceinline__ void m2l_item(float* acc, float* sums, const float2* 
 }
 
 // An item's sums (in acc, or in shared memory at sums) added across the
-// warp, times f, to the local expansions at out (L_k^l0 of expansion 0).
+// warp, times f, to the local expansions at out (L_k^l0 of expansion 0). A
+// sum that left float's range (huge strengths) raises `flag`: the host
+// runs the double M2L instead.
 template <int W, int NQ>
 __device__ __forceinline__ void m2l_item_out(const float* acc, const float* sums, const int lane,
-                                             const double f, double2* out)
+                                             const double f, double2* out, int* flag)
 {
 #pragma unroll
     for (int v = 0; v < 2 * W * NQ; ++v) {
@@ -455,6 +462,7 @@ __device__ __forceinline__ void m2l_item_out(const float* acc, const float* sums
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
         if (lane == 0) {
+            if (!isfinite(x)) *flag = 1;
             const int w = v / (2 * NQ), q = (v / 2) % NQ;
             atomicAdd((double*)(out + q * NC + w) + (v & 1), f * (double)x);
         }
@@ -468,7 +476,8 @@ __device__ __forceinline__ void copy_async8(float2* to, const float2* from, cons
 {
 #if __CUDA_ARCH__ >= 800
     const unsigned dst = (unsigned)__cvta_generic_to_shared(to);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(from), "r"(bytes));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(from), "r"(bytes)
+                 : "memory");
 #else
     *to = bytes ? *from : make_float2(0.0f, 0.0f);
 #endif
@@ -477,16 +486,17 @@ __device__ __forceinline__ void copy_async8(float2* to, const float2* from, cons
 __device__ __forceinline__ void copies_done()
 {
 #if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;\n" ::);
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }
 
 // Stages the sources list[chunk..chunk + 32) (those before `end`) of
-// target cell a into one buffer: their levels against the target's in
+// target cell a into the buffer: their levels against the target's in
 // lev, their harmonics in ish (computed), their multipoles in msh (copied
 // without waiting; copies_done() and a barrier before they are read).
 template <int NQ>
-__device__ __forceinline__ void m2l_stage(const int a, const int et, const int chunk, const int end,
+__device__ __forceinline__ void m2l_stage(const int a, const int et, const long long chunk,
+                                          const long long end,
                                           const int* __restrict__ list,
                                           const double* __restrict__ cx,
                                           const double* __restrict__ cy,
@@ -534,27 +544,26 @@ __device__ __forceinline__ void m2l_stage(const int a, const int et, const int c
 }
 
 // An item: x = k | l0 << 8 | W << 16, y = n_lo, z = n_hi, w = the first of
-// its 2 W NQ slots (-1 for a warp of one item). With two buffers
-// (`buffers` 2), the next chunk is staged while this one is summed.
+// its 2 W NQ slots (-1 for a warp of one item).
 template <int NQ>
-__device__ void m2l_lanes(const int n_cells, const int* __restrict__ list_begin,
-                          const int* __restrict__ list_end, const int* __restrict__ list,
+__device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_begin,
+                          const long long* __restrict__ list_end, const int* __restrict__ list,
                           const double* __restrict__ cx, const double* __restrict__ cy,
                           const double* __restrict__ cz, const double* __restrict__ half,
                           const int4* __restrict__ items, const int2* __restrict__ warp_items,
-                          const int buffers, const int max_d, const float2* __restrict__ mfull,
+                          const int max_d, const float2* __restrict__ mfull,
                           double2* __restrict__ local, int* __restrict__ flag)
 {
     extern __shared__ __align__(16) unsigned char smem[];
-    const int per_buffer = (1 + NQ) * NF * LANE_LD;
-    float2* buf = (float2*)smem;
-    float* ash = (float*)(buf + buffers * per_buffer);
-    __shared__ int lev[2][32];
+    float2* ish = (float2*)smem;
+    float2* msh = ish + NF * LANE_LD;
+    float* ash = (float*)(ish + (1 + NQ) * NF * LANE_LD);
+    __shared__ int lev[32];
     const int lane = threadIdx.x & 31;
     const int2 mine = warp_items[threadIdx.x >> 5];
     float acc[8 * NQ];
     for (int a = blockIdx.x; a < n_cells; a += gridDim.x) {
-        const int ls = list_begin[a], le = list_end[a];
+        const long long ls = list_begin[a], le = list_end[a];
         if (ls == le) continue;
         const int et = ilogb(half[a]);
 #pragma unroll
@@ -564,19 +573,16 @@ __device__ void m2l_lanes(const int n_cells, const int* __restrict__ list_begin,
             if (it.w >= 0)
                 for (int v = 0; v < 2 * (it.x >> 16) * NQ; ++v) ash[(it.w + v) * 32 + lane] = 0.0f;
         }
-#define STAGE(chunk, b)                                                                           \
-    m2l_stage<NQ>(a, et, chunk, le, list, cx, cy, cz, half, mfull, max_d, lev[b],                 \
-                  buf + (b) * per_buffer, buf + (b) * per_buffer + NF * LANE_LD, flag)
-        STAGE(ls, 0);
-        copies_done();
-        __syncthreads();
-        for (int chunk = ls, c = 0; chunk < le; chunk += 32, ++c) {
-            const int cb = buffers == 2 ? c & 1 : 0;
-            const bool more = chunk + 32 < le;
-            if (buffers == 2 && more) STAGE(chunk + 32, cb ^ 1);
-            const float2* hs = buf + cb * per_buffer + lane;
-            const float2* ms = hs + NF * LANE_LD;
-            const int d = lev[cb][lane];
+        for (long long chunk = ls; chunk < le; chunk += 32) {
+            // The previous chunk's sums are done with the buffer.
+            __syncthreads();
+            m2l_stage<NQ>(a, et, chunk, le, list, cx, cy, cz, half, mfull, max_d, lev, ish, msh,
+                          flag);
+            copies_done();
+            __syncthreads();
+            const float2* hs = ish + lane;
+            const float2* ms = msh + lane;
+            const int d = lev[lane];
             for (int i = mine.x; i < mine.y; ++i) {
                 const int4 it = items[i];
                 const int k = it.x & 255, l0 = (it.x >> 8) & 255;
@@ -588,14 +594,7 @@ __device__ void m2l_lanes(const int n_cells, const int* __restrict__ list_begin,
                 default: m2l_item<4, NQ>(acc, sums, hs, ms, k, l0, it.y, it.z, d); break;
                 }
             }
-            if (buffers == 1 && more) {
-                __syncthreads();
-                STAGE(chunk + 32, 0);
-            }
-            copies_done();
-            __syncthreads();
         }
-#undef STAGE
         // The lanes' sums across the warp, then to the local expansion.
         for (int i = mine.x; i < mine.y; ++i) {
             const int4 it = items[i];
@@ -604,10 +603,10 @@ __device__ void m2l_lanes(const int n_cells, const int* __restrict__ list_begin,
             const double f = ((k & 1) ? -1.0 : 1.0) * pow2(-et * (k + 1));
             double2* out = local + (size_t)a * NQ * NC + idx(k, l0);
             switch (it.x >> 16) {
-            case 1: m2l_item_out<1, NQ>(acc, sums, lane, f, out); break;
-            case 2: m2l_item_out<2, NQ>(acc, sums, lane, f, out); break;
-            case 3: m2l_item_out<3, NQ>(acc, sums, lane, f, out); break;
-            default: m2l_item_out<4, NQ>(acc, sums, lane, f, out); break;
+            case 1: m2l_item_out<1, NQ>(acc, sums, lane, f, out, flag); break;
+            case 2: m2l_item_out<2, NQ>(acc, sums, lane, f, out, flag); break;
+            case 3: m2l_item_out<3, NQ>(acc, sums, lane, f, out, flag); break;
+            default: m2l_item_out<4, NQ>(acc, sums, lane, f, out, flag); break;
             }
         }
     }
@@ -615,15 +614,15 @@ __device__ void m2l_lanes(const int n_cells, const int* __restrict__ list_begin,
 
 #define M2L_LANES_ENTRY(NQ, THREADS)                                                              \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) fmm_m2l_lanes_##NQ(                  \
-        const int n_cells, const int* __restrict__ list_begin, const int* __restrict__ list_end,  \
-        const int* __restrict__ list, const double* __restrict__ cx,                              \
-        const double* __restrict__ cy, const double* __restrict__ cz,                             \
-        const double* __restrict__ half, const int4* __restrict__ items,                          \
-        const int2* __restrict__ warp_items, const int buffers, const int max_d,              \
+        const int n_cells, const long long* __restrict__ list_begin,                             \
+        const long long* __restrict__ list_end, const int* __restrict__ list,                     \
+        const double* __restrict__ cx, const double* __restrict__ cy,                             \
+        const double* __restrict__ cz, const double* __restrict__ half,                           \
+        const int4* __restrict__ items, const int2* __restrict__ warp_items, const int max_d,     \
         const float2* __restrict__ mfull, double2* __restrict__ local, int* __restrict__ flag)    \
     {                                                                                             \
         m2l_lanes<NQ>(n_cells, list_begin, list_end, list, cx, cy, cz, half, items, warp_items,   \
-                      buffers, max_d, mfull, local, flag);                                        \
+                      max_d, mfull, local, flag);                                                 \
     }
 // At most 32 warps for one expansion, 16 for more (their sums take more
 // registers than 64, the most a thread of 1024 may have, without spills).
@@ -742,12 +741,6 @@ __device__ void evaluate(const double2* __restrict__ lo, const double2* h, const
 }
 
 // Far-field terms, as the kernel declares them (fmm_codegen::kernel::Term).
-#define TERM_POTENTIAL 0
-#define TERM_GRADIENT 1
-#define TERM_CURL 2
-#define TERM_STRETCHING 3
-#define MAX_TERMS 4
-#define MAX_OUT 8
 
 // L2P: one thread per target (tree order); the far field of the target's
 // leaf's local expansions, combined into the outputs by the declared terms
@@ -840,10 +833,8 @@ PRECISION(double, f64)
 // runs twice per level: first counting (M2L, P2P and handed-down cells per
 // target cell), then, after a scan of the counts, writing them.
 
-// Source cells a thread may hold while splitting: 7 per level of the
-// source tree and one.
-#define TRAVERSE_STACK (7 * 22 + 1)
-
+// A thread's stack holds TRAVERSE_STACK source cells while splitting: 7 per
+// level of the source tree and one.
 extern "C" __global__ void fmm_traverse(
     const int n, const int* __restrict__ cells, const int emit, const double theta2,
     // target tree
@@ -855,16 +846,19 @@ extern "C" __global__ void fmm_traverse(
     const double* __restrict__ sr, const int* __restrict__ s_nchild,
     const int* __restrict__ s_more, const int* __restrict__ s_next,
     // this level's frontiers (per target cell) in `frontier`
-    const int* __restrict__ f_begin, const int* __restrict__ f_end,
+    const long long* __restrict__ f_begin, const long long* __restrict__ f_end,
     const int* __restrict__ frontier,
-    // counts (first pass) or their exclusive scans (second pass), n + 1 each
-    int* __restrict__ n_m2l, int* __restrict__ n_p2p, int* __restrict__ n_def,
+    // counts (first pass) or their exclusive scans (second pass), n + 1
+    // each; 64-bit, as are the offsets below: the lists pass 2^31 entries
+    // from about 2e8 particles
+    unsigned long long* __restrict__ n_m2l, unsigned long long* __restrict__ n_p2p,
+    unsigned long long* __restrict__ n_def,
     // second pass: where this level's entries start in the pools
-    const int m2l_base, const int p2p_base,
-    int* __restrict__ m2l_pool, int* __restrict__ m2l_begin, int* __restrict__ m2l_end,
-    int* __restrict__ p2p_pool, int* __restrict__ p2p_begin, int* __restrict__ p2p_end,
-    int* __restrict__ deferred, int* __restrict__ next_f_begin, int* __restrict__ next_f_end,
-    int* __restrict__ overflow)
+    const long long m2l_base, const long long p2p_base,
+    int* __restrict__ m2l_pool, long long* __restrict__ m2l_begin, long long* __restrict__ m2l_end,
+    int* __restrict__ p2p_pool, long long* __restrict__ p2p_begin, long long* __restrict__ p2p_end,
+    int* __restrict__ deferred, long long* __restrict__ next_f_begin,
+    long long* __restrict__ next_f_end, int* __restrict__ overflow)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
@@ -872,14 +866,14 @@ extern "C" __global__ void fmm_traverse(
     const double ax = tx[a], ay = ty[a], az = tz[a], ra = tr[a];
     const bool leaf_a = t_nchild[a] == 0;
     int c_m2l = 0, c_p2p = 0, c_def = 0;
-    int o_m2l = 0, o_p2p = 0, o_def = 0;
+    long long o_m2l = 0, o_p2p = 0, o_def = 0;
     if (emit) {
-        o_m2l = m2l_base + n_m2l[t];
-        o_p2p = p2p_base + n_p2p[t];
-        o_def = n_def[t];
+        o_m2l = m2l_base + (long long)n_m2l[t];
+        o_p2p = p2p_base + (long long)n_p2p[t];
+        o_def = (long long)n_def[t];
     }
     int stack[TRAVERSE_STACK];
-    for (int f = f_begin[a]; f < f_end[a]; ++f) {
+    for (long long f = f_begin[a]; f < f_end[a]; ++f) {
         int top = 0;
         stack[top++] = frontier[f];
         while (top > 0) {
@@ -926,65 +920,5 @@ extern "C" __global__ void fmm_traverse(
         next_f_begin[ch] = o_def;
         next_f_end[ch] = o_def + c_def;
         ch = t_next[ch];
-    }
-}
-
-// Exclusive prefix sums of `k` int arrays of n + 1 entries (the last
-// receives the total), in place, by one block of 1024 threads: each thread
-// sums a contiguous run, the runs' sums are scanned in shared memory, and
-// each thread rewrites its run.
-extern "C" __global__ void fmm_scan(const int n, const int k, int* __restrict__ a0,
-                                    int* __restrict__ a1, int* __restrict__ a2)
-{
-    __shared__ int sums[1024];
-    int* arrays[3] = {a0, a1, a2};
-    const int t = threadIdx.x, nt = blockDim.x;
-    const int per = (n + nt - 1) / nt;
-    const int lo = min(n, t * per), hi = min(n, lo + per);
-    for (int j = 0; j < k; ++j) {
-        int* a = arrays[j];
-        int s = 0;
-        for (int i = lo; i < hi; ++i) s += a[i];
-        sums[t] = s;
-        __syncthreads();
-        for (int d = 1; d < nt; d <<= 1) {
-            const int v = t >= d ? sums[t - d] : 0;
-            __syncthreads();
-            sums[t] += v;
-            __syncthreads();
-        }
-        int run = sums[t] - s;
-        for (int i = lo; i < hi; ++i) {
-            const int v = a[i];
-            a[i] = run;
-            run += v;
-        }
-        if (t == nt - 1) a[n] = sums[nt - 1];
-        __syncthreads();
-    }
-}
-
-// The P2P groups: every target leaf cut into pieces of at most `block`
-// targets. First pass: pieces per cell (0 for other cells); second pass,
-// after a scan: the pieces' ranges and leaves.
-extern "C" __global__ void fmm_groups(const int n_cells, const int block, const int emit,
-                                      const int* __restrict__ n_children,
-                                      const int* __restrict__ begin, const int* __restrict__ end,
-                                      int* __restrict__ count, int* __restrict__ g_begin,
-                                      int* __restrict__ g_end, int* __restrict__ g_cell)
-{
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_cells) return;
-    const int len = n_children[c] == 0 ? end[c] - begin[c] : 0;
-    const int pieces = (len + block - 1) / block;
-    if (!emit) {
-        count[c] = pieces;
-        return;
-    }
-    for (int k = 0; k < pieces; ++k) {
-        const int g = count[c] + k;
-        g_begin[g] = begin[c] + k * block;
-        g_end[g] = min(end[c], begin[c] + (k + 1) * block);
-        g_cell[g] = c;
     }
 }

@@ -3,76 +3,20 @@
 //! generated evaluator), each stage parallel with rayon. Expansions are in
 //! f64 whatever the particles' precision.
 
-use std::time::Instant;
-
 use rayon::prelude::*;
 
 use super::harmonics::{ncoef, C};
 use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, FullRange, Scratch};
 use super::traversal::{children, spheres, traverse_levels};
-use super::{FmmOptions, FmmStats, MAX_ORDER};
-use crate::direct::Outputs;
+use super::Plan;
 use crate::error::Error;
 use crate::kernel::{Kernel, MAX_SLOTS};
+use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
-use crate::tree::treecode::{positions_f64, sorted, SoA};
-use crate::tree::Octree;
+use crate::stats::{Clock, Stage};
+use crate::tree::{positions_f64, sorted, Octree, SoA};
 use fmm_codegen::kernel::{FarTerm, Term};
-use fmm_codegen::FarField;
-
-/// Checks the options: an order the operators take, a MAC that keeps
-/// the expansions convergent (`theta < 1`), at least one particle a leaf.
-pub(crate) fn check_options(opts: &FmmOptions) -> Result<(), Error> {
-    if opts.p == 0 || opts.p > MAX_ORDER {
-        return Err(Error::BadOption(format!(
-            "the expansion order p must be 1 to {MAX_ORDER}, not {}",
-            opts.p
-        )));
-    }
-    if !(opts.theta > 0.0 && opts.theta < 1.0) {
-        return Err(Error::BadOption(format!(
-            "theta must be above 0 and below 1 for the expansions to converge, not {}",
-            opts.theta
-        )));
-    }
-    if opts.ncrit == 0 {
-        return Err(Error::BadOption("ncrit must be at least 1".into()));
-    }
-    Ok(())
-}
-
-/// The far-field declaration of `K`, checked for what the FMM evaluates:
-/// the strength's slots and the terms.
-pub(crate) fn far_terms<K: Kernel>() -> Result<(Vec<usize>, Vec<FarTerm>), Error> {
-    let def = K::def();
-    let FarField::Laplace { strength, terms } = &def.far_field else {
-        return Err(Error::NoFarField {
-            kernel: def.name.clone(),
-            method: "the FMM",
-        });
-    };
-    let f = &def.sources[*strength];
-    Ok((
-        (f.offset..f.offset + f.shape.slots()).collect(),
-        terms.clone(),
-    ))
-}
-
-/// What both FMMs check and read first: the parameters in `R` (inputs
-/// checked), the options, and the far field's strength slots and terms.
-#[allow(clippy::type_complexity)] // a one-off tuple of three named parts
-pub(crate) fn start<K: Kernel, R: Real>(
-    params: &[f64],
-    targets: &Particles<R>,
-    sources: &Particles<R>,
-    opts: &FmmOptions,
-) -> Result<(Vec<R>, Vec<usize>, Vec<FarTerm>), Error> {
-    let p = crate::direct::check_inputs::<K, R>(params, targets, sources)?;
-    check_options(opts)?;
-    let (strength, terms) = far_terms::<K>()?;
-    Ok((p, strength, terms))
-}
 
 /// Cells of a tree by level, shallowest first.
 fn levels(tree: &Octree) -> Vec<Vec<usize>> {
@@ -99,30 +43,26 @@ fn sub(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
     [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
 }
 
-/// The fast multipole method of kernel `K` on the CPU. Same contract as
-/// [`crate::direct_cpu`]; the far field is approximated to order `p`.
-pub fn fmm_cpu<K: Kernel, R: Real>(
-    params: &[f64],
+/// The fast multipole method of kernel `K` on the CPU, as `plan` says;
+/// the problem is not empty. The far field is approximated to order `p`.
+pub(crate) fn run<K: Kernel, R: Real>(
+    plan: &Plan<'_, R>,
     targets: &Particles<R>,
     sources: &Particles<R>,
-    opts: &FmmOptions,
-) -> Result<(Outputs<R>, FmmStats), Error> {
+    clock: &mut Clock<'_>,
+) -> Result<Outputs<R>, Error> {
     let def = K::def();
-    let (p, strength, terms) = start::<K, R>(params, targets, sources, opts)?;
+    let (p, strength, terms) = (plan.params, plan.strength, plan.terms);
     let no = def.n_outputs();
-    let mut stats = FmmStats::default();
-    if targets.is_empty() || sources.is_empty() || no == 0 {
-        return Ok((Outputs::zeros::<K>(targets.len()), stats));
-    }
-    let order = opts.p;
+    let order = plan.settings.p;
+    let ncrit = plan.opts.ncrit;
     let nq = strength.len();
     let nc = ncoef(order);
     let block = nq * nc;
 
     // Trees.
-    let t0 = Instant::now();
     let spos = positions_f64(sources);
-    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
+    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], ncrit);
     let src = sorted(sources, &stree.order);
     let sp = points(&spos, &stree.order);
     let q: Vec<Vec<f64>> = strength
@@ -130,17 +70,16 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
         .map(|&k| src.slots[k].iter().map(|x| x.to_f64()).collect())
         .collect();
     let tpos = positions_f64(targets);
-    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], opts.ncrit);
+    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], ncrit);
     let tgt = sorted(targets, &ttree.order);
     let tp = points(&tpos, &ttree.order);
     let ssph = spheres(&stree, &sp);
     let tsph = spheres(&ttree, &tp);
-    stats.source_cells = stree.cells.len();
-    stats.target_cells = ttree.cells.len();
-    stats.tree_seconds = t0.elapsed().as_secs_f64();
+    clock.stats().source_cells = stree.cells.len();
+    clock.stats().target_cells = ttree.cells.len();
+    clock.lap(Stage::Tree)?;
 
     // Upward pass: P2M at the leaves, then M2M level by level up.
-    let t1 = Instant::now();
     let mut mult = vec![C::ZERO; stree.cells.len() * block];
     mult.par_chunks_mut(block).enumerate().for_each_init(
         || Scratch::new(order),
@@ -183,16 +122,14 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
             mult[c * block..(c + 1) * block].copy_from_slice(&m);
         }
     }
-    stats.upward_seconds = t1.elapsed().as_secs_f64();
+    clock.lap(Stage::Upward)?;
 
     // Dual tree traversal.
-    let t2 = Instant::now();
-    let lists = traverse_levels(&ttree, &tsph, &stree, &ssph, opts.theta);
-    stats.m2l = lists.m2l_count() as u64;
-    stats.traversal_seconds = t2.elapsed().as_secs_f64();
+    let lists = traverse_levels(&ttree, &tsph, &stree, &ssph, plan.settings.theta);
+    clock.stats().m2l += lists.m2l_count() as u64;
+    clock.lap(Stage::Traversal)?;
 
     // M2L, one target cell at a time, from the multipoles in full range.
-    let t3 = Instant::now();
     let mfull: Vec<FullRange> = (0..stree.cells.len() * nq)
         .into_par_iter()
         .map(|i| FullRange::of(&mult[i * nc..(i + 1) * nc], order))
@@ -210,10 +147,9 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
             }
         },
     );
-    stats.m2l_seconds = t3.elapsed().as_secs_f64();
+    clock.lap(Stage::M2l)?;
 
     // L2L level by level down.
-    let t4 = Instant::now();
     let tlevels = levels(&ttree);
     for level in &tlevels {
         let shifted: Vec<(usize, Vec<C>)> = level
@@ -239,7 +175,6 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
             }
         }
     }
-    let t_l2l = t4.elapsed().as_secs_f64();
 
     // L2P and P2P, one target leaf at a time.
     let leaves: Vec<usize> = (0..ttree.cells.len())
@@ -247,7 +182,6 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
         .collect();
     let nt = def.n_targets();
     let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
-    let t5 = Instant::now();
     let far: Vec<Vec<f64>> = leaves
         .par_iter()
         .map_init(
@@ -265,15 +199,14 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
                             x.hess[k] = l2p_hessian(l, r, s);
                         }
                     }
-                    far_outputs(def, &terms, nq, &x, |slot| tgt.slots[slot][i].to_f64(), o);
+                    far_outputs(def, terms, nq, &x, |slot| tgt.slots[slot][i].to_f64(), o);
                 }
                 out
             },
         )
         .collect();
-    stats.downward_seconds = t_l2l + t5.elapsed().as_secs_f64();
+    clock.lap(Stage::Downward)?;
 
-    let t6 = Instant::now();
     let near: Vec<(Vec<R>, u64)> = leaves
         .par_iter()
         .map_init(
@@ -293,13 +226,13 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
                         *tk = slot[i];
                     }
                     let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
-                    K::p2p_target(&p, xi, &t, &slices, 0..slices.len(), o);
+                    K::p2p_target(p, xi, &t, &slices, 0..slices.len(), o);
                 }
                 (out, (cell.len() * slices.len()) as u64)
             },
         )
         .collect();
-    stats.p2p_seconds = t6.elapsed().as_secs_f64();
+    clock.lap(Stage::P2p)?;
 
     // Back to the caller's order.
     let m = targets.len();
@@ -312,9 +245,9 @@ pub fn fmm_cpu<K: Kernel, R: Real>(
                 slots[k][i] = n[r * no + k] + R::c(f[r * no + k]);
             }
         }
-        stats.p2p += pairs;
+        clock.stats().p2p += pairs;
     }
-    Ok((Outputs::new(def.name.as_str(), &def.outputs, slots), stats))
+    Ok(Outputs::new(def.name.as_str(), &def.outputs, slots))
 }
 
 /// What L2P gives at one target for each of the (up to 3) expansions.

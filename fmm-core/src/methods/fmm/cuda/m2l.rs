@@ -5,31 +5,33 @@
 //!   M2L, lanes over source cells, on coefficients normalised by the
 //!   target cell's size. Its work is cut into items by [`lane_plan`].
 //! - Otherwise (f64 particles, targets apart from the sources, higher
-//!   orders, `FMM_GPU_M2L=f64`), or where a float pair's cells differ too
-//!   much in size: the double M2L, one thread per (coefficient rows,
-//!   expansion), its tasks from [`m2l_tasks`].
+//!   orders, [`M2lChoice::Double`]), or where a float pair's cells differ
+//!   too much in size or a float sum leaves float's range: the double M2L,
+//!   one thread per (coefficient rows, expansion), its tasks from
+//!   [`m2l_tasks`].
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use super::{grid, DeviceLists, FmmTree, Ops};
+use crate::cuda::device::{alloc, cuda_err, download, launch, upload, zeros};
 use crate::cuda::Gpu;
 use crate::error::Error;
-use crate::fmm::harmonics::ncoef;
+use crate::methods::fmm::harmonics::ncoef;
+use crate::methods::fmm::{GpuTuning, M2lChoice};
 use crate::real::Real;
-use crate::tree::device_build::{alloc, cuda_err, download, launch, upload, zeros};
+use crate::stats::M2lKind;
 
-/// Shared memory the double M2L uses per block, which sets how many source
-/// cells a block takes at once: small enough for many blocks per
-/// multiprocessor. `FMM_GPU_M2L_SHARED` (bytes) overrides it, for tuning.
+/// Shared memory the double M2L uses per block by default, which sets how
+/// many source cells a block takes at once: small enough for many blocks
+/// per multiprocessor.
 const M2L_SHARED: usize = 8 * 1024;
 
-fn m2l_shared() -> usize {
-    std::env::var("FMM_GPU_M2L_SHARED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(M2L_SHARED)
-        .min(48 * 1024)
+fn m2l_shared(tuning: &GpuTuning) -> usize {
+    match tuning.m2l_shared_bytes {
+        0 => M2L_SHARED,
+        b => b.min(48 * 1024),
+    }
 }
 
 /// The highest order at which the M2L of f32 particles runs in float (its
@@ -40,8 +42,8 @@ pub const MAX_F32_M2L_ORDER: usize = 12;
 /// Whether the M2L's products run in float: for f32 particles up to
 /// [`MAX_F32_M2L_ORDER`], when the targets are the sources, and when the
 /// cells' sizes keep the scale factors 2^(-e (k + 1)) of `ops.cu` in
-/// double's range. Otherwise, and where `FMM_GPU_M2L=f64` asks for it (to
-/// compare), in double.
+/// double's range. Otherwise, and where [`M2lChoice::Double`] asks for it
+/// (to compare), in double.
 ///
 /// Why one tree only: the float form normalises the translation by the
 /// source cell's size, and |v| is at least twice that for two distinct
@@ -50,8 +52,8 @@ pub const MAX_F32_M2L_ORDER: usize = 12;
 ///
 /// Where the float M2L's shared memory does not fit in a block (p 12 with
 /// three expansions on an H100: 249 KB of 227), the double one runs.
-fn float_m2l<R: Real>(p: usize, one_tree: bool, root_half: f64) -> bool {
-    let forced = std::env::var("FMM_GPU_M2L").is_ok_and(|v| v == "f64");
+fn float_m2l<R: Real>(p: usize, one_tree: bool, root_half: f64, choice: M2lChoice) -> bool {
+    let forced = choice == M2lChoice::Double;
     // ilogb of the root's half side; cells are at most MAX_LEVEL below.
     let e_root = ((root_half.to_bits() >> 52) & 0x7ff) as i64 - 1023;
     let e_most = e_root.abs() + crate::tree::morton::MAX_LEVEL as i64 + 1;
@@ -188,52 +190,28 @@ fn lane_plan(p: usize, nq: usize, warps: usize) -> LanePlan {
     }
 }
 
-/// Warps per block of the float M2L: `FMM_GPU_M2L_WARPS` (for tuning), or
-/// 8 for one expansion and 16 for more; at most 16 for more than one
-/// (`ops.cu` compiles those for 512 threads, the sums of three expansions
-/// need more than 64 registers).
-fn lane_warps(nq: usize) -> usize {
+/// Warps per block of the float M2L: as tuned, or 8 for one expansion
+/// and 16 for more; at most 16 for more than one (`ops.cu` compiles those
+/// for 512 threads, the sums of three expansions need more than 64
+/// registers).
+fn lane_warps(nq: usize, tuning: &GpuTuning) -> usize {
     let (default, most) = if nq == 1 { (8, 32) } else { (16, 16) };
-    std::env::var("FMM_GPU_M2L_WARPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-        .clamp(1, most)
-}
-
-/// Buffers of sources the float M2L may take: `FMM_GPU_M2L_BUFFERS` (for
-/// tuning), or 2 for more than one expansion and 1 for one; two are used
-/// only where they fit in a block's shared memory (three expansions: up
-/// to p 8 on an H100; from p 9 one). Measured on the H100 at 10^7
-/// (2026-11-23): velocity and stretching, p 8, 173 ms with two and 175 ms
-/// with one; gravity, p 6, 19.6 ms with two and 17.1 ms with one (its
-/// smaller blocks fit several to a multiprocessor, which hides the
-/// staging as well, and two buffers would leave room for fewer). Two
-/// buffers gain too little to keep: the next change drops them.
-fn lane_buffers(nq: usize) -> usize {
-    std::env::var("FMM_GPU_M2L_BUFFERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if nq == 1 { 1 } else { 2 })
+    match tuning.m2l_warps {
+        0 => default,
+        w => w.clamp(1, most),
+    }
 }
 
 /// How many levels apart a float M2L pair's cells may be (`max_d` in
 /// `ops.cu`): `64 / p`; the factors 2^(d (k + 1)) that take the sums
 /// between the cells' scales then stay within 2^(64 (p + 1) / p), and as
 /// cells are at most `MAX_LEVEL` (21) levels apart, within 2^84 at any p
-/// (measured pairs are at most 3 apart). `FMM_GPU_M2L_MAX_LEVELS` lowers
-/// it (the tests set -1 to take the double M2L's way back).
-fn max_levels_apart(p: usize) -> i32 {
+/// (measured pairs are at most 3 apart). The tuning may lower it (the
+/// tests set -1 to take the double M2L's way back).
+fn max_levels_apart(p: usize, tuning: &GpuTuning) -> i32 {
     let most = (64 / p.max(1)) as i32;
-    std::env::var("FMM_GPU_M2L_MAX_LEVELS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(most, |v: i32| v.min(most))
+    tuning.m2l_max_levels_apart.map_or(most, |v| v.min(most))
 }
-
-/// Which M2L ran.
-pub(super) const FLOAT_LANES: &str = "f32 lanes";
-pub(super) const DOUBLE: &str = "f64";
 
 /// M2L from the source tree's multipoles `mult` (`nq` expansions per cell,
 /// stored for `m >= 0`) to the target cells' local expansions, returned
@@ -248,34 +226,28 @@ pub(super) fn m2l<R: Real>(
     mult: &CudaSlice<f64>,
     nq: usize,
     p: usize,
-) -> Result<(CudaSlice<f64>, &'static str), Error> {
+    tuning: &GpuTuning,
+) -> Result<(CudaSlice<f64>, M2lKind), Error> {
     let s = gpu.stream();
     let nc = ncoef(p);
     let nf = (p + 1) * (p + 1);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
     let (n_exp, nqi, tnci) = ((snc * nq) as i32, nq as i32, tnc as i32);
     let mut local = zeros::<f64>(s, 2 * tnc * nq * nc)?;
-    if float_m2l::<R>(p, std::ptr::eq(tt, st), st.tree.bounds.half) {
-        let plan = lane_plan(p, nq, lane_warps(nq));
+    if float_m2l::<R>(p, std::ptr::eq(tt, st), st.tree.bounds.half, tuning.m2l) {
+        let plan = lane_plan(p, nq, lane_warps(nq, tuning));
         let most = gpu
             .context()
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(cuda_err("the device's shared memory"))? as usize;
-        // Two buffers of sources where they fit (one is summed while the
-        // next is staged), else one; 256 bytes of static shared memory
-        // besides (the sources' levels).
-        let shared_of =
-            |buffers: usize| buffers * (1 + nq) * nf * LANE_LD * 8 + plan.slots * 32 * 4;
-        let buffers = [2, 1]
-            .into_iter()
-            .filter(|&b| b <= lane_buffers(nq))
-            .find(|&b| shared_of(b) + 256 <= most);
-        if let Some(buffers) = buffers {
-            let shared = shared_of(buffers);
+        // One buffer of sources, then the items' sums; 128 bytes of static
+        // shared memory besides (the sources' levels).
+        let shared = lane_shared(p, nq, plan.slots);
+        if shared + 128 <= most {
             let mut mfull = alloc::<f32>(s, 2 * snc * nq * nf)?;
             launch!(s, ops.full_range_f32, grid(snc * nq * nf), "fmm_full_range_f32";
                 &n_exp, &nqi, &st.tree.half, mult, &mut mfull)?;
-            let f = &ops.m2l_lanes[nq - 1];
+            let f = ops.m2l_lanes(nq);
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 shared as i32,
@@ -285,7 +257,7 @@ pub(super) fn m2l<R: Real>(
             let warps: Vec<i32> = plan.warps.iter().flatten().copied().collect();
             let (d_items, d_warps) = (upload(s, &items)?, upload(s, &warps)?);
             let mut flag = zeros::<i32>(s, 1)?;
-            let (max_d, nbuf) = (max_levels_apart(p), buffers as i32);
+            let max_d = max_levels_apart(p, tuning);
             let cfg = LaunchConfig {
                 grid_dim: (tnc.clamp(1, 1 << 20) as u32, 1, 1),
                 block_dim: (32 * plan.warps.len() as u32, 1, 1),
@@ -294,11 +266,12 @@ pub(super) fn m2l<R: Real>(
             launch!(s, f, cfg, "fmm_m2l_lanes";
                 &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
                 &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &st.tree.half,
-                &d_items, &d_warps, &nbuf, &max_d, &mfull, &mut local, &mut flag)?;
+                &d_items, &d_warps, &max_d, &mfull, &mut local, &mut flag)?;
             if download(s, &flag, 1)?[0] == 0 {
-                return Ok((local, FLOAT_LANES));
+                return Ok((local, M2lKind::FloatLanes));
             }
-            // A pair's cells too far apart in size for float: all in double.
+            // A pair's cells too far apart in size for float, or a sum out
+            // of float's range: all in double.
             s.memset_zeros(&mut local)
                 .map_err(cuda_err("clearing the local expansions"))?;
         }
@@ -307,7 +280,7 @@ pub(super) fn m2l<R: Real>(
     launch!(s, ops.full_range, grid(snc * nq * nf), "fmm_full_range";
         &n_exp, mult, &mut mfull)?;
     let per_source = (1 + nq) * nf * 16;
-    let sb = (m2l_shared() / per_source).clamp(1, 32);
+    let sb = (m2l_shared(tuning) / per_source).clamp(1, 32);
     let tasks = m2l_tasks(p, nq);
     let flat: Vec<i32> = tasks.iter().flatten().copied().collect();
     let d_tasks = upload(s, &flat)?;
@@ -322,18 +295,25 @@ pub(super) fn m2l<R: Real>(
         &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
         &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
         &nqi, &sbi, &n_tasks, &d_tasks, &mfull, &mut local)?;
-    Ok((local, DOUBLE))
+    Ok((local, M2lKind::Double))
 }
 
 /// Row stride of the float M2L's shared arrays, in complex floats: 32
 /// lanes and one more, so the copies into them, a source's coefficients
-/// by consecutive threads, fall on distinct banks.
-const LANE_LD: usize = 33;
+/// by consecutive threads, fall on distinct banks. (`ops.cu` gets it as a
+/// #define.)
+pub(super) const LANE_LD: usize = 33;
+
+/// Dynamic shared memory of the float M2L: one buffer of sources'
+/// harmonics and multipoles, and 32 floats per slot of the items' sums.
+fn lane_shared(p: usize, nq: usize, slots: usize) -> usize {
+    (1 + nq) * (p + 1) * (p + 1) * LANE_LD * 8 + slots * 32 * 4
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fmm::gpu::MAX_GPU_ORDER;
+    use crate::methods::fmm::MAX_GPU_ORDER;
 
     #[test]
     fn m2l_tasks_cover_every_row_of_every_coefficient_once() {
@@ -415,7 +395,7 @@ mod tests {
             (11, 3),
             (12, 3),
         ] {
-            let plan = lane_plan(p, nq, lane_warps(nq));
+            let plan = lane_plan(p, nq, lane_warps(nq, &GpuTuning::default()));
             let load = |&[begin, end]: &[i32; 2]| -> usize {
                 plan.items[begin as usize..end as usize]
                     .iter()
@@ -430,7 +410,7 @@ mod tests {
             let loads: Vec<usize> = plan.warps.iter().map(load).collect();
             let even = loads.iter().sum::<usize>() as f64 / loads.len() as f64;
             let most = *loads.iter().max().unwrap() as f64;
-            let shared = (1 + nq) * (p + 1) * (p + 1) * LANE_LD * 8 + plan.slots * 32 * 4 + 256;
+            let shared = lane_shared(p, nq, plan.slots) + 128;
             println!(
                 "p {p:2} nq {nq}: {} items on {} warps, busiest {:.2} of an even share, {} KB of shared memory with one buffer",
                 plan.items.len(),
@@ -447,10 +427,5 @@ mod tests {
                 "p {p} nq {nq}: {shared} bytes"
             );
         }
-    }
-
-    #[test]
-    fn the_lane_stride_is_the_kernels() {
-        assert!(super::super::OPS_SOURCE.contains(&format!("#define LANE_LD {LANE_LD}\n")));
     }
 }

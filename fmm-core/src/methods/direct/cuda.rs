@@ -8,32 +8,46 @@
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 
-use super::Gpu;
-use crate::direct::Outputs;
+use super::DirectOptions;
+use crate::cuda::device::cuda_err;
+use crate::cuda::resident::DeviceParticles;
+use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::kernel::Kernel;
+use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
+use crate::stats::{Clock, Stage, Stats};
 use fmm_codegen::emit::cuda::{entry_name, CudaOptions};
-
-/// Options of a GPU evaluation.
-#[derive(Clone, Debug, Default)]
-pub struct CudaRunOptions {
-    /// Use at most this many bytes of device memory (default: 80% of what
-    /// is free). Smaller values force chunking, which tests use.
-    pub max_device_bytes: Option<usize>,
-    /// Launch shape `(P, Q)` to use instead of the tuned one: `P` targets
-    /// per block, `Q` threads per target.
-    pub shape: Option<(u32, u32)>,
-    /// Fill the outputs with NaN before the launch, so that an element the
-    /// kernel fails to write shows up (tests).
-    pub poison: bool,
-}
 
 /// Particle arrays on the device: positions and field slots.
 struct DeviceSet<R: Real> {
     pos: Vec<CudaSlice<R>>,
     slots: Vec<CudaSlice<R>>,
+}
+
+impl<R: Real> DeviceSet<R> {
+    fn view(&self) -> View<'_, R> {
+        View {
+            pos: [&self.pos[0], &self.pos[1], &self.pos[2]],
+            slots: self.slots.iter().collect(),
+        }
+    }
+}
+
+/// The arrays a launch reads of one side: positions and field slots.
+struct View<'a, R> {
+    pos: [&'a CudaSlice<R>; 3],
+    slots: Vec<&'a CudaSlice<R>>,
+}
+
+impl<'a, R> View<'a, R> {
+    fn of(pos: &'a [CudaSlice<R>; 3], slots: &'a [CudaSlice<R>]) -> Self {
+        View {
+            pos: [&pos[0], &pos[1], &pos[2]],
+            slots: slots.iter().collect(),
+        }
+    }
 }
 
 fn upload<R: Real>(
@@ -45,7 +59,7 @@ fn upload<R: Real>(
     let s = gpu.stream();
     let up = |v: &[R]| {
         s.clone_htod(&v[lo..hi])
-            .map_err(|e| Error::Cuda(format!("copy to the device: {e}")))
+            .map_err(cuda_err("copy to the device"))
     };
     Ok(DeviceSet {
         pos: p
@@ -108,9 +122,9 @@ impl<R: Real> Launch<'_, R> {
     fn run(
         &self,
         m: usize,
-        tgt: &DeviceSet<R>,
+        tgt: &View<'_, R>,
         n: usize,
-        src: &DeviceSet<R>,
+        src: &View<'_, R>,
         out: &mut [CudaSlice<R>],
         accumulate: bool,
     ) -> Result<(), Error> {
@@ -123,11 +137,11 @@ impl<R: Real> Launch<'_, R> {
         let mut b = stream.launch_builder(self.func);
         b.arg(&m_i);
         for s in tgt.pos.iter().chain(&tgt.slots) {
-            b.arg(s);
+            b.arg(*s);
         }
         b.arg(&n_i);
         for s in src.pos.iter().chain(&src.slots) {
-            b.arg(s);
+            b.arg(*s);
         }
         for v in self.params {
             b.arg(v);
@@ -156,48 +170,23 @@ fn ceil_log2(x: usize) -> u32 {
     usize::BITS - x.saturating_sub(1).leading_zeros()
 }
 
-/// Direct summation of kernel `K` on `gpu`: every source to every target.
-/// Same contract as [`crate::direct_cpu`].
-pub fn direct_cuda<K: Kernel, R: Real>(
+/// Every source to every target on `gpu`, with the parameters `p`
+/// (checked and converted by the front door); the problem is not empty.
+/// Books the kernel time (device events) to [`Stage::P2p`] and the copies
+/// to [`Stage::Upload`] and [`Stage::Download`].
+pub(crate) fn run<K: Kernel, R: Real>(
     gpu: &Gpu,
-    params: &[f64],
+    p: &[R],
     targets: &Particles<R>,
     sources: &Particles<R>,
-    opts: &CudaRunOptions,
+    opts: &DirectOptions,
+    stats: &mut Stats,
 ) -> Result<Outputs<R>, Error> {
-    direct_cuda_report::<K, R>(gpu, params, targets, sources, opts).map(|r| r.0)
-}
-
-/// What a GPU evaluation did, for benchmarks and logs.
-#[derive(Clone, Debug, Default)]
-pub struct CudaReport {
-    /// The launch shape `(P, Q)` used.
-    pub shape: (u32, u32),
-    /// Target and source chunk sizes.
-    pub chunks: Option<Chunks>,
-    /// Time in the kernel launches, measured with device events
-    /// (transfers excluded).
-    pub kernel_seconds: f64,
-    /// Where the module came from (cache hit, compiled ...).
-    pub module: Option<super::ModuleReport>,
-}
-
-/// [`direct_cuda`], also returning what it did.
-pub fn direct_cuda_report<K: Kernel, R: Real>(
-    gpu: &Gpu,
-    params: &[f64],
-    targets: &Particles<R>,
-    sources: &Particles<R>,
-    opts: &CudaRunOptions,
-) -> Result<(Outputs<R>, CudaReport), Error> {
     let def = K::def();
-    let p = crate::direct::check_inputs::<K, R>(params, targets, sources)?;
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
-    if m == 0 || n == 0 || no == 0 {
-        // Nothing to launch: no targets, or sums over no sources.
-        return Ok((Outputs::zeros::<K>(m), CudaReport::default()));
-    }
-    let (module, module_report) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let t_setup = std::time::Instant::now();
+    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    stats.add(Stage::Setup, t_setup.elapsed().as_secs_f64());
 
     let size = std::mem::size_of::<R>();
     let target_bytes = (3 + def.n_targets() + no) * size;
@@ -209,64 +198,63 @@ pub fn direct_cuda_report<K: Kernel, R: Real>(
     let chunks = plan_chunks(m, n, target_bytes, source_bytes, budget)?;
 
     // Sources that fit in one chunk are uploaded once.
+    let mut copies = std::time::Duration::ZERO;
+    let t_copy = std::time::Instant::now();
     let whole_sources = if chunks.sources >= n {
         Some(upload(gpu, sources, 0, n)?)
     } else {
         None
     };
+    copies += t_copy.elapsed();
+    let t_setup = std::time::Instant::now();
 
-    let shape = match opts.shape {
-        Some(s) => {
-            let shapes = CudaOptions::default().shapes;
-            if !shapes.contains(&s) {
-                let list = shapes
-                    .iter()
-                    .map(|(p, q)| format!("{p}x{q}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(Error::Cuda(format!(
-                    "launch shape {}x{} is not one the kernel is compiled for ({list})",
-                    s.0, s.1
-                )));
-            }
-            s
-        }
+    let shape = match shape_asked(opts)? {
+        Some(s) => s,
         None => {
             let key = (def.symbol(), R::NAME, ceil_log2(m));
             match gpu.tuned_shape(&key) {
                 Some(s) => s,
                 None => {
-                    let s = autotune::<K, R>(
-                        gpu,
-                        &module,
-                        &p,
-                        targets,
-                        sources,
-                        chunks,
-                        whole_sources.as_ref(),
-                    )?;
+                    // Tuned on the first chunk of targets against a slice
+                    // of the sources.
+                    let mt = chunks.targets.min(m);
+                    let nt = chunks.sources.min(n).min(1024);
+                    let tgt = upload(gpu, targets, 0, mt)?;
+                    let own;
+                    let src = match &whole_sources {
+                        Some(s) => s,
+                        None => {
+                            own = upload(gpu, sources, 0, nt)?;
+                            &own
+                        }
+                    };
+                    let s = autotune::<K, R>(gpu, &module, p, &tgt.view(), mt, &src.view(), nt)?;
                     gpu.remember_shape(key, s);
                     s
                 }
             }
         }
     };
+    stats.add(Stage::Setup, t_setup.elapsed().as_secs_f64());
     let func = gpu.function(&module, &entry_name(def, R::NAME, shape))?;
     let launch = Launch {
         gpu,
         func: &func,
         shape,
-        params: &p,
+        params: p,
     };
 
     let stream = gpu.stream();
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let event_err = |e| Error::Cuda(format!("timing events: {e}"));
+    let event_err = cuda_err("timing events");
     let mut events = Vec::new();
     let mut result: Vec<Vec<R>> = vec![Vec::with_capacity(m); no];
+    let mut downloads = std::time::Duration::ZERO;
     for t0 in (0..m).step_by(chunks.targets) {
         let t1 = (t0 + chunks.targets).min(m);
+        let t_copy = std::time::Instant::now();
         let tgt = upload(gpu, targets, t0, t1)?;
+        copies += t_copy.elapsed();
         let mut out: Vec<CudaSlice<R>> = if opts.poison {
             let nan = vec![R::c(f64::NAN); t1 - t0];
             (0..no)
@@ -279,78 +267,154 @@ pub fn direct_cuda_report<K: Kernel, R: Real>(
                 .map(|_| unsafe { stream.alloc::<R>(t1 - t0) })
                 .collect::<Result<_, _>>()
         }
-        .map_err(|e| Error::Cuda(format!("allocating outputs: {e}")))?;
+        .map_err(cuda_err("allocating outputs"))?;
         for s0 in (0..n).step_by(chunks.sources) {
             let s1 = (s0 + chunks.sources).min(n);
             let chunk;
             let src = match &whole_sources {
                 Some(s) => s,
                 None => {
+                    let t_copy = std::time::Instant::now();
                     chunk = upload(gpu, sources, s0, s1)?;
+                    copies += t_copy.elapsed();
                     &chunk
                 }
             };
             let start = gpu.context().new_event(timing).map_err(event_err)?;
             let end = gpu.context().new_event(timing).map_err(event_err)?;
             start.record(stream).map_err(event_err)?;
-            launch.run(t1 - t0, &tgt, s1 - s0, src, &mut out, s0 > 0)?;
+            launch.run(t1 - t0, &tgt.view(), s1 - s0, &src.view(), &mut out, s0 > 0)?;
             end.record(stream).map_err(event_err)?;
             events.push((start, end));
         }
+        let t_copy = std::time::Instant::now();
         for (k, o) in out.iter().enumerate() {
             let host = stream
                 .clone_dtoh(o)
-                .map_err(|e| Error::Cuda(format!("copy from the device: {e}")))?;
+                .map_err(cuda_err("copy from the device"))?;
             result[k].extend_from_slice(&host);
         }
+        downloads += t_copy.elapsed();
     }
     let mut kernel_ms = 0.0;
     for (start, end) in &events {
         kernel_ms += start.elapsed_ms(end).map_err(event_err)? as f64;
     }
-    let report = CudaReport {
-        shape,
-        chunks: Some(chunks),
-        kernel_seconds: kernel_ms / 1e3,
-        module: Some(module_report),
-    };
-    Ok((
-        Outputs::new(def.name.as_str(), &def.outputs, result),
-        report,
-    ))
+    stats.add(Stage::Upload, copies.as_secs_f64());
+    stats.add(Stage::P2p, kernel_ms / 1e3);
+    stats.add(Stage::Download, downloads.as_secs_f64());
+    stats.launch_shape = Some(shape);
+    stats.chunks = Some((chunks.targets, chunks.sources));
+    stats.p2p += (m * n) as u64;
+    Ok(Outputs::new(def.name.as_str(), &def.outputs, result))
 }
 
-/// Times every launch shape on this problem's targets against a slice of
-/// its sources and returns the fastest. Targets decide the occupancy, and
-/// the time per source is the same for all sources, so a few thousand
-/// sources rank the shapes as the whole problem would.
+/// Every source to every target on particles already on `gpu` (input
+/// order), with the parameters `p` (checked and converted by the front
+/// door); the problem is not empty. Returns the outputs on the device.
+/// Everything is on the device already, so nothing is split: only the
+/// outputs are allocated (an out-of-memory error names their size).
+pub(crate) fn run_resident<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    p: &[R],
+    targets: &DeviceParticles<R>,
+    sources: &DeviceParticles<R>,
+    opts: &DirectOptions,
+    clock: &mut Clock<'_>,
+) -> Result<Vec<CudaSlice<R>>, Error> {
+    let def = K::def();
+    let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
+    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let spos = sources
+        .positions()
+        .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
+    let tpos = targets.positions().unwrap_or(spos);
+    let (tgt, src) = (
+        View::of(tpos, targets.slots()),
+        View::of(spos, sources.slots()),
+    );
+    let shape = match shape_asked(opts)? {
+        Some(s) => s,
+        None => {
+            let key = (def.symbol(), R::NAME, ceil_log2(m));
+            match gpu.tuned_shape(&key) {
+                Some(s) => s,
+                None => {
+                    let s = autotune::<K, R>(gpu, &module, p, &tgt, m, &src, n.min(1024))?;
+                    gpu.remember_shape(key, s);
+                    s
+                }
+            }
+        }
+    };
+    let func = gpu.function(&module, &entry_name(def, R::NAME, shape))?;
+    let s = gpu.stream();
+    let mut out: Vec<CudaSlice<R>> = Vec::with_capacity(no);
+    for _ in 0..no {
+        // SAFETY: every element is written by the launch (`accumulate` = 0).
+        out.push(unsafe { s.alloc::<R>(m) }.map_err(|e| {
+            Error::Cuda(format!(
+                "allocating {no} output arrays of {m} values ({} bytes each): {e}",
+                m * std::mem::size_of::<R>()
+            ))
+        })?);
+    }
+    clock.lap(Stage::Setup)?;
+    let launch = Launch {
+        gpu,
+        func: &func,
+        shape,
+        params: p,
+    };
+    launch.run(m, &tgt, n, &src, &mut out, false)?;
+    clock.lap(Stage::P2p)?;
+    let stats = clock.stats();
+    stats.launch_shape = Some(shape);
+    stats.p2p += (m * n) as u64;
+    Ok(out)
+}
+
+/// The launch shape the options ask for, checked against those the
+/// kernel is compiled for.
+fn shape_asked(opts: &DirectOptions) -> Result<Option<(u32, u32)>, Error> {
+    let Some(s) = opts.shape else {
+        return Ok(None);
+    };
+    let shapes = CudaOptions::default().shapes;
+    if !shapes.contains(&s) {
+        let list = shapes
+            .iter()
+            .map(|(p, q)| format!("{p}x{q}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(Error::Cuda(format!(
+            "launch shape {}x{} is not one the kernel is compiled for ({list})",
+            s.0, s.1
+        )));
+    }
+    Ok(Some(s))
+}
+
+/// Times every launch shape on `m` of this problem's targets against `n`
+/// of its sources and returns the fastest. Targets decide the occupancy,
+/// and the time per source is the same for all sources, so a few
+/// thousand sources rank the shapes as the whole problem would.
 fn autotune<K: Kernel, R: Real>(
     gpu: &Gpu,
     module: &std::sync::Arc<cudarc::driver::CudaModule>,
     p: &[R],
-    targets: &Particles<R>,
-    sources: &Particles<R>,
-    chunks: Chunks,
-    whole_sources: Option<&DeviceSet<R>>,
+    tgt: &View<'_, R>,
+    m: usize,
+    src: &View<'_, R>,
+    n: usize,
 ) -> Result<(u32, u32), Error> {
     let def = K::def();
-    let m = chunks.targets.min(targets.len());
-    let n = chunks.sources.min(sources.len()).min(1024);
-    let tgt = upload(gpu, targets, 0, m)?;
-    let own;
-    let src = match whole_sources {
-        Some(s) => s,
-        None => {
-            own = upload(gpu, sources, 0, n)?;
-            &own
-        }
-    };
     let stream = gpu.stream();
     // SAFETY: written by every launch (`accumulate` = 0).
     let mut out: Vec<CudaSlice<R>> = (0..def.n_outputs())
         .map(|_| unsafe { stream.alloc::<R>(m) })
         .collect::<Result<_, _>>()
-        .map_err(|e| Error::Cuda(format!("allocating outputs: {e}")))?;
+        .map_err(cuda_err("allocating outputs"))?;
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
     let mut best: Option<((u32, u32), f32)> = None;
     for shape in CudaOptions::default().shapes {
@@ -361,14 +425,14 @@ fn autotune<K: Kernel, R: Real>(
             shape,
             params: p,
         };
-        launch.run(m, &tgt, n, src, &mut out, false)?;
+        launch.run(m, tgt, n, src, &mut out, false)?;
         let mut fastest = f32::INFINITY;
         for _ in 0..2 {
-            let err = |e| Error::Cuda(format!("timing events: {e}"));
+            let err = cuda_err("timing events");
             let start = gpu.context().new_event(timing).map_err(err)?;
             let end = gpu.context().new_event(timing).map_err(err)?;
             start.record(stream).map_err(err)?;
-            launch.run(m, &tgt, n, src, &mut out, false)?;
+            launch.run(m, tgt, n, src, &mut out, false)?;
             end.record(stream).map_err(err)?;
             fastest = fastest.min(start.elapsed_ms(&end).map_err(err)?);
         }

@@ -1,0 +1,126 @@
+// Primitives every GPU method uses: an exclusive prefix scan (hu2011's
+// "bookmarks") of 32- or 64-bit counts, the moves between input order and
+// tree order, and the conversion to f64.
+//
+// Plain CUDA C for NVRTC: no includes, no CUB. The host prepends the
+// #defines of BLOCK and SCAN_ITEMS from its own constants
+// (cuda/primitives.rs).
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#define WARPS (BLOCK / 32)
+#define SCAN_TILE (BLOCK * SCAN_ITEMS)
+
+// ---------------------------------------------------------------------------
+// Block-wide exclusive scan (all BLOCK threads must call it): each thread's
+// value replaced by the sum of the values of the threads before it;
+// `total` gets the block's sum.
+
+template <typename T>
+__device__ T block_scan(T v, T* total) {
+    __shared__ T sums[WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    T x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        T y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31) sums[warp] = x;
+    __syncthreads();
+    T before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) {
+        T s = sums[w];
+        if (w < warp) before += s;
+        all += s;
+    }
+    __syncthreads();
+    *total = all;
+    return before + x - v;
+}
+
+// ---------------------------------------------------------------------------
+// Exclusive prefix scan in place: each block scans its tile of SCAN_TILE
+// and leaves the tile's sum; the host scans the sums the same way and
+// scan_add adds them back. Counts are 64-bit so that lists past 2^31
+// entries are addressed.
+
+template <typename T>
+__device__ void scan_tiles(long long n, T* data, T* sums) {
+    const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    T v[SCAN_ITEMS];
+    T s = 0;
+#pragma unroll
+    for (int j = 0; j < SCAN_ITEMS; ++j) {
+        v[j] = base + j < n ? data[base + j] : (T)0;
+        s += v[j];
+    }
+    T total;
+    T ex = block_scan<T>(s, &total);
+#pragma unroll
+    for (int j = 0; j < SCAN_ITEMS; ++j) {
+        if (base + j < n) data[base + j] = ex;
+        ex += v[j];
+    }
+    if (threadIdx.x == 0) sums[blockIdx.x] = total;
+}
+
+template <typename T>
+__device__ void scan_add(long long n, T* data, const T* sums) {
+    const long long base = (long long)blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_ITEMS;
+    const T add = sums[blockIdx.x];
+#pragma unroll
+    for (int j = 0; j < SCAN_ITEMS; ++j)
+        if (base + j < n) data[base + j] += add;
+}
+
+#define SCAN(T)                                                                                \
+    extern "C" __global__ void scan_tiles_##T(long long n, T* data, T* sums) {                \
+        scan_tiles<T>(n, data, sums);                                                          \
+    }                                                                                          \
+    extern "C" __global__ void scan_add_##T(long long n, T* data, const T* sums) {            \
+        scan_add<T>(n, data, sums);                                                            \
+    }
+
+SCAN(u32)
+SCAN(u64)
+
+// ---------------------------------------------------------------------------
+// Into tree order, out[k] = in[order[k]], and back, out[order[k]] = in[k].
+
+template <typename T>
+__device__ void gather(long long n, const u32* order, const T* in, T* out) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) out[i] = in[order[i]];
+}
+
+template <typename T>
+__device__ void scatter(long long n, const u32* order, const T* in, T* out) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) out[order[i]] = in[i];
+}
+
+// Into f64: out[k] = in[k] (the reference sums of error estimates).
+template <typename T>
+__device__ void widen(long long n, const T* in, double* out) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) out[i] = (double)in[i];
+}
+
+#define MOVES(T, S)                                                                            \
+    extern "C" __global__ void gather_##S(long long n, const u32* order, const T* in,         \
+                                          T* out) {                                            \
+        gather<T>(n, order, in, out);                                                          \
+    }                                                                                          \
+    extern "C" __global__ void scatter_##S(long long n, const u32* order, const T* in,        \
+                                           T* out) {                                           \
+        scatter<T>(n, order, in, out);                                                         \
+    }                                                                                          \
+    extern "C" __global__ void widen_##S(long long n, const T* in, double* out) {             \
+        widen<T>(n, in, out);                                                                  \
+    }
+
+MOVES(float, f32)
+MOVES(double, f64)

@@ -1,0 +1,165 @@
+//! Particles and outputs that stay on the GPU between evaluations.
+//!
+//! A simulation that evaluates every step copies its particles to the
+//! device and the outputs back each time: at 10^7 particles that is about
+//! a third of an FMM evaluation on an H200. [`DeviceParticles`] are
+//! uploaded once (checked as [`Particles`] are, once, when they are
+//! uploaded) and [`crate::evaluate_resident`] leaves its outputs on the
+//! device as [`DeviceOutputs`]; an integrator that runs on the device
+//! (a kernel of the user's own, through cudarc) updates the positions in
+//! place, and only what the user downloads crosses the bus.
+//!
+//! Targets at the sources' points (forces on the particles themselves, the
+//! usual case) share the sources' positions: [`DeviceParticles::targets_at_sources`]
+//! uploads only their fields, and the methods build one tree.
+
+use cudarc::driver::CudaSlice;
+
+use super::Gpu;
+use crate::error::Error;
+use crate::kernel::Kernel;
+use crate::outputs::Outputs;
+use crate::particles::{Particles, Role};
+use crate::real::Real;
+use fmm_codegen::Field;
+
+/// A particle set of one kernel on the GPU, in the order it was uploaded:
+/// positions (unless they are the sources') and field slots, one device
+/// array each.
+pub struct DeviceParticles<R> {
+    kernel: &'static str,
+    role: Role,
+    layout: Vec<Field>,
+    n: usize,
+    /// `None`: the positions of the sources this set is evaluated with.
+    pos: Option<[CudaSlice<R>; 3]>,
+    slots: Vec<CudaSlice<R>>,
+}
+
+impl<R: Real> DeviceParticles<R> {
+    /// Copies `p` to `gpu` (positions and fields).
+    pub fn upload(gpu: &Gpu, p: &Particles<R>) -> Result<Self, Error> {
+        let mut host: Vec<&[R]> = p.positions().to_vec();
+        host.extend(p.slots().iter().map(|v| v.as_slice()));
+        let mut d = gpu.upload_many(&host)?;
+        let slots = d.split_off(3);
+        let pos: [CudaSlice<R>; 3] = d.try_into().unwrap_or_else(|_| unreachable!("three axes"));
+        Ok(DeviceParticles {
+            kernel: p.kernel,
+            role: p.role,
+            layout: p.layout.clone(),
+            n: p.len(),
+            pos: Some(pos),
+            slots,
+        })
+    }
+
+    /// Copies the fields of the targets `p` to `gpu`, but not their
+    /// positions: they are the sources' positions, whichever sources this
+    /// set is evaluated with (which must be as many). One tree is built
+    /// for both.
+    pub fn targets_at_sources(gpu: &Gpu, p: &Particles<R>) -> Result<Self, Error> {
+        if p.role != Role::Targets {
+            return Err(Error::BadOption(format!(
+                "targets at the sources' points must be targets, not {}s of {}",
+                p.role.name(),
+                p.kernel
+            )));
+        }
+        let host: Vec<&[R]> = p.slots().iter().map(|v| v.as_slice()).collect();
+        Ok(DeviceParticles {
+            kernel: p.kernel,
+            role: p.role,
+            layout: p.layout.clone(),
+            n: p.len(),
+            pos: None,
+            slots: gpu.upload_many(&host)?,
+        })
+    }
+
+    /// Number of particles.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The positions, one device array per axis, unless they are the
+    /// sources'.
+    pub fn positions(&self) -> Option<&[CudaSlice<R>; 3]> {
+        self.pos.as_ref()
+    }
+
+    /// The positions, for an integrator on the device to move.
+    pub fn positions_mut(&mut self) -> Option<&mut [CudaSlice<R>; 3]> {
+        self.pos.as_mut()
+    }
+
+    /// The field slots in layout order.
+    pub fn slots(&self) -> &[CudaSlice<R>] {
+        &self.slots
+    }
+
+    /// The field slots, for a kernel on the device to change.
+    pub fn slots_mut(&mut self) -> &mut [CudaSlice<R>] {
+        &mut self.slots
+    }
+
+    /// Whether these are targets at their sources' points.
+    pub fn at_sources(&self) -> bool {
+        self.pos.is_none()
+    }
+
+    /// Checks that this set was made for kernel `K` in the given role.
+    pub(crate) fn check_for<K: Kernel>(&self, role: Role) -> Result<(), Error> {
+        crate::particles::check_layout::<K>(self.kernel, self.role, &self.layout, role)
+    }
+}
+
+/// The outputs of an evaluation on the GPU, in the targets' order, one
+/// device array per scalar slot of the kernel's outputs.
+pub struct DeviceOutputs<R> {
+    kernel: &'static str,
+    layout: Vec<Field>,
+    n: usize,
+    slots: Vec<CudaSlice<R>>,
+}
+
+impl<R: Real> DeviceOutputs<R> {
+    pub(crate) fn new<K: Kernel>(n: usize, slots: Vec<CudaSlice<R>>) -> Self {
+        let def = K::def();
+        DeviceOutputs {
+            kernel: def.name.as_str(),
+            layout: def.outputs.clone(),
+            n,
+            slots,
+        }
+    }
+
+    /// Number of targets.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The scalar slots in layout order (`phi`, `acc_x`, `acc_y`, `acc_z`),
+    /// each holding at least [`DeviceOutputs::len`] values.
+    pub fn slots(&self) -> &[CudaSlice<R>] {
+        &self.slots
+    }
+
+    /// Copies the outputs to the host.
+    pub fn download(&self, gpu: &Gpu) -> Result<Outputs<R>, Error> {
+        let slots = if self.n == 0 {
+            vec![Vec::new(); self.slots.len()]
+        } else {
+            gpu.download_many(&self.slots.iter().collect::<Vec<_>>(), self.n)?
+        };
+        Ok(Outputs::new(self.kernel, &self.layout, slots))
+    }
+}

@@ -1,0 +1,187 @@
+//! The error of a GPU FMM estimated on the GPU: the f64 direct sum at a
+//! few sampled targets, by the kernel's own P2P list entry in f64, and the
+//! FMM's outputs at those targets, both read back (a few hundred numbers).
+//!
+//! Estimating on the CPU, as the first tolerance-driven GPU FMM did, cost
+//! more than the FMM itself at 10^7 (64 targets against 10^7 sources in
+//! f64 on the host). A handful of targets gives the GPU little to do one
+//! thread per target, so the sum is spread: the sources are cut into
+//! runs of [`RUN`], each run a "cell" of a list of its own, and the
+//! sampled targets are repeated once per run, each copy a group of one
+//! block that sums its run; the host adds the runs' partial sums. Sources
+//! are widened to f64 a chunk at a time, so the memory it takes stays
+//! small at any N.
+
+use std::marker::PhantomData;
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use crate::cuda::device::{alloc, cuda_err, download, upload, zeros};
+use crate::cuda::primitives::{gather, widen};
+use crate::cuda::resident::DeviceParticles;
+use crate::cuda::Gpu;
+use crate::error::Error;
+use crate::kernel::Kernel;
+use crate::real::Real;
+use crate::reference::{relative_l2, sample_indices};
+use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
+
+/// Sources one block of the reference sum takes.
+const RUN: usize = 8192;
+
+/// Sources widened to f64 at a time.
+const CHUNK: usize = 1 << 24;
+
+/// What the error of a GPU FMM's outputs is measured against: the f64
+/// direct sum at sampled targets, computed once.
+pub(crate) struct Estimator<K, R> {
+    /// The sampled targets (input order).
+    idx: CudaSlice<u32>,
+    samples: usize,
+    /// The reference: one vector per output slot, one value per sample.
+    want: Vec<Vec<f64>>,
+    _k: PhantomData<(K, R)>,
+}
+
+impl<K: Kernel, R: Real> Estimator<K, R> {
+    /// Samples `samples` targets spread over `targets` and sums the
+    /// sources at them in f64 (`params`, the kernel's parameters).
+    pub(crate) fn new(
+        gpu: &Gpu,
+        params: &[f64],
+        targets: &DeviceParticles<R>,
+        sources: &DeviceParticles<R>,
+        samples: usize,
+    ) -> Result<Self, Error> {
+        let def = K::def();
+        let s = gpu.stream();
+        let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
+        let host_idx: Vec<u32> = sample_indices(m, samples.min(P2P_BLOCK as usize))
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
+        let ns = host_idx.len();
+        let idx = upload(s, &host_idx)?;
+        let spos = sources
+            .positions()
+            .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
+        let tpos = targets.positions().unwrap_or(spos);
+        // The samples' positions and fields, in f64 on the host.
+        let sampled = |x: &CudaSlice<R>| -> Result<Vec<f64>, Error> {
+            let g = gather(gpu, &idx, x, ns)?;
+            Ok(download(s, &g, ns)?.iter().map(|v| v.to_f64()).collect())
+        };
+        let mut tcols: Vec<Vec<f64>> = Vec::new();
+        for x in tpos.iter().chain(targets.slots()) {
+            tcols.push(sampled(x)?);
+        }
+
+        let func = {
+            let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+            gpu.function(&module, &p2p_list_entry_name(def, "f64"))?
+        };
+        let mut want = vec![vec![0.0f64; ns]; no];
+        for c0 in (0..n).step_by(CHUNK) {
+            let len = CHUNK.min(n - c0);
+            let runs = len.div_ceil(RUN);
+            // The samples repeated once per run, run g's copy at g * ns.
+            let mut reps = Vec::with_capacity(tcols.len());
+            for col in &tcols {
+                let v: Vec<f64> = (0..runs).flat_map(|_| col.iter().copied()).collect();
+                reps.push(upload(s, &v)?);
+            }
+            let group_begin: Vec<i32> = (0..runs).map(|g| (g * ns) as i32).collect();
+            let group_end: Vec<i32> = (0..runs).map(|g| ((g + 1) * ns) as i32).collect();
+            let group_cell: Vec<i32> = (0..runs as i32).collect();
+            let list_begin: Vec<i64> = (0..runs as i64).collect();
+            let list_end: Vec<i64> = (1..=runs as i64).collect();
+            let cell_begin: Vec<i32> = (0..runs).map(|g| (g * RUN) as i32).collect();
+            let cell_end: Vec<i32> = (0..runs).map(|g| ((g + 1) * RUN).min(len) as i32).collect();
+            let (gb, ge, gc) = (
+                upload(s, &group_begin)?,
+                upload(s, &group_end)?,
+                upload(s, &group_cell)?,
+            );
+            let (lb, le, list) = (
+                upload(s, &list_begin)?,
+                upload(s, &list_end)?,
+                upload(s, &group_cell)?,
+            );
+            let (cb, ce) = (upload(s, &cell_begin)?, upload(s, &cell_end)?);
+            let mut src = Vec::new();
+            for x in spos.iter().chain(sources.slots()) {
+                src.push(widen(gpu, &x.slice(c0..c0 + len), len)?);
+            }
+            let mut out: Vec<CudaSlice<f64>> = (0..no)
+                .map(|_| alloc::<f64>(s, runs * ns))
+                .collect::<Result<_, _>>()?;
+            let counts = zeros::<u64>(s, 1)?;
+            let (mi, ngi, ni, zero) = ((runs * ns) as i32, runs as i32, len as i32, 0i32);
+            let mut b = s.launch_builder(&func);
+            b.arg(&mi);
+            for a in &reps {
+                b.arg(a);
+            }
+            b.arg(&ngi)
+                .arg(&gb)
+                .arg(&ge)
+                .arg(&gc)
+                .arg(&lb)
+                .arg(&le)
+                .arg(&list);
+            b.arg(&cb).arg(&ce).arg(&ni);
+            for a in &src {
+                b.arg(a);
+            }
+            for v in params {
+                b.arg(v);
+            }
+            for o in out.iter_mut() {
+                b.arg(o);
+            }
+            b.arg(&zero).arg(&counts);
+            let cfg = LaunchConfig {
+                grid_dim: (runs.clamp(1, 1 << 20) as u32, 1, 1),
+                block_dim: (P2P_BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the arguments follow the P2P list entry point's
+            // signature (`fmm_codegen::emit::p2p_list`) in f64: `runs`
+            // groups of `ns` <= P2P_BLOCK targets, each listing its own
+            // run of the widened sources; every output element is written
+            // (`accumulate` 0: each target copy is in exactly one group).
+            unsafe { b.launch(cfg) }.map_err(cuda_err("launching the reference sums"))?;
+            for (k, o) in out.iter().enumerate() {
+                let parts = download(s, o, runs * ns)?;
+                for g in 0..runs {
+                    for j in 0..ns {
+                        want[k][j] += parts[g * ns + j];
+                    }
+                }
+            }
+        }
+        Ok(Estimator {
+            idx,
+            samples: ns,
+            want,
+            _k: PhantomData,
+        })
+    }
+
+    /// The relative L2 error of the outputs `out` (input order, on the
+    /// device) at the sampled targets.
+    pub(crate) fn error(&self, gpu: &Gpu, out: &[CudaSlice<R>]) -> Result<f64, Error> {
+        let s = gpu.stream();
+        let mut got = Vec::with_capacity(out.len());
+        for o in out {
+            let g = gather(gpu, &self.idx, o, self.samples)?;
+            got.push(
+                download(s, &g, self.samples)?
+                    .iter()
+                    .map(|v| v.to_f64())
+                    .collect(),
+            );
+        }
+        Ok(relative_l2(&got, &self.want))
+    }
+}

@@ -1,0 +1,534 @@
+//! The FMM on the GPU, on particles already there: the trees are built
+//! there ([`crate::tree::TreeOrdered`], hu2011), and P2M, M2M, M2L, L2L,
+//! L2P (`ops.cu`, compiled once per order) and the P2P lists (the kernel's
+//! generated `_p2p_list` entry, `fmm_codegen::emit::p2p_list`) run there;
+//! the outputs go back to the caller's order on the device.
+//!
+//! The dual tree traversal runs there too, level by level over the target
+//! tree as [`super::traversal::traverse_levels`] does on the CPU: one
+//! thread per target cell of a level, a counting pass, a scan, a writing
+//! pass; the host reads three totals per level to size the lists. Same
+//! trees, same spheres, same decisions as [`super::cpu`], and expansions
+//! in f64 on both, so the two agree to rounding in f64.
+//!
+//! List offsets are 64-bit: at 2e8 particles (gravity, p 6, theta 0.7)
+//! the M2L list passes 2^31 entries, where 32-bit offsets wrapped and
+//! the M2L read out of bounds.
+//!
+//! Nothing but those totals (and the group count) crosses the bus.
+
+pub(crate) mod estimate;
+mod m2l;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
+
+pub use m2l::MAX_F32_M2L_ORDER;
+
+use super::harmonics::ncoef;
+use super::Plan;
+use crate::cuda::device::{alloc, cuda_err, download, launch, per_item, refs3, upload, zeros};
+use crate::cuda::module::{entry_points, with_defines};
+use crate::cuda::primitives::{scan, scanned_total};
+use crate::cuda::resident::DeviceParticles;
+use crate::cuda::Gpu;
+use crate::error::Error;
+use crate::kernel::Kernel;
+use crate::real::Real;
+use crate::stats::{Clock, Stage};
+use crate::tree::morton::MAX_LEVEL;
+use crate::tree::{DeviceOctree, TreeOrdered};
+use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
+use fmm_codegen::kernel::{FarTerm, Term};
+
+/// The highest order the GPU operators take: the M2L keeps a source's
+/// singular harmonics and multipoles in shared memory, `(1 + nq) (p + 1)^2`
+/// complex doubles, which must fit in 48 KB for one source at `nq = 3`.
+pub const MAX_GPU_ORDER: usize = 20;
+
+/// Threads per block of the one-thread-per-item operators.
+const BLOCK: u32 = 128;
+
+/// Far-field terms and output slots the L2P takes.
+const MAX_TERMS: usize = 4;
+const MAX_OUT: usize = 8;
+
+fn grid(n: usize) -> LaunchConfig {
+    per_item(n, BLOCK)
+}
+
+/// The kind `ops.cu` gives a far-field term (`TERM_*`).
+fn term_kind(t: &Term) -> i32 {
+    match t {
+        Term::Potential => 0,
+        Term::Gradient => 1,
+        Term::Curl => 2,
+        Term::Stretching(_) => 3,
+    }
+}
+
+/// The module name of the operators of order `p`.
+pub fn ops_module(p: usize) -> String {
+    format!("fmm_ops_p{p}")
+}
+
+/// The CUDA source of the operators of order `p`, with the constants it
+/// takes from here.
+pub fn ops_source(p: usize) -> String {
+    let kind = |t: Term| term_kind(&t) as i64;
+    with_defines(
+        &[
+            ("FMM_P", p as i64),
+            ("LANE_LD", m2l::LANE_LD as i64),
+            ("TERM_POTENTIAL", kind(Term::Potential)),
+            ("TERM_GRADIENT", kind(Term::Gradient)),
+            ("TERM_CURL", kind(Term::Curl)),
+            ("TERM_STRETCHING", kind(Term::Stretching(0))),
+            ("MAX_TERMS", MAX_TERMS as i64),
+            ("MAX_OUT", MAX_OUT as i64),
+            // 7 cells a level of the source tree, and one.
+            ("TRAVERSE_STACK", 7 * (MAX_LEVEL as i64 + 1) + 1),
+        ],
+        include_str!("ops.cu"),
+    )
+}
+
+entry_points! {
+    /// The entry points of the operators (`ops.cu`) for one order.
+    pub struct Ops {
+        parents = "fmm_parents",
+        leaf_of = "fmm_leaf_of",
+        cell_radius2 = "fmm_cell_radius2" per_precision,
+        sqrt_radius = "fmm_sqrt_radius",
+        traverse = "fmm_traverse",
+        p2m = "fmm_p2m" per_precision,
+        m2m = "fmm_m2m",
+        full_range = "fmm_full_range",
+        full_range_f32 = "fmm_full_range_f32",
+        m2l = "fmm_m2l",
+        m2l_lanes_1 = "fmm_m2l_lanes_1",
+        m2l_lanes_2 = "fmm_m2l_lanes_2",
+        m2l_lanes_3 = "fmm_m2l_lanes_3",
+        l2l = "fmm_l2l",
+        l2p = "fmm_l2p" per_precision,
+    }
+}
+
+impl Ops {
+    fn get<R: Real>(gpu: &Gpu, p: usize) -> Result<Ops, Error> {
+        let (module, _) = gpu.module(&ops_module(p), &ops_source(p))?;
+        Self::load::<R>(gpu, &module)
+    }
+
+    /// The float M2L for `nq` expansions.
+    fn m2l_lanes(&self, nq: usize) -> &cudarc::driver::CudaFunction {
+        match nq {
+            1 => &self.m2l_lanes_1,
+            2 => &self.m2l_lanes_2,
+            _ => &self.m2l_lanes_3,
+        }
+    }
+}
+
+/// The far-field terms as `ops.cu` reads them.
+struct TermTable {
+    /// (kind, first output slot) of each term.
+    kinds: Vec<i32>,
+    coefficients: Vec<f64>,
+    /// The target slot of the first component of a stretching term's vector.
+    alpha: Option<usize>,
+}
+
+impl TermTable {
+    fn of(def: &fmm_codegen::KernelDef, terms: &[FarTerm]) -> Result<TermTable, Error> {
+        if terms.len() > MAX_TERMS || def.n_outputs() > MAX_OUT {
+            return Err(Error::Cuda(format!(
+                "kernel `{}`: the GPU FMM takes at most {MAX_TERMS} far-field terms and \
+                 {MAX_OUT} output slots",
+                def.name
+            )));
+        }
+        let mut t = TermTable {
+            kinds: Vec::new(),
+            coefficients: Vec::new(),
+            alpha: None,
+        };
+        for term in terms {
+            if let Term::Stretching(ti) = term.term {
+                let f = def.targets[ti].offset;
+                if t.alpha.is_some_and(|a| a != f) {
+                    return Err(Error::Cuda(format!(
+                        "kernel `{}`: the GPU FMM takes stretching terms of one target vector only",
+                        def.name
+                    )));
+                }
+                t.alpha = Some(f);
+            }
+            t.kinds.extend([
+                term_kind(&term.term),
+                def.outputs[term.output].offset as i32,
+            ]);
+            t.coefficients.push(term.coefficient);
+        }
+        Ok(t)
+    }
+}
+
+/// A tree on the device with what the FMM adds: the cells' radii (the
+/// farthest particle from the centre), each cell's parent and each
+/// particle's leaf; and the particles in its order.
+struct FmmTree<R> {
+    tree: DeviceOctree<R>,
+    radius: CudaSlice<f64>,
+    pos: [CudaSlice<R>; 3],
+    parent: CudaSlice<i32>,
+    leaf_of: CudaSlice<i32>,
+}
+
+impl<R: Real> FmmTree<R> {
+    /// What the FMM adds to a tree with its particles in its order; the
+    /// field slots are handed back.
+    fn of(gpu: &Gpu, ops: &Ops, t: TreeOrdered<R>) -> Result<(Self, Vec<CudaSlice<R>>), Error> {
+        let s = gpu.stream();
+        let TreeOrdered { tree, pos, slots } = t;
+        let (nc, n) = (tree.n_cells, tree.n);
+        let (nci, ni) = (nc as i32, n as i32);
+        let mut parent = alloc::<i32>(s, nc)?;
+        launch!(s, ops.parents, grid(nc), "fmm_parents";
+            &nci, &tree.more, &tree.next, &tree.n_children, &mut parent)?;
+        let mut leaf_of = alloc::<i32>(s, n)?;
+        launch!(s, ops.leaf_of, grid(nc), "fmm_leaf_of";
+            &nci, &tree.n_children, &tree.begin, &tree.end, &mut leaf_of)?;
+        // Squared radii as bits by atomicMax from zero, then the roots.
+        let mut radius = zeros::<f64>(s, nc)?;
+        launch!(s, ops.cell_radius2, grid(n), "fmm_cell_radius2";
+            &ni, &leaf_of, &parent, &tree.center[0], &tree.center[1], &tree.center[2],
+            &pos[0], &pos[1], &pos[2], &mut radius)?;
+        launch!(s, ops.sqrt_radius, grid(nc), "fmm_sqrt_radius"; &nci, &mut radius)?;
+        let t = FmmTree {
+            tree,
+            radius,
+            pos,
+            parent,
+            leaf_of,
+        };
+        Ok((t, slots))
+    }
+
+    fn levels(&self) -> usize {
+        self.tree.level_start.len().saturating_sub(1)
+    }
+
+    /// The cells of level `l` (depth-first indices).
+    fn level(&self, l: usize) -> (usize, CudaView<'_, i32>) {
+        let (a, b) = (self.tree.level_start[l], self.tree.level_start[l + 1]);
+        (b - a, self.tree.by_level.slice(a..b))
+    }
+}
+
+/// The interaction lists on the device: for every target cell its M2L
+/// list `m2l[m2l_begin[c]..m2l_end[c]]` and, for leaves, its P2P list,
+/// with 64-bit offsets.
+struct DeviceLists {
+    m2l_begin: CudaSlice<i64>,
+    m2l_end: CudaSlice<i64>,
+    m2l: CudaSlice<i32>,
+    p2p_begin: CudaSlice<i64>,
+    p2p_end: CudaSlice<i64>,
+    p2p: CudaSlice<i32>,
+    n_m2l: usize,
+}
+
+/// `pool` with room for `need` entries, its first `used` kept.
+fn grow(
+    s: &Arc<CudaStream>,
+    pool: CudaSlice<i32>,
+    used: usize,
+    need: usize,
+) -> Result<CudaSlice<i32>, Error> {
+    if need <= pool.len() {
+        return Ok(pool);
+    }
+    let mut bigger = alloc::<i32>(s, need.max(pool.len() + pool.len() / 2))?;
+    if used > 0 {
+        s.memcpy_dtod(&pool.slice(0..used), &mut bigger.slice_mut(0..used))
+            .map_err(cuda_err("copy on the device"))?;
+    }
+    Ok(bigger)
+}
+
+/// The dual tree traversal on the device (see the module's doc).
+fn traverse<R: Real>(
+    gpu: &Gpu,
+    ops: &Ops,
+    tt: &FmmTree<R>,
+    st: &FmmTree<R>,
+    theta: f64,
+) -> Result<DeviceLists, Error> {
+    let s = gpu.stream();
+    let nt = tt.tree.n_cells;
+    let (t, u) = (&tt.tree, &st.tree);
+    let mut lists = DeviceLists {
+        m2l_begin: zeros(s, nt)?,
+        m2l_end: zeros(s, nt)?,
+        m2l: alloc(s, 64 * nt)?,
+        p2p_begin: zeros(s, nt)?,
+        p2p_end: zeros(s, nt)?,
+        p2p: alloc(s, 32 * nt)?,
+        n_m2l: 0,
+    };
+    // The root's frontier is the source root.
+    let mut f_end_host = vec![0i64; nt];
+    f_end_host[0] = 1;
+    let mut f_begin = zeros::<i64>(s, nt)?;
+    let mut f_end = upload(s, &f_end_host)?;
+    // The children's frontiers, written while a level reads its own.
+    let mut next_begin = zeros::<i64>(s, nt)?;
+    let mut next_end = zeros::<i64>(s, nt)?;
+    let mut frontier = upload(s, &[0i32])?;
+    let overflow = zeros::<i32>(s, 1)?;
+    let theta2 = theta * theta;
+    let (mut m2l_used, mut p2p_used) = (0usize, 0usize);
+    for l in 0..tt.levels() {
+        let (n, cells) = tt.level(l);
+        let ni = n as i32;
+        // Counts per cell, n + 1 each (the last stays 0 and receives the
+        // total when scanned).
+        let mut counts = [zeros::<u64>(s, n + 1)?, zeros(s, n + 1)?, zeros(s, n + 1)?];
+        let mut deferred = alloc::<i32>(s, 1)?;
+        let (mut m2l_base, mut p2p_base) = (0i64, 0i64);
+        for emit in [0i32, 1] {
+            let [c0, c1, c2] = &mut counts;
+            let mut b = s.launch_builder(&ops.traverse);
+            b.arg(&ni).arg(&cells).arg(&emit).arg(&theta2);
+            for tree in [(t, &tt.radius), (u, &st.radius)] {
+                let (x, r) = tree;
+                b.arg(&x.center[0])
+                    .arg(&x.center[1])
+                    .arg(&x.center[2])
+                    .arg(r)
+                    .arg(&x.n_children)
+                    .arg(&x.more)
+                    .arg(&x.next);
+            }
+            b.arg(&f_begin)
+                .arg(&f_end)
+                .arg(&frontier)
+                .arg(c0)
+                .arg(c1)
+                .arg(c2)
+                .arg(&m2l_base)
+                .arg(&p2p_base)
+                .arg(&mut lists.m2l)
+                .arg(&mut lists.m2l_begin)
+                .arg(&mut lists.m2l_end)
+                .arg(&mut lists.p2p)
+                .arg(&mut lists.p2p_begin)
+                .arg(&mut lists.p2p_end)
+                .arg(&mut deferred)
+                .arg(&mut next_begin)
+                .arg(&mut next_end)
+                .arg(&overflow);
+            // SAFETY: the arguments follow fmm_traverse's signature; the
+            // counts hold n + 1 entries, the pools and `deferred` the totals
+            // the first pass counted.
+            unsafe { b.launch(grid(n)) }.map_err(cuda_err("launching fmm_traverse"))?;
+            if emit == 0 {
+                let mut tot = [0usize; 3];
+                for (c, total) in counts.iter_mut().zip(&mut tot) {
+                    scan(gpu, c, n + 1)?;
+                    *total = scanned_total(gpu, c, n)? as usize;
+                }
+                let [tm, tp, td] = tot;
+                let m2l = std::mem::replace(&mut lists.m2l, alloc(s, 1)?);
+                lists.m2l = grow(s, m2l, m2l_used, m2l_used + tm)?;
+                let p2p = std::mem::replace(&mut lists.p2p, alloc(s, 1)?);
+                lists.p2p = grow(s, p2p, p2p_used, p2p_used + tp)?;
+                deferred = alloc::<i32>(s, td)?;
+                (m2l_base, p2p_base) = (m2l_used as i64, p2p_used as i64);
+                m2l_used += tm;
+                p2p_used += tp;
+            }
+        }
+        frontier = deferred;
+        std::mem::swap(&mut f_begin, &mut next_begin);
+        std::mem::swap(&mut f_end, &mut next_end);
+    }
+    if download(s, &overflow, 1)?[0] != 0 {
+        return Err(Error::Cuda(format!(
+            "the FMM traversal's stack overflowed (a source tree deeper than {} levels)",
+            MAX_LEVEL + 1
+        )));
+    }
+    lists.n_m2l = m2l_used;
+    Ok(lists)
+}
+
+/// The fast multipole method of kernel `K` on `gpu`, on particles already
+/// there (input order), as `plan` says (`plan.settings.p` at most
+/// [`MAX_GPU_ORDER`]); the problem is not empty. Returns the outputs in
+/// the targets' input order, on the device.
+pub(crate) fn run<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    plan: &Plan<'_, R>,
+    targets: &DeviceParticles<R>,
+    sources: &DeviceParticles<R>,
+    clock: &mut Clock<'_>,
+) -> Result<Vec<CudaSlice<R>>, Error> {
+    let def = K::def();
+    let p = plan.settings.p;
+    if p > MAX_GPU_ORDER {
+        return Err(Error::BadOption(format!(
+            "the GPU FMM takes orders up to {MAX_GPU_ORDER}, not {p} (use the CPU for higher orders)"
+        )));
+    }
+    let table = TermTable::of(def, plan.terms)?;
+    let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
+    let nq = plan.strength.len();
+    let nc = ncoef(p);
+    let ops = Ops::get::<R>(gpu, p)?;
+    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let p2p = gpu.function(&module, &p2p_list_entry_name(def, R::NAME))?;
+    let s = gpu.stream();
+    clock.lap(Stage::Setup)?;
+
+    // Both trees, their cells' radii, the particles in tree order. Targets
+    // at the sources' points (forces on the particles themselves) have the
+    // sources' tree: built once.
+    let ncrit = plan.opts.ncrit;
+    let spos = sources
+        .positions()
+        .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
+    let (st, sslots) = FmmTree::of(
+        gpu,
+        &ops,
+        TreeOrdered::build(gpu, refs3(spos), sources.slots(), ncrit)?,
+    )?;
+    let built;
+    let (tt, tslots) = match targets.positions() {
+        None => (&st, st.tree.gather_all(gpu, targets.slots())?),
+        Some(tpos) => {
+            let (t, slots) = FmmTree::of(
+                gpu,
+                &ops,
+                TreeOrdered::build(gpu, refs3(tpos), targets.slots(), ncrit)?,
+            )?;
+            built = t;
+            (&built, slots)
+        }
+    };
+    let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
+    clock.stats().source_cells = snc;
+    clock.stats().target_cells = tnc;
+    clock.lap(Stage::Tree)?;
+
+    // Dual tree traversal, and the P2P groups (every target leaf cut into
+    // pieces of a block).
+    let lists = traverse(gpu, &ops, tt, &st, plan.settings.theta)?;
+    clock.stats().m2l = lists.n_m2l as u64;
+    let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
+    clock.lap(Stage::Traversal)?;
+
+    // Upward pass: P2M at the leaves, M2M level by level up.
+    let nqi = nq as i32;
+    let mut mult = zeros::<f64>(s, 2 * snc * nq * nc)?;
+    let snci = snc as i32;
+    let q = |k: usize| &sslots[plan.strength[k.min(nq - 1)]];
+    launch!(s, ops.p2m, grid(snc * nq), "fmm_p2m";
+        &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
+        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
+        &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q(0), q(1), q(2), &mut mult)?;
+    for l in (0..st.levels()).rev() {
+        let (nl, cells) = st.level(l);
+        let nli = nl as i32;
+        launch!(s, ops.m2m, grid(nl * nq), "fmm_m2m";
+            &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
+            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &nqi, &mut mult)?;
+    }
+    clock.lap(Stage::Upward)?;
+
+    // M2L, one target cell per block.
+    let (mut local, m2l_kind) = m2l::m2l(gpu, &ops, tt, &st, &lists, &mult, nq, p, &plan.opts.gpu)?;
+    drop(mult);
+    clock.stats().m2l_kind = Some(m2l_kind);
+    clock.lap(Stage::M2l)?;
+
+    // Downward pass: L2L level by level down, L2P at every target.
+    let mut far = alloc::<R>(s, no * m)?;
+    {
+        for l in 1..tt.levels() {
+            let (nl, cells) = tt.level(l);
+            let nli = nl as i32;
+            launch!(s, ops.l2l, grid(nl * nq), "fmm_l2l";
+                &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
+                &tt.tree.center[2], &nqi, &mut local)?;
+        }
+        let d_term = upload(s, &table.kinds)?;
+        let d_coef = upload(s, &table.coefficients)?;
+        // A stretching term's target vector; any array where there is none
+        // (the kernel reads it only for a stretching term).
+        let a = |c: usize| match table.alpha {
+            Some(f) => &tslots[f + c],
+            None => &tt.pos[0],
+        };
+        let (mi, nti, noi) = (m as i32, plan.terms.len() as i32, no as i32);
+        launch!(s, ops.l2p, grid(m), "fmm_l2p";
+            &mi, &tt.leaf_of, &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
+            &tt.pos[0], &tt.pos[1], &tt.pos[2], &nqi, &local, &nti, &d_term, &d_coef,
+            a(0), a(1), a(2), &noi, &mut far)?;
+    }
+    clock.lap(Stage::Downward)?;
+
+    // P2P lists, added to the far field.
+    let mut out: Vec<CudaSlice<R>> = Vec::with_capacity(no);
+    for k in 0..no {
+        let mut o = alloc::<R>(s, m)?;
+        s.memcpy_dtod(&far.slice(k * m..(k + 1) * m), &mut o)
+            .map_err(cuda_err("copy on the device"))?;
+        out.push(o);
+    }
+    drop(far);
+    let counts = zeros::<u64>(s, 1)?;
+    {
+        let (mi, ngi, ni, one) = (m as i32, groups.n as i32, n as i32, 1i32);
+        let mut b = s.launch_builder(&p2p);
+        b.arg(&mi);
+        for a in tt.pos.iter().chain(&tslots) {
+            b.arg(a);
+        }
+        b.arg(&ngi)
+            .arg(&groups.begin)
+            .arg(&groups.end)
+            .arg(&groups.cell)
+            .arg(&lists.p2p_begin)
+            .arg(&lists.p2p_end)
+            .arg(&lists.p2p)
+            .arg(&st.tree.begin)
+            .arg(&st.tree.end)
+            .arg(&ni);
+        for a in st.pos.iter().chain(&sslots) {
+            b.arg(a);
+        }
+        for v in plan.params {
+            b.arg(v);
+        }
+        for o in out.iter_mut() {
+            b.arg(o);
+        }
+        b.arg(&one).arg(&counts);
+        let cfg = LaunchConfig {
+            grid_dim: (groups.n.clamp(1, 1 << 20) as u32, 1, 1),
+            block_dim: (P2P_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the arguments follow the P2P list entry point's signature
+        // (`fmm_codegen::emit::p2p_list`); the groups lie within the
+        // targets, the lists name source cells, the outputs hold `m`.
+        unsafe { b.launch(cfg) }.map_err(cuda_err("launching the P2P lists"))?;
+    }
+    clock.stats().p2p = download(s, &counts, 1)?[0];
+    clock.lap(Stage::P2p)?;
+
+    // Back to the caller's order, on the device.
+    tt.tree.scatter_all(gpu, &out)
+}

@@ -1,0 +1,186 @@
+//! The fast multipole method (yokota2009 section 3, yokota2012 sections
+//! 3.1 to 3.6) for every kernel that declares a Laplace far field: solid
+//! harmonic expansions of order `p` ([`harmonics`], [`operators`]), a dual
+//! tree traversal with the MAC `theta` ([`traversal`]), and the near field
+//! by the kernel's own generated evaluator, smoothing included (the far
+//! field is the singular Laplace one, as `shared/KERNELS.md` says). On the
+//! CPU ([`cpu`]) and entirely on the GPU ([`cuda`]); [`tolerance`] chooses
+//! the settings for an error and measures the error achieved.
+//!
+//! A kernel's far field is `outputs = coefficient * term` with the terms
+//! of the declaration: the potential and its gradient for a scalar
+//! strength (gravity, Coulomb); for a vec3 strength `alpha`, three scalar
+//! expansions of `psi = sum alpha_j / r` whose curl is the velocity
+//! (Biot-Savart, hu2011).
+
+pub mod cpu;
+pub mod cuda;
+pub mod harmonics;
+#[cfg(target_arch = "x86_64")]
+pub mod m2l_lanes;
+pub mod operators;
+pub mod tolerance;
+pub mod traversal;
+
+pub use cuda::{MAX_F32_M2L_ORDER, MAX_GPU_ORDER};
+pub use tolerance::Achieved;
+
+use crate::error::Error;
+use crate::kernel::Kernel;
+use fmm_codegen::kernel::FarTerm;
+use fmm_codegen::FarField;
+
+/// The highest expansion order the operators take.
+pub const MAX_ORDER: usize = 30;
+
+/// How accurate the FMM is asked to be.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Accuracy {
+    /// Expansion order `p` (terms of degree 0 to `p`, 1 to [`MAX_ORDER`])
+    /// and the MAC `theta`: cells interact by M2L when
+    /// `R_t + R_s < theta |z_t - z_s|`; smaller is more accurate.
+    Fixed { p: usize, theta: f64 },
+    /// A relative L2 error: the settings are chosen for it from measured
+    /// tables and the error achieved is measured on sampled targets
+    /// against an f64 direct sum ([`tolerance`]).
+    Tolerance(f64),
+}
+
+/// Settings of the FMM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FmmOptions {
+    pub accuracy: Accuracy,
+    /// Most particles in a leaf (of both trees).
+    pub ncrit: usize,
+    /// Tuning of the GPU's M2L (defaults are measured; see the fields).
+    pub gpu: GpuTuning,
+}
+
+impl FmmOptions {
+    /// Order `p` and MAC `theta`, ncrit 64.
+    pub fn fixed(p: usize, theta: f64) -> Self {
+        FmmOptions {
+            accuracy: Accuracy::Fixed { p, theta },
+            ..FmmOptions::default()
+        }
+    }
+
+    /// The settings chosen for the relative L2 error `tol`.
+    pub fn tolerance(tol: f64) -> Self {
+        FmmOptions {
+            accuracy: Accuracy::Tolerance(tol),
+            ..FmmOptions::default()
+        }
+    }
+
+    /// Checks the options: an order the operators take, a MAC that keeps
+    /// the expansions convergent (`theta < 1`), a tolerance above 0, at
+    /// least one particle a leaf.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        match self.accuracy {
+            Accuracy::Fixed { p, theta } => check_settings(p, theta)?,
+            Accuracy::Tolerance(tol) => {
+                if !(tol > 0.0 && tol.is_finite()) {
+                    return Err(Error::BadOption(format!(
+                        "the tolerance must be a finite number above 0, not {tol}"
+                    )));
+                }
+            }
+        }
+        if self.ncrit == 0 {
+            return Err(Error::BadOption("ncrit must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Default for FmmOptions {
+    /// Order 6, theta 0.5, ncrit 64 (`docs/BENCHMARKS.md` has what they
+    /// give).
+    fn default() -> Self {
+        FmmOptions {
+            accuracy: Accuracy::Fixed { p: 6, theta: 0.5 },
+            ncrit: 64,
+            gpu: GpuTuning::default(),
+        }
+    }
+}
+
+/// Checks an order and a MAC.
+pub(crate) fn check_settings(p: usize, theta: f64) -> Result<(), Error> {
+    if p == 0 || p > MAX_ORDER {
+        return Err(Error::BadOption(format!(
+            "the expansion order p must be 1 to {MAX_ORDER}, not {p}"
+        )));
+    }
+    if !(theta > 0.0 && theta < 1.0) {
+        return Err(Error::BadOption(format!(
+            "theta must be above 0 and below 1 for the expansions to converge, not {theta}"
+        )));
+    }
+    Ok(())
+}
+
+/// Which M2L the GPU runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum M2lChoice {
+    /// The float M2L with lanes over source cells where it applies (f32
+    /// particles, one tree, p up to [`MAX_F32_M2L_ORDER`]), else the
+    /// double one.
+    #[default]
+    Auto,
+    /// Always the double M2L (to compare).
+    Double,
+}
+
+/// Tuning of the GPU's M2L. The defaults are what measured fastest on the
+/// H100 and H200 (`docs/BENCHMARKS.md`); benchmarks set these from flags.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GpuTuning {
+    pub m2l: M2lChoice,
+    /// Shared memory per block of the double M2L, in bytes (0: 8 KB), which
+    /// sets how many source cells a block takes at once.
+    pub m2l_shared_bytes: usize,
+    /// Warps per block of the float M2L (0: 8 for one expansion, 16 for
+    /// more; at most 32 and 16).
+    pub m2l_warps: usize,
+    /// At most this many levels apart may a float M2L pair's cells be (the
+    /// default, 64 / p, keeps the scale factors in range); a negative
+    /// value sends every M2L to the double one (tests use it).
+    pub m2l_max_levels_apart: Option<i32>,
+}
+
+/// The far-field declaration of `K`, checked for what the FMM evaluates:
+/// the strength's slots and the terms.
+pub(crate) fn far_terms<K: Kernel>() -> Result<(Vec<usize>, Vec<FarTerm>), Error> {
+    let def = K::def();
+    let FarField::Laplace { strength, terms } = &def.far_field else {
+        return Err(Error::NoFarField {
+            kernel: def.name.clone(),
+            method: "the FMM",
+        });
+    };
+    let f = &def.sources[*strength];
+    Ok((
+        (f.offset..f.offset + f.shape.slots()).collect(),
+        terms.clone(),
+    ))
+}
+
+/// The expansion order and MAC of one evaluation: given, or chosen for a
+/// tolerance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    pub p: usize,
+    pub theta: f64,
+}
+
+/// What the front door hands both FMMs: the checked parameters, the far
+/// field's strength slots and terms, the settings and the options.
+pub(crate) struct Plan<'a, R> {
+    pub params: &'a [R],
+    pub strength: &'a [usize],
+    pub terms: &'a [FarTerm],
+    pub settings: Settings,
+    pub opts: &'a FmmOptions,
+}

@@ -1,0 +1,284 @@
+//! The FMM driven by a tolerance: the caller gives the relative L2 error it
+//! wants and gets the settings chosen for it and the error achieved,
+//! measured rather than predicted.
+//!
+//! The first settings come from a table measured per backend (gravity
+//! without softening in a cube, f64: the error of each order at the MAC
+//! the backend runs fastest with), the cheapest entry whose error is
+//! within the tolerance. The error is then estimated on sampled targets
+//! against an f64 direct sum (64 targets: at 10^6 sources 6.4e7
+//! interactions, a few percent of the evaluation); while it is above the
+//! tolerance the order goes up by one and the FMM runs again.
+//!
+//! A tolerance out of reach is said quickly, with why and what to do: when
+//! an order brings the error down by less than a quarter, twice running,
+//! the error has stopped falling, and more orders will not help. The FMM's
+//! far field is the singular Laplace one, so a kernel's smoothing (Plummer
+//! softening, a core radius) that is not negligible at the distance of
+//! well-separated cells sets a floor under its error, as does f32's
+//! rounding (near 1e-6 to 1e-7).
+
+use super::Settings;
+use crate::error::Error;
+use crate::stats::{Stage, Stats};
+
+/// The error of gravity by (p, theta) a backend starts from.
+pub(crate) struct Table {
+    /// `(p, theta, error)`, cheapest first.
+    rows: &'static [(usize, f64, f64)],
+    /// The highest order the backend takes.
+    pub(crate) most_p: usize,
+}
+
+/// On the CPU, theta 0.6 (fewer M2L and P2P than 0.5 for a little more
+/// order: at 10^6 points in a cube p 6 and theta 0.6 gave 3.9e-5 in 2.0 s
+/// on 2 cores where p 6 and theta 0.5 gave 1.1e-5 in 2.9 s). Errors
+/// measured for gravity without softening (f64, 5e4 points in a cube,
+/// `fmm_bench --theta 0.6 --params 0 --precision f64`, 2026-11-22).
+pub(crate) const CPU: Table = Table {
+    rows: &[
+        (4, 0.6, 4.6e-4),
+        (5, 0.6, 2.0e-4),
+        (6, 0.6, 9.3e-5),
+        (7, 0.6, 4.7e-5),
+        (8, 0.6, 2.1e-5),
+        (10, 0.6, 6.0e-6),
+        (12, 0.6, 1.5e-6),
+        (14, 0.6, 5.3e-7),
+        (16, 0.6, 1.4e-7),
+    ],
+    most_p: super::MAX_ORDER,
+};
+
+/// On the GPU, theta 0.7: the M2L is cheap there and the P2P dear, so a
+/// wider MAC with one order more is faster at the same error (10^7
+/// gravity: p 6, theta 0.7 in 0.099 s at 9.0e-5 against p 5, theta 0.6 in
+/// 0.146 s at 7.3e-5; H100, 2026-11-23). Errors at 10^7 in a cube.
+pub(crate) const GPU: Table = Table {
+    rows: &[
+        (5, 0.7, 2.0e-4),
+        (6, 0.7, 9.0e-5),
+        (7, 0.7, 4.4e-5),
+        (8, 0.7, 2.2e-5),
+        (10, 0.7, 6.0e-6),
+        (12, 0.7, 1.6e-6),
+        (14, 0.7, 5.0e-7),
+        (16, 0.7, 1.5e-7),
+    ],
+    most_p: super::MAX_GPU_ORDER,
+};
+
+impl Table {
+    /// The cheapest settings whose tabled error is within `tol`; past the
+    /// table, the last theta with the order extrapolated at a factor 0.5
+    /// an order (capped at the backend's highest).
+    pub(crate) fn first(&self, tol: f64) -> Settings {
+        match self.rows.iter().find(|r| r.2 <= tol) {
+            Some(&(p, theta, _)) => Settings { p, theta },
+            None => {
+                let &(p, theta, e) = self.rows.last().expect("a table has rows");
+                let more = (e / tol).log2().ceil().max(0.0) as usize;
+                Settings {
+                    p: (p + more).min(self.most_p),
+                    theta,
+                }
+            }
+        }
+    }
+}
+
+/// Targets the error is estimated on.
+pub const ERROR_SAMPLES: usize = 64;
+
+/// What a tolerance-driven evaluation chose and achieved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Achieved {
+    /// The tolerance asked for.
+    pub tolerance: f64,
+    /// The settings of the evaluation returned.
+    pub settings: Settings,
+    /// Relative L2 error of all outputs on the sampled targets against an
+    /// f64 direct sum: within the tolerance.
+    pub estimated_error: f64,
+    pub samples: usize,
+}
+
+/// An order that brings the error down by less than this factor did not
+/// help.
+const STALL: f64 = 0.75;
+
+/// Runs the FMM (`run`, at the settings given) from the table's settings
+/// up, estimating each result's error with `error`, until the error is
+/// within `tol`; stops early, with an error that says why, when the error
+/// has stopped falling or the order is the backend's highest. `f32` says
+/// whether the particles are f32 (for the explanation).
+pub(crate) fn drive<O>(
+    tol: f64,
+    table: &Table,
+    f32: bool,
+    mut run: impl FnMut(Settings, &mut Stats) -> Result<O, Error>,
+    mut error: impl FnMut(&O) -> Result<f64, Error>,
+) -> Result<(O, Stats, Achieved), Error> {
+    let mut settings = table.first(tol);
+    let mut total = Stats::default();
+    // (p, error) of every run.
+    let mut history: Vec<(usize, f64)> = Vec::new();
+    loop {
+        let mut stats = Stats::default();
+        let out = run(settings, &mut stats)?;
+        stats.runs = 1;
+        let t = std::time::Instant::now();
+        let e = error(&out)?;
+        stats.add(Stage::ErrorEstimate, t.elapsed().as_secs_f64());
+        if !e.is_finite() {
+            return Err(Error::NonFinite {
+                what: "the FMM's estimated error (outputs sampled against the direct sum) at order"
+                    .into(),
+                index: settings.p,
+                value: e,
+            });
+        }
+        history.push((settings.p, e));
+        let earlier = std::mem::take(&mut total);
+        total = stats;
+        total.absorb_time(&earlier);
+        if e <= tol {
+            let achieved = Achieved {
+                tolerance: tol,
+                settings,
+                estimated_error: e,
+                samples: ERROR_SAMPLES,
+            };
+            return Ok((out, total, achieved));
+        }
+        if let Some(reason) = stalled(&history, settings.p >= table.most_p, table.most_p) {
+            let &(best_p, best) = history
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("one run");
+            return Err(not_met(tol, best, best_p, settings.theta, reason, f32));
+        }
+        settings.p += 1;
+    }
+}
+
+/// Why the error will not reach the tolerance, if it will not: the order
+/// is at the highest, or the last two orders each brought the error down
+/// by less than a quarter (or one did not bring it down at all).
+fn stalled(history: &[(usize, f64)], at_most: bool, most: usize) -> Option<String> {
+    if at_most {
+        return Some(format!(
+            "the order reached the highest this backend takes ({most})"
+        ));
+    }
+    let n = history.len();
+    let ratio = |k: usize| history[k].1 / history[k - 1].1;
+    let flat =
+        n >= 2 && ratio(n - 1) >= 1.0 || n >= 3 && ratio(n - 1) > STALL && ratio(n - 2) > STALL;
+    flat.then(|| {
+        let from = history[n.saturating_sub(3)];
+        format!(
+            "the error stopped falling ({:.1e} at p {} to {:.1e} at p {})",
+            from.1,
+            from.0,
+            history[n - 1].1,
+            history[n - 1].0
+        )
+    })
+}
+
+fn not_met(tol: f64, best: f64, p: usize, theta: f64, reason: String, f32: bool) -> Error {
+    let mut advice = String::new();
+    if f32 && best < 1e-5 {
+        advice.push_str(
+            "f32 particles round the near field and the outputs in float, which stops the \
+             error near 1e-6 to 1e-7: use f64 particles for this tolerance",
+        );
+    } else {
+        advice.push_str(
+            "the FMM's far field is the singular Laplace one, so a kernel's smoothing \
+             (Plummer softening, a core radius) that is not negligible at the distance of \
+             well-separated cells sets a floor under the error: use a smaller softening or \
+             core radius, a looser tolerance",
+        );
+        advice.push_str(&format!(" (at least {best:.1e})"));
+        advice.push_str(", the treecode, or the direct sum");
+    }
+    Error::ToleranceNotMet {
+        tolerance: tol,
+        best,
+        p,
+        theta,
+        reason,
+        advice,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cheapest_entry_within_the_tolerance_comes_first() {
+        assert_eq!(CPU.first(1e-4), Settings { p: 6, theta: 0.6 });
+        assert_eq!(CPU.first(1e-3), Settings { p: 4, theta: 0.6 });
+        assert_eq!(GPU.first(1e-4), Settings { p: 6, theta: 0.7 });
+        // Past the table: 0.5 an order.
+        assert_eq!(CPU.first(3.5e-8), Settings { p: 18, theta: 0.6 });
+        assert_eq!(GPU.first(1e-12).p, super::super::MAX_GPU_ORDER);
+    }
+
+    /// An error that halves with every order is met; one that stops
+    /// falling is given up on within three orders of the stall, with the
+    /// reason; one that rises at once is given up on at once.
+    #[test]
+    fn a_stalled_error_stops_the_driver_with_a_reason() {
+        let run = |s: Settings, _: &mut Stats| Ok(s.p);
+        // From p 10 (the table's for 1e-5): 9.8e-5, 4.9e-5, ... 6.1e-6 at 14.
+        let falling = |p: &usize| Ok(1e-1 * 0.5f64.powi(*p as i32));
+        let (p, stats, a) = drive(1e-5, &CPU, false, run, falling).unwrap();
+        assert_eq!((p, a.settings.p, stats.runs), (14, 14, 5));
+        assert!(a.estimated_error <= 1e-5);
+
+        let floor = |p: &usize| Ok((1e-3 * 0.5f64.powi(*p as i32)).max(4e-4));
+        let mut runs = 0;
+        let e = drive(
+            1e-5,
+            &CPU,
+            false,
+            |s, st| {
+                runs += 1;
+                run(s, st)
+            },
+            floor,
+        )
+        .unwrap_err();
+        assert!(runs <= 3, "{runs} runs");
+        let text = e.to_string();
+        assert!(text.contains("stopped falling"), "{text}");
+        assert!(text.contains("smoothing"), "{text}");
+        assert!(text.contains("4.0e-4"), "{text}");
+
+        let rising = |p: &usize| Ok(1e-4 * (*p as f64));
+        let mut runs = 0;
+        let e = drive(
+            1e-6,
+            &GPU,
+            true,
+            |s, st| {
+                runs += 1;
+                run(s, st)
+            },
+            rising,
+        )
+        .unwrap_err();
+        assert_eq!(runs, 2);
+        assert!(matches!(e, Error::ToleranceNotMet { .. }), "{e}");
+    }
+
+    #[test]
+    fn f32_rounding_is_named_when_it_is_the_floor() {
+        let e = drive(1e-8, &CPU, true, |s, _| Ok(s.p), |_| Ok(3e-7)).unwrap_err();
+        assert!(e.to_string().contains("f64 particles"), "{e}");
+    }
+}

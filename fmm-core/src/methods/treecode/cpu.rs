@@ -1,0 +1,262 @@
+//! The Barnes-Hut treecode on the CPU, generic over DSL kernels.
+//!
+//! The far field of a cell is the kernel itself applied to a pseudo-source
+//! at the cell's centre of strength that carries the cell's summed strength
+//! (a monopole): it works for every kernel whose strength adds up, with no
+//! expansion math. Targets walk the source tree in groups (the leaves of
+//! their own tree): a cell is accepted for the whole group when the
+//! distance from its centre of strength to the group's box exceeds
+//! `size / theta + delta`, with `delta` the offset of the centre of strength
+//! from the cell's centre (nakasato2009's modified criterion), and never
+//! when the cell's box overlaps the group's. The walk follows the
+//! `next`/`more` links, without a stack.
+
+use rayon::prelude::*;
+
+use super::pseudo::{pseudo_sources, CellSources};
+use super::TreeOptions;
+use crate::error::Error;
+use crate::kernel::{Kernel, MAX_SLOTS};
+use crate::outputs::Outputs;
+use crate::particles::Particles;
+use crate::real::Real;
+use crate::stats::{Clock, Stage};
+use crate::tree::{positions_f64, sorted, Octree, SoA};
+
+/// Squared distance from a point to a box (0 inside).
+#[inline]
+fn dist2_to_box(p: [f64; 3], lo: [f64; 3], hi: [f64; 3]) -> f64 {
+    let mut d2 = 0.0;
+    for a in 0..3 {
+        let d = (lo[a] - p[a]).max(p[a] - hi[a]).max(0.0);
+        d2 += d * d;
+    }
+    d2
+}
+
+#[inline]
+fn boxes_overlap(lo: [f64; 3], hi: [f64; 3], center: [f64; 3], half: f64) -> bool {
+    (0..3).all(|a| lo[a] <= center[a] + half && hi[a] >= center[a] - half)
+}
+
+/// Both trees, the sources and targets in tree order, the cells'
+/// pseudo-sources and the target groups: what the CPU walk starts from.
+pub(crate) struct Prepared<R> {
+    pub(crate) stree: Octree,
+    pub(crate) src: SoA<R>,
+    pub(crate) cells: CellSources<R>,
+    pub(crate) ttree: Octree,
+    pub(crate) tgt: SoA<R>,
+    /// `begin..end` in target tree order.
+    pub(crate) groups: Vec<(usize, usize)>,
+}
+
+/// The target groups, as `begin..end` in target tree order: runs of
+/// sibling leaves with at most `cap` targets together, so that groups are
+/// nearly full (an adaptive octree's leaves hold a fraction of `ncrit` on
+/// average) while each stays inside its parent cell; a leaf with more
+/// (coincident targets at the depth bound) is a group of its own.
+pub(crate) fn target_groups(tree: &Octree, cap: usize) -> Vec<(usize, usize)> {
+    let root = &tree.cells[0];
+    if root.is_leaf() {
+        return vec![(root.begin, root.end)];
+    }
+    let mut groups = Vec::new();
+    for c in 0..tree.cells.len() {
+        if tree.cells[c].is_leaf() {
+            continue;
+        }
+        // A run of consecutive leaf children.
+        let mut run: Option<(usize, usize)> = None;
+        for k in tree.children(c) {
+            let child = &tree.cells[k];
+            match run {
+                Some((b, _)) if child.is_leaf() && child.end - b <= cap => {
+                    run = Some((b, child.end));
+                }
+                _ => {
+                    groups.extend(run.take());
+                    if child.is_leaf() {
+                        run = Some((child.begin, child.end));
+                    }
+                }
+            }
+        }
+        groups.extend(run);
+    }
+    groups.sort_unstable();
+    groups
+}
+
+/// Builds what the CPU walk starts from.
+pub(crate) fn prepare<R: Real>(
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    strength: &[usize],
+    opts: &TreeOptions,
+) -> Prepared<R> {
+    let spos = positions_f64(sources);
+    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
+    let src = sorted(sources, &stree.order);
+    let cells = pseudo_sources(&stree, &src, strength, opts.theta);
+    let tpos = positions_f64(targets);
+    let group = opts.group_size();
+    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], group);
+    let tgt = sorted(targets, &ttree.order);
+    let groups = target_groups(&ttree, group);
+    Prepared {
+        stree,
+        src,
+        cells,
+        ttree,
+        tgt,
+        groups,
+    }
+}
+
+/// The Barnes-Hut treecode of kernel `K` on the CPU, with the parameters
+/// `p` and the strength slots `strength` (checked by the front door); the
+/// problem is not empty. The result approximates the direct sum, more
+/// closely for smaller `theta`.
+#[allow(clippy::needless_range_loop)]
+pub(crate) fn run<K: Kernel, R: Real>(
+    p: &[R],
+    strength: &[usize],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &TreeOptions,
+    clock: &mut Clock<'_>,
+) -> Result<Outputs<R>, Error> {
+    let def = K::def();
+    let (m, no) = (targets.len(), def.n_outputs());
+
+    let Prepared {
+        stree,
+        src,
+        cells,
+        ttree,
+        tgt,
+        groups,
+    } = prepare(targets, sources, strength, opts);
+    clock.lap(Stage::Tree)?;
+
+    let nt = def.n_targets();
+    // Each group: (outputs of its targets in tree order, p2p, p2c).
+    let results: Vec<(Vec<R>, u64, u64)> = groups
+        .par_iter()
+        .map_init(
+            || {
+                (
+                    Vec::new(),
+                    Vec::new(),
+                    SoA::<R>::with_capacity(src.slots.len(), 4096),
+                )
+            },
+            |(near, far, list): &mut (Vec<(usize, usize)>, Vec<u32>, SoA<R>), &(gb, ge)| {
+                let mut lo = [f64::INFINITY; 3];
+                let mut hi = [f64::NEG_INFINITY; 3];
+                for i in gb..ge {
+                    for a in 0..3 {
+                        let x = tgt.pos[a][i].to_f64();
+                        lo[a] = lo[a].min(x);
+                        hi[a] = hi[a].max(x);
+                    }
+                }
+                // The walk: one list of the pseudo-sources of the accepted cells
+                // followed by the particles of the leaves that are not, so each
+                // target makes one long vectorised pass over it.
+                list.clear();
+                let mut near_n = 0;
+                let mut c = 0;
+                while c < stree.cells.len() {
+                    let cell = &stree.cells[c];
+                    let accept = dist2_to_box(cells.com[c], lo, hi) > cells.accept2[c]
+                        && !boxes_overlap(lo, hi, cell.center, cell.half);
+                    if accept {
+                        far.push(c as u32);
+                        c = cell.next;
+                    } else if cell.is_leaf() {
+                        near.push((cell.begin, cell.end));
+                        near_n += cell.len();
+                        c = cell.next;
+                    } else {
+                        c = cell.more;
+                    }
+                }
+                list.gather_from(&cells.soa, far);
+                let far_n = far.len();
+                for &(b, e) in near.iter() {
+                    list.push_from(&src, b..e);
+                }
+                near.clear();
+                far.clear();
+                let slices = list.slices();
+                let mut out = vec![R::zero(); (ge - gb) * no];
+                let mut t = [R::zero(); MAX_SLOTS];
+                for (i, o) in (gb..ge).zip(out.chunks_mut(no)) {
+                    for k in 0..nt {
+                        t[k] = tgt.slots[k][i];
+                    }
+                    let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
+                    K::p2p_target(p, xi, &t, &slices, 0..slices.len(), o);
+                }
+                let g = (ge - gb) as u64;
+                (out, g * near_n as u64, g * far_n as u64)
+            },
+        )
+        .collect();
+
+    // Back to the caller's order.
+    let mut slots = vec![vec![R::zero(); m]; no];
+    let stats = clock.stats();
+    stats.source_cells = stree.cells.len();
+    stats.target_groups = groups.len();
+    for (&(gb, _), (out, p2p, p2c)) in groups.iter().zip(&results) {
+        for (r, o) in out.chunks(no).enumerate() {
+            let i = ttree.order[gb + r] as usize;
+            for k in 0..no {
+                slots[k][i] = o[k];
+            }
+        }
+        stats.p2p += p2p;
+        stats.p2c += p2c;
+    }
+    clock.lap(Stage::Walk)?;
+    Ok(Outputs::new(def.name.as_str(), &def.outputs, slots))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distributions::{plummer, uniform_cube};
+
+    /// The groups cover every target once, in order, and hold at most `cap`
+    /// targets unless they are one leaf.
+    fn check_groups(pos: &[[f64; 3]], ncrit: usize, cap: usize) {
+        let xs: [Vec<f64>; 3] = [0, 1, 2].map(|a| pos.iter().map(|p| p[a]).collect());
+        let tree = Octree::build([&xs[0], &xs[1], &xs[2]], ncrit);
+        let groups = target_groups(&tree, cap);
+        let mut at = 0;
+        for &(b, e) in &groups {
+            assert_eq!(b, at, "groups are contiguous and in order");
+            assert!(e > b, "no empty group");
+            let one_leaf = tree.leaves().any(|(_, c)| c.begin == b && c.end == e);
+            assert!(e - b <= cap || one_leaf, "group {b}..{e} over {cap}");
+            at = e;
+        }
+        assert_eq!(at, pos.len(), "every target is in a group");
+    }
+
+    #[test]
+    fn target_groups_partition_the_targets() {
+        let cube = uniform_cube(20_000, 3);
+        let sphere = plummer(20_000, 4).0;
+        for (ncrit, cap) in [(64, 64), (64, 128), (16, 128), (128, 128), (8, 8)] {
+            check_groups(&cube, ncrit, cap);
+            check_groups(&sphere, ncrit, cap);
+        }
+        let same = vec![[0.5; 3]; 300];
+        check_groups(&same, 16, 128);
+        check_groups(&cube[..5], 16, 128);
+    }
+}

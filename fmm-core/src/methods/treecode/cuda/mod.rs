@@ -1,0 +1,217 @@
+//! The treecode on the GPU, on particles already there: the trees are built
+//! there ([`crate::tree::TreeOrdered`], hu2011), then the cells'
+//! pseudo-sources and the target groups ([`cells`]), and the walk runs as
+//! the generated walk kernel (`fmm_codegen::emit::walk`), one block per
+//! target group; the outputs go back to the caller's order on the device.
+//! Same trees, same criterion and, for the same groups (`group` = 128, the
+//! GPU's default), the same interactions as [`super::cpu`], so the two
+//! agree to rounding.
+
+pub mod cells;
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use cells::{device_pseudo_sources, group_boxes, walk_cells};
+
+use super::TreeOptions;
+use crate::cuda::device::{cuda_err, refs3};
+use crate::cuda::resident::DeviceParticles;
+use crate::cuda::Gpu;
+use crate::error::Error;
+use crate::kernel::Kernel;
+use crate::real::Real;
+use crate::stats::{Clock, Stage};
+use crate::tree::TreeOrdered;
+use fmm_codegen::emit::walk::{walk_entry_name, WALK_BLOCK};
+
+/// Cells of stack per block the walk starts with; a walk that needs more
+/// (small theta on a deep tree) runs again with four times as many, up to
+/// [`MAX_STACK`].
+const INITIAL_STACK: usize = 8192;
+const MAX_STACK: usize = 1 << 22;
+
+/// The Barnes-Hut treecode of kernel `K` with the walk on `gpu`, on
+/// particles already there (input order), with the parameters `p` and the
+/// strength slots `strength` (checked by the front door); the problem is
+/// not empty. Returns the outputs in the targets' input order, on the
+/// device.
+pub(crate) fn run<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    p: &[R],
+    strength: &[usize],
+    targets: &DeviceParticles<R>,
+    sources: &DeviceParticles<R>,
+    opts: &TreeOptions,
+    clock: &mut Clock<'_>,
+) -> Result<Vec<CudaSlice<R>>, Error> {
+    let def = K::def();
+    let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
+    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let func = gpu.function(&module, &walk_entry_name(def, R::NAME))?;
+    let group = opts.group_size();
+    clock.lap(Stage::Setup)?;
+
+    let s = gpu.stream();
+    let spos = sources
+        .positions()
+        .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
+    // The source tree, the sources in its order and its cells' pseudo-sources.
+    let src = TreeOrdered::build(gpu, refs3(spos), sources.slots(), opts.ncrit)?;
+    let cells = device_pseudo_sources(
+        gpu,
+        &src.tree,
+        refs3(&src.pos),
+        &src.slots.iter().collect::<Vec<_>>(),
+        strength,
+        opts.theta,
+    )?;
+    let walk = walk_cells(gpu, &src.tree, &cells)?;
+    // The target tree (leaves of at most a group), the targets in its order
+    // and the groups. Targets at the sources' points use their positions.
+    let tpos = targets.positions().unwrap_or(spos);
+    let tgt = TreeOrdered::build(gpu, refs3(tpos), targets.slots(), group)?;
+    let groups = tgt.tree.groups(gpu, group, WALK_BLOCK as usize)?;
+    let boxes = group_boxes(gpu, &groups, refs3(&tgt.pos))?;
+    clock.lap(Stage::Tree)?;
+
+    // SAFETY: every element is written by the launch (`accumulate` = 0):
+    // the groups cover every target.
+    let mut d_out: Vec<CudaSlice<R>> = (0..no)
+        .map(|_| unsafe { s.alloc::<R>(m) })
+        .collect::<Result<_, _>>()
+        .map_err(cuda_err("allocating outputs"))?;
+    // The pseudo-sources' slots as separate arrays.
+    let cell_slots = (0..cells.n_slots)
+        .map(|k| {
+            let mut v = unsafe { s.alloc::<R>(src.tree.n_cells.max(1)) }
+                .map_err(cuda_err("allocating the walk's cells"))?;
+            s.memcpy_dtod(&cells.slot(k), &mut v)
+                .map_err(cuda_err("copy on the device"))?;
+            Ok(v)
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+
+    let (n_t, n_g, n_c, n_s, acc) = (
+        m as i32,
+        groups.n as i32,
+        src.tree.n_cells as i32,
+        n as i32,
+        0i32,
+    );
+    // Persistent blocks: as many as fit on the GPU at once.
+    let per_sm = func
+        .occupancy_max_active_blocks_per_multiprocessor(WALK_BLOCK, 0, None)
+        .map_err(cuda_err("occupancy of the walk"))?
+        .max(1);
+    let blocks = (per_sm as usize * gpu.info().multiprocessors.max(1) as usize)
+        .min(groups.n)
+        .max(1);
+    let (p2p, p2c);
+    let mut stack_cap = match opts.walk_stack {
+        0 => INITIAL_STACK,
+        cells => cells,
+    };
+    loop {
+        let stacks = s
+            .alloc_zeros::<i32>(blocks * stack_cap)
+            .map_err(cuda_err("allocating the walk's stacks"))?;
+        let zero = || {
+            s.alloc_zeros::<i32>(1)
+                .map_err(cuda_err("allocating the walk's state"))
+        };
+        let (mut next_group, mut overflow) = (zero()?, zero()?);
+        let counts = s
+            .alloc_zeros::<u64>(2)
+            .map_err(cuda_err("allocating the walk's state"))?;
+        let cap = stack_cap as i32;
+        let mut b = s.launch_builder(&func);
+        b.arg(&n_t);
+        for a in tgt.pos.iter().chain(&tgt.slots) {
+            b.arg(a);
+        }
+        b.arg(&n_g).arg(&groups.begin).arg(&groups.end);
+        for a in &boxes {
+            b.arg(a);
+        }
+        b.arg(&n_c)
+            .arg(&src.tree.n_children)
+            .arg(&walk.child)
+            .arg(&src.tree.begin)
+            .arg(&src.tree.end)
+            .arg(&walk.accept2);
+        for a in &walk.center {
+            b.arg(a);
+        }
+        b.arg(&walk.half);
+        for a in &cells.pos {
+            b.arg(a);
+        }
+        for a in &cell_slots {
+            b.arg(a);
+        }
+        b.arg(&n_s);
+        for a in src.pos.iter().chain(&src.slots) {
+            b.arg(a);
+        }
+        for v in p {
+            b.arg(v);
+        }
+        for o in d_out.iter_mut() {
+            b.arg(o);
+        }
+        b.arg(&acc);
+        let mut stacks = stacks;
+        b.arg(&mut stacks)
+            .arg(&cap)
+            .arg(&mut next_group)
+            .arg(&mut overflow)
+            .arg(&counts);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (WALK_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the arguments follow the walk entry point's signature
+        // (see `fmm_codegen::emit::walk`): every array has the length its
+        // count says, the cells' children are cells, the group ranges lie
+        // within `0..n_targets`, and `stacks` holds `blocks * cap` ints.
+        unsafe { b.launch(cfg) }.map_err(|e| {
+            use cudarc::driver::sys::CUfunction_attribute as A;
+            let at = |a| func.get_attribute(a).unwrap_or(-1);
+            Error::Cuda(format!(
+                "launching the walk ({blocks} blocks of {WALK_BLOCK}, {n_g} groups, {n_c} cells, stacks of {stack_cap}, {per_sm} blocks per SM; kernel: {} registers, {} B shared, at most {} threads): {e}",
+                at(A::CU_FUNC_ATTRIBUTE_NUM_REGS),
+                at(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                at(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            ))
+        })?;
+        let flag = s
+            .clone_dtoh(&overflow)
+            .map_err(cuda_err("copy from the device"))?;
+        if flag[0] == 0 {
+            let c = s
+                .clone_dtoh(&counts)
+                .map_err(cuda_err("copy from the device"))?;
+            (p2p, p2c) = (c[0], c[1]);
+            break;
+        }
+        // A stack overflowed: the outputs are incomplete. Again, with
+        // stacks four times as deep (the targets are overwritten).
+        stack_cap *= 4;
+        if stack_cap > MAX_STACK {
+            return Err(Error::Cuda(format!(
+                "the treecode walk needs more than {MAX_STACK} cells of stack per block \
+                 (theta {} on {} cells)",
+                opts.theta, src.tree.n_cells
+            )));
+        }
+    }
+    let stats = clock.stats();
+    stats.source_cells = src.tree.n_cells;
+    stats.target_groups = groups.n;
+    stats.p2p += p2p;
+    stats.p2c += p2c;
+    clock.lap(Stage::Walk)?;
+    // Back to the caller's order, on the device.
+    tgt.tree.scatter_all(gpu, &d_out)
+}

@@ -1,0 +1,103 @@
+//! The problem besides the particles, and the checks every evaluation
+//! starts with: the kernel's parameter values, the domain, particles made
+//! for the kernel in the right roles, the declaration's `require`
+//! conditions, and which source slots are the additive strength.
+
+use crate::error::Error;
+use crate::kernel::Kernel;
+use crate::particles::check_finite;
+use crate::real::Real;
+
+/// Checks the parameter values against kernel `K` and converts them.
+pub fn check_params<K: Kernel, R: Real>(params: &[f64]) -> Result<Vec<R>, Error> {
+    let def = K::def();
+    if params.len() != def.n_params() {
+        return Err(Error::Params {
+            kernel: def.name.clone(),
+            expected: def.n_params(),
+            names: def
+                .params
+                .iter()
+                .flat_map(|f| f.slot_names())
+                .collect::<Vec<_>>()
+                .join(", "),
+            got: params.len(),
+        });
+    }
+    check_finite::<f64>("parameter", params.iter())?;
+    Ok(params.iter().map(|&p| R::c(p)).collect())
+}
+
+/// Which source slots are the additive strength, from the far-field
+/// declaration; `method` names who asks, for the error.
+pub(crate) fn strength_slots<K: Kernel>(method: &'static str) -> Result<Vec<usize>, Error> {
+    let def = K::def();
+    match &def.far_field {
+        fmm_codegen::FarField::Laplace { strength, .. } => {
+            let f = &def.sources[*strength];
+            Ok((f.offset..f.offset + f.shape.slots()).collect())
+        }
+        fmm_codegen::FarField::None => Err(Error::NoFarField {
+            kernel: def.name.clone(),
+            method,
+        }),
+    }
+}
+
+/// The region the particles live in.
+///
+/// Every method takes the domain from the problem, so that a periodic box
+/// (the next piece of work: images of the box by Ewald summation or the
+/// FMM's periodic far field) is a new variant here rather than a new entry
+/// point; a method that cannot run a domain says so.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub enum Domain {
+    /// Open space: every source interacts with every target once.
+    #[default]
+    FreeSpace,
+}
+
+/// The problem besides the particles: the kernel's parameter values (in
+/// declaration order, a vec3 taking three) and the domain.
+///
+/// The front door takes `impl Into<Problem>`, so parameters alone (`&[0.01]`,
+/// `&params`) mean free space.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Problem<'a> {
+    pub params: &'a [f64],
+    pub domain: Domain,
+}
+
+impl<'a> Problem<'a> {
+    /// The parameters `params` in free space.
+    pub fn new(params: &'a [f64]) -> Self {
+        Problem {
+            params,
+            domain: Domain::FreeSpace,
+        }
+    }
+
+    /// The same parameters in `domain`.
+    pub fn in_domain(self, domain: Domain) -> Self {
+        Problem { domain, ..self }
+    }
+}
+
+impl<'a> From<&'a [f64]> for Problem<'a> {
+    fn from(params: &'a [f64]) -> Self {
+        Problem::new(params)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [f64; N]> for Problem<'a> {
+    fn from(params: &'a [f64; N]) -> Self {
+        Problem::new(params)
+    }
+}
+
+impl<'a> From<&'a Vec<f64>> for Problem<'a> {
+    fn from(params: &'a Vec<f64>) -> Self {
+        Problem::new(params)
+    }
+}

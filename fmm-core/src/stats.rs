@@ -1,0 +1,203 @@
+//! What an evaluation did and how long each stage took, for every method
+//! and backend alike.
+//!
+//! A method times its stages with a [`Clock`] keyed by [`Stage`], once per
+//! stage, instead of keeping a field per stage: the stages of a new method
+//! (or of the same method on another backend) are new uses of the same
+//! enum, and printing a breakdown is one loop.
+
+use std::time::Instant;
+
+use crate::cuda::Gpu;
+use crate::error::Error;
+
+/// A stage of an evaluation, in the papers' vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Loading the compiled operators and kernel (the GPU).
+    Setup,
+    /// Copying the particles to the device.
+    Upload,
+    /// Building the trees (and the treecode's pseudo-sources and groups).
+    Tree,
+    /// The FMM's dual tree traversal: the M2L and P2P lists.
+    Traversal,
+    /// P2M and M2M.
+    Upward,
+    M2l,
+    /// L2L and L2P.
+    Downward,
+    /// The near field: particle-particle interactions (the whole direct
+    /// sum).
+    P2p,
+    /// The treecode's walk and evaluation (near and far together).
+    Walk,
+    /// Putting the outputs back in the caller's order and copying them to
+    /// the host.
+    Download,
+    /// Estimating the error on sampled targets against an f64 direct sum
+    /// (tolerance-driven evaluations).
+    ErrorEstimate,
+}
+
+impl Stage {
+    /// Every stage, in the order an evaluation runs them.
+    pub const ALL: [Stage; 11] = [
+        Stage::Setup,
+        Stage::Upload,
+        Stage::Tree,
+        Stage::Traversal,
+        Stage::Upward,
+        Stage::M2l,
+        Stage::Downward,
+        Stage::P2p,
+        Stage::Walk,
+        Stage::Download,
+        Stage::ErrorEstimate,
+    ];
+
+    /// A short name for tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Setup => "setup",
+            Stage::Upload => "upload",
+            Stage::Tree => "tree",
+            Stage::Traversal => "traversal",
+            Stage::Upward => "upward",
+            Stage::M2l => "m2l",
+            Stage::Downward => "downward",
+            Stage::P2p => "p2p",
+            Stage::Walk => "walk",
+            Stage::Download => "download",
+            Stage::ErrorEstimate => "error_estimate",
+        }
+    }
+}
+
+/// Which M2L ran on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum M2lKind {
+    /// Float products on normalised coefficients, lanes over source cells.
+    FloatLanes,
+    /// Double precision, one thread per (coefficient rows, expansion).
+    Double,
+}
+
+impl M2lKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            M2lKind::FloatLanes => "f32 lanes",
+            M2lKind::Double => "f64",
+        }
+    }
+}
+
+/// What an evaluation did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Seconds per stage, in the order the stages first ran; a stage that
+    /// ran more than once (a tolerance-driven evaluation that raised its
+    /// order) holds the sum.
+    pub stages: Vec<(Stage, f64)>,
+    /// Cells of the source tree.
+    pub source_cells: usize,
+    /// Cells of the target tree (the FMM).
+    pub target_cells: usize,
+    /// Target groups that walked the tree together (the treecode).
+    pub target_groups: usize,
+    /// M2L translations (the FMM).
+    pub m2l: u64,
+    /// Particle-particle interactions.
+    pub p2p: u64,
+    /// Particle-cell interactions (the treecode's far field).
+    pub p2c: u64,
+    /// Which M2L ran (the FMM on the GPU).
+    pub m2l_kind: Option<M2lKind>,
+    /// The launch shape `(P, Q)` of the direct sum on the GPU: `P` targets
+    /// per block, `Q` threads per target.
+    pub launch_shape: Option<(u32, u32)>,
+    /// How the direct sum on the GPU split the problem to fit in memory:
+    /// (targets, sources) per chunk.
+    pub chunks: Option<(usize, usize)>,
+    /// Evaluations run (more than one when a tolerance needed a higher
+    /// order).
+    pub runs: usize,
+}
+
+impl Stats {
+    /// Adds `seconds` to `stage`.
+    pub fn add(&mut self, stage: Stage, seconds: f64) {
+        match self.stages.iter_mut().find(|(s, _)| *s == stage) {
+            Some((_, t)) => *t += seconds,
+            None => self.stages.push((stage, seconds)),
+        }
+    }
+
+    /// Seconds in `stage` (0 if it did not run).
+    pub fn seconds(&self, stage: Stage) -> f64 {
+        self.stages
+            .iter()
+            .find(|(s, _)| *s == stage)
+            .map_or(0.0, |(_, t)| *t)
+    }
+
+    /// Seconds in all stages.
+    pub fn total_seconds(&self) -> f64 {
+        self.stages.iter().map(|(_, t)| t).sum()
+    }
+
+    /// Adds the stages and runs of `other` (an earlier attempt) to these.
+    pub(crate) fn absorb_time(&mut self, other: &Stats) {
+        for &(stage, t) in &other.stages {
+            self.add(stage, t);
+        }
+        self.runs += other.runs;
+    }
+}
+
+/// Times the stages of one evaluation: each [`Clock::lap`] books the time
+/// since the last to a stage. On the GPU the stream is synchronised first,
+/// so a stage's time is its kernels' and not only their launches'.
+pub(crate) struct Clock<'a> {
+    stats: &'a mut Stats,
+    gpu: Option<&'a Gpu>,
+    last: Instant,
+}
+
+impl<'a> Clock<'a> {
+    /// A clock for a CPU evaluation.
+    pub(crate) fn cpu(stats: &'a mut Stats) -> Self {
+        Clock {
+            stats,
+            gpu: None,
+            last: Instant::now(),
+        }
+    }
+
+    /// A clock that waits for `gpu`'s stream before each lap.
+    pub(crate) fn gpu(stats: &'a mut Stats, gpu: &'a Gpu) -> Self {
+        Clock {
+            stats,
+            gpu: Some(gpu),
+            last: Instant::now(),
+        }
+    }
+
+    /// Books the time since the last lap to `stage`.
+    pub(crate) fn lap(&mut self, stage: Stage) -> Result<(), Error> {
+        if let Some(gpu) = self.gpu {
+            gpu.stream()
+                .synchronize()
+                .map_err(crate::cuda::device::cuda_err(stage.name()))?;
+        }
+        let now = Instant::now();
+        self.stats.add(stage, (now - self.last).as_secs_f64());
+        self.last = now;
+        Ok(())
+    }
+
+    /// The statistics, for counts.
+    pub(crate) fn stats(&mut self) -> &mut Stats {
+        self.stats
+    }
+}

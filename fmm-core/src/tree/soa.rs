@@ -1,0 +1,81 @@
+//! Particles in tree order as contiguous arrays (structure of arrays), the
+//! form the CPU methods walk.
+
+use crate::kernel::{SourceSlices, MAX_SLOTS};
+use crate::particles::Particles;
+use crate::real::Real;
+
+/// Positions and slots in one order, as contiguous arrays.
+pub(crate) struct SoA<R> {
+    pub(crate) pos: [Vec<R>; 3],
+    pub(crate) slots: Vec<Vec<R>>,
+}
+
+impl<R: Real> SoA<R> {
+    pub(crate) fn with_capacity(n_slots: usize, n: usize) -> Self {
+        SoA {
+            pos: [0, 1, 2].map(|_| Vec::with_capacity(n)),
+            slots: (0..n_slots).map(|_| Vec::with_capacity(n)).collect(),
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.pos.iter_mut().for_each(Vec::clear);
+        self.slots.iter_mut().for_each(Vec::clear);
+    }
+
+    /// Appends the entries `idx` of `other` (a gather: one pass per slot,
+    /// where a `push_from` per entry would copy one number per call).
+    pub(crate) fn gather_from(&mut self, other: &SoA<R>, idx: &[u32]) {
+        for a in 0..3 {
+            let o = &other.pos[a];
+            self.pos[a].extend(idx.iter().map(|&c| o[c as usize]));
+        }
+        for (s, o) in self.slots.iter_mut().zip(&other.slots) {
+            s.extend(idx.iter().map(|&c| o[c as usize]));
+        }
+    }
+
+    /// Appends the entries `range` of `other`.
+    pub(crate) fn push_from(&mut self, other: &SoA<R>, range: std::ops::Range<usize>) {
+        for a in 0..3 {
+            self.pos[a].extend_from_slice(&other.pos[a][range.clone()]);
+        }
+        for (s, o) in self.slots.iter_mut().zip(&other.slots) {
+            s.extend_from_slice(&o[range.clone()]);
+        }
+    }
+
+    pub(crate) fn slices(&self) -> SourceSlices<'_, R> {
+        let mut fields: [&[R]; MAX_SLOTS] = [&[]; MAX_SLOTS];
+        for (f, s) in fields.iter_mut().zip(&self.slots) {
+            *f = s;
+        }
+        SourceSlices {
+            pos: [&self.pos[0], &self.pos[1], &self.pos[2]],
+            fields,
+            n_fields: self.slots.len(),
+        }
+    }
+}
+
+/// Copies particles into tree order.
+pub(crate) fn sorted<R: Real>(p: &Particles<R>, order: &[u32]) -> SoA<R> {
+    let mut s = SoA::with_capacity(p.slots().len(), order.len());
+    for &i in order {
+        let i = i as usize;
+        for a in 0..3 {
+            s.pos[a].push(p.positions()[a][i]);
+        }
+        for (k, slot) in p.slots().iter().enumerate() {
+            s.slots[k].push(slot[i]);
+        }
+    }
+    s
+}
+
+/// The positions in f64, one array per axis.
+pub(crate) fn positions_f64<R: Real>(p: &Particles<R>) -> [Vec<f64>; 3] {
+    p.positions()
+        .map(|v| v.iter().map(|x| x.to_f64()).collect())
+}
