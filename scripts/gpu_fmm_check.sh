@@ -19,8 +19,8 @@ fb --params 0 --n 1000000 --p 6 --theta 0.5 --repeat 3
 fb --params 0 --n 10000000 --p 6 --theta 0.7 --samples 1024 --repeat 5
 fb --params 0 --n 10000000 --p 7 --theta 0.7 --samples 256 --repeat 3
 fb --params 0 --n 10000000 --p 5 --theta 0.6 --samples 256 --repeat 3
-echo "double M2L (FMM_GPU_M2L=f64)"
-FMM_GPU_M2L=f64 fb --params 0 --n 10000000 --p 6 --theta 0.7 --samples 0 --repeat 3
+echo "double M2L (--m2l f64)"
+fb --params 0 --n 10000000 --p 6 --theta 0.7 --samples 0 --repeat 3 --m2l f64
 fb --params 0 --n 10000000 --tol 1e-4 --repeat 1
 # The vortex target: velocity and stretching at 10^7, 1e-4 in 0.5 s.
 fb --n 10000000 --p 9 --theta 0.55 --kernel velocity-stretching --samples 256 --repeat 5

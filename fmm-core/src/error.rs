@@ -65,7 +65,8 @@ pub enum Error {
     },
     #[error(
         "the FMM cannot reach a relative error of {tolerance:.1e} here: {reason}; the best was \
-         {best:.1e} (p {p}, theta {theta}). {advice}"
+         {best:.1e} (p {p}, theta {theta}; tried {}). {advice}",
+        tried.iter().map(|(p, e)| format!("p {p}: {e:.1e}")).collect::<Vec<_>>().join(", ")
     )]
     ToleranceNotMet {
         tolerance: f64,
@@ -74,6 +75,8 @@ pub enum Error {
         theta: f64,
         reason: String,
         advice: String,
+        /// The orders run and the error each gave.
+        tried: Vec<(usize, f64)>,
     },
     #[error("{0}")]
     BadOption(String),
