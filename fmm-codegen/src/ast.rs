@@ -63,6 +63,26 @@ pub enum BinOp {
     Or,
 }
 
+impl BinOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnOp {
     Neg,
@@ -119,41 +139,16 @@ pub enum Stmt {
     },
 }
 
-impl LaplaceTerm {
-    /// The term as it is written in the DSL.
-    pub fn name(&self) -> &'static str {
-        match self {
-            LaplaceTerm::Potential => "potential",
-            LaplaceTerm::Gradient => "gradient",
-            LaplaceTerm::Curl => "curl",
-            LaplaceTerm::Stretching(_) => "stretching",
-        }
-    }
-}
-
-/// What a far-field output is, in terms of the Laplace sum
-/// `Phi(x_i) = sum_j q_j / |x_i - x_j|` of the declared strength `q`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum LaplaceTerm {
-    /// `Phi` itself (scalar for a scalar strength, vector for a vector one).
-    Potential,
-    /// `grad_i Phi` (scalar strength only).
-    Gradient,
-    /// `curl_i Phi` (vector strength only): Biot-Savart.
-    Curl,
-    /// `(a_i . grad_i)(curl_i Phi)` with `a_i` the named target vector field:
-    /// the vortex stretching term.
-    Stretching(String),
-}
-
-/// One output's far field: `output = coefficient * term`.
+/// One output's far field as written: `OUTPUT = VALUE;`, where the value is
+/// a constant coefficient times exactly one Laplace term (`-potential`,
+/// `curl / (4.0 * PI)`). Lowering splits it and checks it
+/// ([`crate::lower`]); the parser only reads it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FarOutput {
     pub output: String,
-    pub coefficient: Expr,
-    pub term: LaplaceTerm,
-    /// Where the term (`gradient` ...) is written.
-    pub term_span: Span,
+    /// The right-hand side, in which the terms (`potential`, `gradient`,
+    /// `curl`, `stretching(FIELD)`) appear as names and calls.
+    pub value: Expr,
     /// The whole entry.
     pub span: Span,
 }

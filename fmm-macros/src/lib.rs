@@ -13,6 +13,8 @@
 //! generated Rust and CUDA code of every kernel.
 
 mod parse;
+#[cfg(test)]
+mod tests;
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};

@@ -24,8 +24,9 @@
 //! operator of a binary expression, the method of a method call, the
 //! component of `v.x`, the name of a declaration or statement.
 
-use fmm_codegen::ast::{self, BinOp, Decl, FarFieldSpec, FarOutput, KernelSpec, LaplaceTerm};
+use fmm_codegen::ast::{self, BinOp, Decl, FarFieldSpec, FarOutput, KernelSpec};
 use fmm_codegen::ast::{Shape, Stmt, UnOp};
+use fmm_codegen::lower::FAR_FORMS;
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::parse::{ParseStream, Parser};
@@ -96,13 +97,6 @@ impl Spans {
         let (first, last) = token_range(syntax);
         self.push_range(first, last)
     }
-
-    /// The first token of an AST span (for errors raised after conversion).
-    fn get(&self, span: ast::Span) -> Span {
-        self.0
-            .get(span.0 as usize)
-            .map_or_else(Span::call_site, |r| r.0)
-    }
 }
 
 /// The spans of the first and last token of a piece of syntax.
@@ -121,12 +115,6 @@ const STMT_FORMS: &str = "expected `let NAME = EXPR;`, `OUTPUT += EXPR;` or `OUT
 const EXPR_FORMS: &str = "supported are numbers, names, unary `-` and `!`, `+ - * /`, \
      comparisons `< <= > >= == !=`, `&&` and `||`, calls `f(x, ..)` and `x.f(..)`, \
      components `v.x` / `v.y` / `v.z`, parentheses and `if c { a } else { b }`";
-
-/// The accepted far-field entry forms.
-const FAR_FORMS: &str = "expected `OUTPUT = TERM;`, `-TERM`, `COEFFICIENT * TERM`, \
-     `TERM * COEFFICIENT` or `TERM / COEFFICIENT` (with parentheses as needed), \
-     where TERM is exactly one of `potential`, `gradient`, `curl` or `stretching(FIELD)` \
-     and COEFFICIENT is an expression without a term";
 
 // ---------------------------------------------------------------------------
 // Declaration level
@@ -383,214 +371,11 @@ fn parse_far_output(input: ParseStream, sp: &mut Spans) -> syn::Result<FarOutput
     let value: syn::Expr = input.parse()?;
     let semi = expect_semi(input, value.span(), "this far-field entry")?;
 
-    let converted = convert_expr(&value, sp)?;
-    let (coefficient, term, term_span) = match count_terms(&converted) {
-        1 => match split_term(converted, sp)? {
-            Part::Term { coef, term, span } => {
-                (coef.unwrap_or(ast::Expr::Num(1.0, span)), term, span)
-            }
-            Part::Const(_) => unreachable!("an expression with one term splits into a term"),
-        },
-        0 => {
-            return Err(syn::Error::new_spanned(
-                &value,
-                format!("the far field of `{output}` names no Laplace term; {FAR_FORMS}"),
-            ))
-        }
-        n => {
-            return Err(syn::Error::new_spanned(
-                &value,
-                format!(
-                    "the far field of `{output}` names {n} Laplace terms, but exactly one is \
-                     allowed; {FAR_FORMS}"
-                ),
-            ))
-        }
-    };
     Ok(FarOutput {
         output: output.to_string(),
-        coefficient,
-        term,
-        term_span,
+        value: convert_expr(&value, sp)?,
         span: sp.push_range(output.span(), semi),
     })
-}
-
-/// Whether a node is itself a Laplace term: `potential`, `gradient`,
-/// `curl` or a call of `stretching`. (The call's arguments are checked in
-/// [`split_term`].)
-fn is_term(e: &ast::Expr) -> bool {
-    match e {
-        ast::Expr::Name(n, _) => matches!(n.as_str(), "potential" | "gradient" | "curl"),
-        ast::Expr::Call(n, _, _) => n == "stretching",
-        _ => false,
-    }
-}
-
-/// How many Laplace terms occur anywhere in `e`.
-fn count_terms(e: &ast::Expr) -> usize {
-    if is_term(e) {
-        return 1;
-    }
-    match e {
-        ast::Expr::Num(..) | ast::Expr::Name(..) => 0,
-        ast::Expr::Unary(_, a, _) | ast::Expr::Component(a, _, _) => count_terms(a),
-        ast::Expr::Binary(_, a, b, _) => count_terms(a) + count_terms(b),
-        ast::Expr::Call(_, args, _) => args.iter().map(count_terms).sum(),
-        ast::Expr::If(c, a, b, _) => count_terms(c) + count_terms(a) + count_terms(b),
-    }
-}
-
-/// A far-field expression split into a term and its coefficient.
-enum Part {
-    /// No term inside: part of the coefficient.
-    Const(ast::Expr),
-    /// The term scaled by `coef` (`None`: by one). `span` is the term's, for
-    /// the implicit `1.0` when there is no coefficient.
-    Term {
-        coef: Option<ast::Expr>,
-        term: LaplaceTerm,
-        span: ast::Span,
-    },
-}
-
-/// Splits an expression holding exactly one term into `coef * term`. Only
-/// scaling is linear in the term, so only unary minus, `*` and `/` (term in
-/// the numerator) may stand between the term and the root.
-fn split_term(e: ast::Expr, sp: &Spans) -> syn::Result<Part> {
-    if count_terms(&e) == 0 {
-        return Ok(Part::Const(e));
-    }
-    let misplaced = |span: ast::Span, place: String| {
-        syn::Error::new(
-            sp.get(span),
-            format!(
-                "a Laplace term can only be scaled by a coefficient, not used {place}; {FAR_FORMS}"
-            ),
-        )
-    };
-    match e {
-        ast::Expr::Name(n, span) => Ok(Part::Term {
-            coef: None,
-            term: match n.as_str() {
-                "potential" => LaplaceTerm::Potential,
-                "gradient" => LaplaceTerm::Gradient,
-                _ => LaplaceTerm::Curl,
-            },
-            span,
-        }),
-        ast::Expr::Call(n, args, span) if n == "stretching" => match args.as_slice() {
-            [ast::Expr::Name(field, _)] => Ok(Part::Term {
-                coef: None,
-                term: LaplaceTerm::Stretching(field.clone()),
-                span,
-            }),
-            _ => Err(syn::Error::new(
-                sp.get(span),
-                "`stretching` takes one target vector field by name: `stretching(FIELD)`",
-            )),
-        },
-        ast::Expr::Unary(UnOp::Neg, inner, span) => match split_term(*inner, sp)? {
-            Part::Term {
-                coef,
-                term,
-                span: ts,
-            } => Ok(Part::Term {
-                coef: Some(ast::Expr::Unary(
-                    UnOp::Neg,
-                    Box::new(coef.unwrap_or(ast::Expr::Num(1.0, ts))),
-                    span,
-                )),
-                term,
-                span: ts,
-            }),
-            Part::Const(_) => unreachable!("the term is inside"),
-        },
-        ast::Expr::Binary(BinOp::Mul, l, r, span) => {
-            match (split_term(*l, sp)?, split_term(*r, sp)?) {
-                (
-                    Part::Term {
-                        coef,
-                        term,
-                        span: ts,
-                    },
-                    Part::Const(k),
-                ) => Ok(Part::Term {
-                    coef: Some(match coef {
-                        None => k,
-                        Some(c) => ast::Expr::Binary(BinOp::Mul, Box::new(c), Box::new(k), span),
-                    }),
-                    term,
-                    span: ts,
-                }),
-                (
-                    Part::Const(k),
-                    Part::Term {
-                        coef,
-                        term,
-                        span: ts,
-                    },
-                ) => Ok(Part::Term {
-                    coef: Some(match coef {
-                        None => k,
-                        Some(c) => ast::Expr::Binary(BinOp::Mul, Box::new(k), Box::new(c), span),
-                    }),
-                    term,
-                    span: ts,
-                }),
-                _ => unreachable!("exactly one side holds the one term"),
-            }
-        }
-        ast::Expr::Binary(BinOp::Div, l, r, span) => {
-            if count_terms(&r) > 0 {
-                return Err(misplaced(r.span(), "in a denominator".into()));
-            }
-            match split_term(*l, sp)? {
-                Part::Term {
-                    coef,
-                    term,
-                    span: ts,
-                } => Ok(Part::Term {
-                    coef: Some(ast::Expr::Binary(
-                        BinOp::Div,
-                        Box::new(coef.unwrap_or(ast::Expr::Num(1.0, ts))),
-                        r,
-                        span,
-                    )),
-                    term,
-                    span: ts,
-                }),
-                Part::Const(_) => unreachable!("the term is in the numerator"),
-            }
-        }
-        ast::Expr::Binary(op, _, _, span) => {
-            Err(misplaced(span, format!("inside `{}`", bin_op_text(op))))
-        }
-        ast::Expr::Unary(UnOp::Not, _, span) => Err(misplaced(span, "inside `!`".into())),
-        ast::Expr::Call(n, _, span) => Err(misplaced(span, format!("as an argument of `{n}`"))),
-        ast::Expr::Component(_, c, span) => {
-            Err(misplaced(span, format!("with a component `.{c}`")))
-        }
-        ast::Expr::If(_, _, _, span) => Err(misplaced(span, "inside an `if`".into())),
-        ast::Expr::Num(..) => unreachable!("a number holds no term"),
-    }
-}
-
-fn bin_op_text(op: BinOp) -> &'static str {
-    match op {
-        BinOp::Add => "+",
-        BinOp::Sub => "-",
-        BinOp::Mul => "*",
-        BinOp::Div => "/",
-        BinOp::Lt => "<",
-        BinOp::Le => "<=",
-        BinOp::Gt => ">",
-        BinOp::Ge => ">=",
-        BinOp::Eq => "==",
-        BinOp::Ne => "!=",
-        BinOp::And => "&&",
-        BinOp::Or => "||",
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -979,7 +764,7 @@ mod tests {
             ast::Expr::Unary(UnOp::Neg, a, _) => format!("(neg {})", show(a)),
             ast::Expr::Unary(UnOp::Not, a, _) => format!("(not {})", show(a)),
             ast::Expr::Binary(op, a, b, _) => {
-                format!("({} {} {})", bin_op_text(*op), show(a), show(b))
+                format!("({} {} {})", op.symbol(), show(a), show(b))
             }
             ast::Expr::Call(f, args, _) => {
                 let args: Vec<_> = args.iter().map(show).collect();
@@ -1034,18 +819,15 @@ mod tests {
         }
     }
 
-    /// The far field of a one-output kernel: (coefficient, term).
-    fn far(entry: TokenStream) -> (String, LaplaceTerm) {
+    /// The far-field entry of a one-output kernel, as written.
+    fn far(entry: TokenStream) -> String {
         let parsed = parse_kernel(quote! {
             kernel K { source m; target a: vec3; output f: vec3;
                 far_field laplace(m) { #entry } }
         })
         .unwrap_or_else(|e| panic!("{e}"));
         match parsed.spec.far_field {
-            FarFieldSpec::Laplace { mut outputs, .. } => {
-                let o = outputs.remove(0);
-                (show(&o.coefficient), o.term)
-            }
+            FarFieldSpec::Laplace { mut outputs, .. } => show(&outputs.remove(0).value),
             FarFieldSpec::None => panic!("no far field"),
         }
     }
@@ -1125,11 +907,9 @@ mod tests {
         assert_eq!(strength, "m");
         assert_eq!(outputs.len(), 2);
         assert_eq!(outputs[0].output, "phi");
-        assert_eq!(outputs[0].term, LaplaceTerm::Potential);
-        assert_eq!(show(&outputs[0].coefficient), "(neg 1)");
+        assert_eq!(show(&outputs[0].value), "(neg potential)");
         assert_eq!(outputs[1].output, "acc");
-        assert_eq!(outputs[1].term, LaplaceTerm::Gradient);
-        assert_eq!(show(&outputs[1].coefficient), "1");
+        assert_eq!(show(&outputs[1].value), "gradient");
 
         let body: Vec<_> = spec
             .body
@@ -1172,7 +952,7 @@ mod tests {
         }
         for o in outputs {
             all.push(o.span);
-            expr_spans(&o.coefficient, &mut all);
+            expr_spans(&o.value, &mut all);
         }
         for st in &spec.body {
             match st {
@@ -1205,63 +985,29 @@ mod tests {
         assert_eq!(p.spec.far_field, FarFieldSpec::None);
     }
 
+    /// The parser keeps each far-field entry as written; splitting it into
+    /// coefficient and term is lowering's (see `crate::tests`).
     #[test]
-    fn far_field_coefficients() {
-        assert_eq!(
-            far(quote! { f = curl / (4.0 * PI); }),
-            ("(/ 1 (* 4 PI))".into(), LaplaceTerm::Curl)
-        );
-        assert_eq!(
-            far(quote! { f = 0.5 * gradient * 2.0; }),
-            ("(* 0.5 2)".into(), LaplaceTerm::Gradient)
-        );
-        assert_eq!(
-            far(quote! { f = 2.0 * (0.5 * gradient); }),
-            ("(* 2 0.5)".into(), LaplaceTerm::Gradient)
-        );
+    fn far_field_entries_are_expressions() {
+        assert_eq!(far(quote! { f = curl / (4.0 * PI); }), "(/ curl (* 4 PI))");
         assert_eq!(
             far(quote! { f = -(2.0 * potential); }),
-            ("(neg 2)".into(), LaplaceTerm::Potential)
-        );
-        assert_eq!(
-            far(quote! { f = -potential / 2.0; }),
-            ("(/ (neg 1) 2)".into(), LaplaceTerm::Potential)
-        );
-        assert_eq!(
-            far(quote! { f = (1.0 + 1.0) * curl; }),
-            ("(+ 1 1)".into(), LaplaceTerm::Curl)
+            "(neg (* 2 potential))"
         );
         assert_eq!(
             far(quote! { f = stretching(a) / (4.0 * PI); }),
-            ("(/ 1 (* 4 PI))".into(), LaplaceTerm::Stretching("a".into()))
+            "(/ (stretching a) (* 4 PI))"
         );
+        // Not a term of the Laplace sum: still parsed, refused by lowering.
+        assert_eq!(far(quote! { f = potential + 1.0; }), "(+ potential 1)");
     }
 
     #[test]
-    fn far_field_errors() {
-        let e = far_err(quote! { f = 2.0 * m; });
-        assert!(
-            e.contains("names no Laplace term") && e.contains("potential"),
-            "{e}"
-        );
-        let e = far_err(quote! { f = potential * gradient; });
-        assert!(e.contains("names 2 Laplace terms"), "{e}");
-        let e = far_err(quote! { f = potential + 1.0; });
-        assert!(
-            e.contains("not used inside `+`") && e.contains("stretching(FIELD)"),
-            "{e}"
-        );
-        let e = far_err(quote! { f = 1.0 / potential; });
-        assert!(e.contains("in a denominator"), "{e}");
-        let e = far_err(quote! { f = sqrt(potential); });
-        assert!(e.contains("as an argument of `sqrt`"), "{e}");
-        let e = far_err(quote! { f = stretching(1.0); });
-        assert!(
-            e.contains("`stretching` takes one target vector field"),
-            "{e}"
-        );
+    fn far_field_syntax_errors() {
         let e = far_err(quote! { f += potential; });
         assert!(e.contains("expected `=` after `f`"), "{e}");
+        let e = far_err(quote! { 2.0 * f; });
+        assert!(e.contains("expected a far-field entry"), "{e}");
         let e = err(quote! { kernel K { far_field dipole(m) {} } });
         assert!(e.contains("expected `laplace(FIELD)"), "{e}");
     }

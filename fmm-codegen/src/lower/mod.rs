@@ -17,6 +17,8 @@ mod checks;
 mod expr;
 mod far_field;
 
+pub use far_field::FAR_FORMS;
+
 use std::collections::HashMap;
 
 use crate::ast::{Decl, KernelSpec, Shape, Span, Stmt};
