@@ -153,16 +153,31 @@ pub struct FarOutput {
     pub span: Span,
 }
 
+/// `strength FIELD;`: the source field that is the kernel's additive
+/// source strength (a mass, a charge, a vortex strength). Each source's
+/// contribution is linear in it, so the strengths of many sources add up:
+/// the treecode replaces a cell's sources by one carrying their summed
+/// strength, and the FMM expands the Laplace sum of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrengthDecl {
+    /// The source field named.
+    pub field: String,
+    /// Where the field's name is written.
+    pub field_span: Span,
+    /// The whole declaration.
+    pub span: Span,
+}
+
 /// How the far field is represented.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FarFieldSpec {
     /// No expansion: direct summation and pseudo-particles only.
     None,
-    /// Laplace expansions of the named source field.
+    /// Laplace expansions of the declared strength ([`StrengthDecl`]).
     Laplace {
-        strength: String,
-        strength_span: Span,
         outputs: Vec<FarOutput>,
+        /// Where `laplace` is written.
+        span: Span,
     },
 }
 
@@ -178,6 +193,8 @@ pub struct KernelSpec {
     pub sources: Vec<Decl>,
     pub targets: Vec<Decl>,
     pub outputs: Vec<Decl>,
+    /// The additive source strength, if declared.
+    pub strength: Option<StrengthDecl>,
     pub far_field: FarFieldSpec,
     /// Conditions on the inputs (`require sigma > 0.0;`), checked by the
     /// runtime before an evaluation.

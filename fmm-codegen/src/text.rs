@@ -56,10 +56,13 @@ pub fn write(def: &KernelDef) -> String {
             o.push_str(&format!("{kw} {} {}\n", f.name, shape_name(f.shape)));
         }
     }
+    if let Some(k) = def.strength {
+        o.push_str(&format!("strength {k}\n"));
+    }
     match &def.far_field {
         FarField::None => o.push_str("far none\n"),
-        FarField::Laplace { strength, terms } => {
-            o.push_str(&format!("far laplace {strength}\n"));
+        FarField::Laplace { terms } => {
+            o.push_str("far laplace\n");
             for t in terms {
                 let term = match t.term {
                     Term::Potential => "potential".to_string(),
@@ -171,6 +174,7 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
         outputs: vec![],
         graph: Graph::new(),
         contributions: vec![],
+        strength: None,
         far_field: FarField::None,
         requirements: vec![],
     };
@@ -221,13 +225,17 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
                     offset,
                 });
             }
+            "strength" => {
+                let k = num(0)? as usize;
+                if k >= def.sources.len() {
+                    return Err(bad("the strength is not a source field"));
+                }
+                def.strength = Some(k);
+            }
             "far" => {
                 def.far_field = match words.first() {
                     Some(&"none") => FarField::None,
-                    Some(&"laplace") => FarField::Laplace {
-                        strength: num(1)? as usize,
-                        terms: vec![],
-                    },
+                    Some(&"laplace") => FarField::Laplace { terms: vec![] },
                     _ => return Err(bad("expected `none` or `laplace`")),
                 }
             }
@@ -287,6 +295,9 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
     if def.contributions.len() != def.n_outputs() || def.contributions.iter().any(|c| c.0 >= nodes)
     {
         return Err("kernel IR text: the contributions do not match the outputs".into());
+    }
+    if def.strength.is_none() && def.far_field != FarField::None {
+        return Err("kernel IR text: a Laplace far field without a strength".into());
     }
     Ok(def)
 }

@@ -4,7 +4,8 @@ fmm_core::kernel! {
     kernel FarFieldTermMisplaced {
         source m;
         output phi;
-        far_field laplace(m) {
+        strength m;
+        far_field laplace {
             phi = 2.0 * (potential + 1.0);
         }
         phi += m * select(r2 > 0.0, rsqrt(r2), 0.0);

@@ -58,3 +58,99 @@ pub(super) fn check_self_interaction(def: &KernelDef, spec: &KernelSpec) -> Resu
     }
     Ok(())
 }
+
+/// Every contribution must be linear in the declared strength `q`:
+/// `f(2 q) = 2 f(q)` and `f(q1 + q2) = f(q1) + f(q2)`. That is what makes
+/// strengths add up: the treecode replaces a cell's sources by one source
+/// carrying their summed strength (a monopole), and the FMM expands the
+/// Laplace sum `sum_j q_j / r` of it. Checked on a few pairs of fixed
+/// pseudo-random inputs (other fields and parameters in [0.5, 1.5], so
+/// core radii and the like stay positive; strengths of either sign) to
+/// 1e-9 relative. An output that is not finite for a sample (a `log` or
+/// `sqrt` outside its domain) says nothing about linearity and is skipped.
+pub(super) fn check_linear_in_strength(def: &KernelDef, spec: &KernelSpec) -> Result<(), Error> {
+    let (Some(slots), Some(decl)) = (def.strength_slots(), &spec.strength) else {
+        return Ok(());
+    };
+    let name = &decl.field;
+    let mut rng = SplitMix64(0x5eed_1e57_0f11_7ea2);
+    for _ in 0..4 {
+        let mut uniform = |n: usize, lo: f64, hi: f64| -> Vec<f64> {
+            (0..n).map(|_| lo + (hi - lo) * rng.next_f64()).collect()
+        };
+        let params = uniform(def.n_params(), 0.5, 1.5);
+        let target = uniform(def.n_targets(), 0.5, 1.5);
+        let base = uniform(def.n_sources(), 0.5, 1.5);
+        let q1 = uniform(slots.len(), -1.0, 1.0);
+        let q2 = uniform(slots.len(), -1.0, 1.0);
+        let target_pos: [f64; 3] = uniform(3, -1.0, 1.0).try_into().expect("three");
+        let source_pos: [f64; 3] = uniform(3, -1.0, 1.0).try_into().expect("three");
+        // The contributions for strength `q` (the other source fields fixed).
+        let f = |q: &[f64]| -> Vec<f64> {
+            let mut source = base.clone();
+            source[slots.clone()].copy_from_slice(q);
+            eval_pair(
+                def,
+                &PairInputs {
+                    params: &params,
+                    target_pos,
+                    target: &target,
+                    source_pos,
+                    source: &source,
+                },
+            )
+        };
+        let sum: Vec<f64> = q1.iter().zip(&q2).map(|(a, b)| a + b).collect();
+        let twice: Vec<f64> = q1.iter().map(|a| 2.0 * a).collect();
+        let (f1, f2, f12, f2q) = (f(&q1), f(&q2), f(&sum), f(&twice));
+        for out in &def.outputs {
+            for (c, slot) in out.slot_names().iter().enumerate() {
+                let k = out.offset + c;
+                let (a, b, ab, a2) = (f1[k], f2[k], f12[k], f2q[k]);
+                if ![a, b, ab, a2].iter().all(|v| v.is_finite()) {
+                    continue;
+                }
+                let scaled = (a2 - 2.0 * a).abs() > 1e-9 * (a2.abs() + 2.0 * a.abs());
+                let added = (ab - (a + b)).abs() > 1e-9 * (ab.abs() + a.abs() + b.abs());
+                if scaled || added {
+                    let sample = if scaled {
+                        format!("f(2 {name}) = {a2:.3e}, 2 f({name}) = {:.3e}", 2.0 * a)
+                    } else {
+                        format!(
+                            "f({name}1 + {name}2) = {ab:.3e}, f({name}1) + f({name}2) = {:.3e}",
+                            a + b
+                        )
+                    };
+                    return err(
+                        decl.span,
+                        format!(
+                            "the outputs are not linear in `{name}`: a strength must add up (the \
+                             treecode lets a cell's summed strength stand for its sources, the \
+                             FMM expands its sum), so what a source adds must satisfy \
+                             f(2 {name}) = 2 f({name}) and f({name}1 + {name}2) = f({name}1) + \
+                             f({name}2); `{slot}` does not ({sample} for sample inputs). Declare \
+                             as the strength the field every output is proportional to, or \
+                             declare none (direct summation only)"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A small deterministic generator (splitmix64), so that the samples, and
+/// therefore the verdict, are the same on every build.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

@@ -56,26 +56,31 @@ struct Split {
     term_span: Span,
 }
 
+/// The far field of `spec`; `strength` is the declared strength's index in
+/// `sources`, which a Laplace far field needs.
 pub(super) fn lower_far_field(
     spec: &KernelSpec,
+    strength: Option<usize>,
     sources: &[Field],
     targets: &[Field],
     outputs: &[Field],
 ) -> Result<FarField, Error> {
     let FarFieldSpec::Laplace {
-        strength,
-        strength_span,
         outputs: far_outputs,
+        span,
     } = &spec.far_field
     else {
         return Ok(FarField::None);
     };
-    let Some(si) = sources.iter().position(|s| &s.name == strength) else {
+    let Some(si) = strength else {
         return err(
-            *strength_span,
-            format!("the far-field strength `{strength}` must be a source field"),
+            *span,
+            "a Laplace far field expands the sum of the kernel's strength (`Phi = sum_j q_j / r`), \
+             and this kernel declares none: add `strength FIELD;` naming the source field that \
+             adds up (a mass, a charge, a vortex strength)",
         );
     };
+    let strength = &sources[si].name;
     let strength_shape = sources[si].shape;
     let mut terms = Vec::new();
     for fo in far_outputs {
@@ -164,10 +169,7 @@ pub(super) fn lower_far_field(
             );
         }
     }
-    Ok(FarField::Laplace {
-        strength: si,
-        terms,
-    })
+    Ok(FarField::Laplace { terms })
 }
 
 /// The first name in an expression other than `PI`.

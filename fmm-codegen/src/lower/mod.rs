@@ -85,6 +85,7 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
     let sources = layout(&spec.sources);
     let targets = layout(&spec.targets);
     let outputs = layout(&spec.outputs);
+    let strength = resolve_strength(spec, &sources)?;
 
     let requirements = spec
         .requires
@@ -174,7 +175,7 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
             );
         }
     }
-    let far_field = far_field::lower_far_field(spec, &sources, &targets, &outputs)?;
+    let far_field = far_field::lower_far_field(spec, strength, &sources, &targets, &outputs)?;
     let (graph, contributions) = prune(&lw.g, &contributions);
     let def = KernelDef {
         name: spec.name.clone(),
@@ -185,11 +186,49 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
         outputs,
         graph,
         contributions,
+        strength,
         far_field,
         requirements,
     };
     checks::check_self_interaction(&def, spec)?;
+    checks::check_linear_in_strength(&def, spec)?;
     Ok(def)
+}
+
+/// The index in `sources` of the field `strength FIELD;` names. A strength
+/// is what each source carries and what adds up over a cell of sources, so
+/// it must be a source field: not a parameter (the same for every source),
+/// a target field or an output.
+fn resolve_strength(spec: &KernelSpec, sources: &[Field]) -> Result<Option<usize>, Error> {
+    let Some(s) = &spec.strength else {
+        return Ok(None);
+    };
+    if let Some(k) = sources.iter().position(|f| f.name == s.field) {
+        return Ok(Some(k));
+    }
+    let known = if sources.is_empty() {
+        "this kernel declares none (`source q;`)".to_string()
+    } else {
+        format!("the source fields are: {}", names(sources))
+    };
+    let name = &s.field;
+    let what = [
+        (&spec.params, "a parameter"),
+        (&spec.targets, "a target field"),
+        (&spec.outputs, "an output"),
+    ]
+    .into_iter()
+    .find_map(|(decls, what)| decls.iter().any(|d| &d.name == name).then_some(what));
+    let message = match what {
+        Some(what) => format!(
+            "`{name}` is {what}, but the strength must be a source field: what each source \
+             carries and what adds up over a cell of sources; {known}"
+        ),
+        None => format!(
+            "`{name}` is not a declared field; the strength names a source field, and {known}"
+        ),
+    };
+    err(s.field_span, message)
 }
 
 /// The names of some fields, for error messages: `phi, acc`.

@@ -19,7 +19,6 @@ use crate::error::Error;
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
 use crate::particles::Particles;
 use crate::real::Real;
-use fmm_codegen::FarField;
 
 /// Targets per group when the options leave it at 0: one block of the GPU
 /// walk, and on the CPU the fastest of 16 to 128 (1e6 Plummer, 2 cores).
@@ -129,16 +128,14 @@ impl<R: Real> SoA<R> {
     }
 }
 
-/// Which source slots are the additive strength, from the far-field
-/// declaration.
+/// Which source slots are the additive strength (`strength FIELD;`): any
+/// kernel that declares one runs, with or without a far field, since the
+/// monopoles need only that the strength adds up.
 pub(crate) fn strength_slots<K: Kernel>() -> Result<Vec<usize>, Error> {
     let def = K::def();
-    match &def.far_field {
-        FarField::Laplace { strength, .. } => {
-            let f = &def.sources[*strength];
-            Ok((f.offset..f.offset + f.shape.slots()).collect())
-        }
-        FarField::None => Err(Error::NoFarField {
+    match def.strength_slots() {
+        Some(slots) => Ok(slots.collect()),
+        None => Err(Error::NoStrength {
             kernel: def.name.clone(),
             method: "the treecode",
         }),

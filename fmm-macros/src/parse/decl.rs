@@ -1,6 +1,7 @@
 //! The kernel and its declarations: the doc comment and attributes,
 //! `kernel NAME { .. }`, and `param`, `source`, `target`, `output`,
-//! `require` and `far_field` items; anything else is a body statement.
+//! `require`, `strength` and `far_field` items; anything else is a body
+//! statement.
 
 use fmm_codegen::ast::{self, Decl, FarFieldSpec, KernelSpec, Shape};
 use proc_macro2::Span;
@@ -11,7 +12,7 @@ use syn::{token, Attribute, Ident, Token, Visibility};
 use super::expr::convert_expr;
 use super::far_field::parse_far_field;
 use super::kw;
-use super::spans::{token_range, Spans};
+use super::spans::{error_at, token_range, Spans};
 use super::stmt::parse_stmt;
 
 pub(super) fn parse_top(
@@ -39,6 +40,7 @@ pub(super) fn parse_top(
         sources: Vec::new(),
         targets: Vec::new(),
         outputs: Vec::new(),
+        strength: None,
         far_field: FarFieldSpec::None,
         requires: Vec::new(),
         body: Vec::new(),
@@ -128,6 +130,20 @@ fn parse_item(
             text,
             span: sp.push_range(first, semi),
         });
+    } else if starts_decl(input, kw::strength) {
+        let keyword = input.parse::<kw::strength>()?;
+        let decl = parse_strength(input, sp, keyword.span)?;
+        if let Some(first) = &spec.strength {
+            return Err(error_at(
+                sp.get(decl.span),
+                &format!(
+                    "duplicate `strength`: a kernel has one additive source strength, and `{}` is \
+                     it already (a vector strength is one vec3 source field)",
+                    first.field
+                ),
+            ));
+        }
+        spec.strength = Some(decl);
     } else if starts_decl(input, kw::far_field) {
         let keyword = input.parse::<kw::far_field>()?;
         let far = parse_far_field(input, sp)?;
@@ -143,6 +159,37 @@ fn parse_item(
         spec.body.push(parse_stmt(input, sp)?);
     }
     Ok(())
+}
+
+/// `FIELD;` after `strength` (at `keyword`). Whether `FIELD` is a source
+/// field is lowering's to check; a shape here would repeat (or contradict)
+/// the field's own.
+fn parse_strength(
+    input: ParseStream,
+    sp: &mut Spans,
+    keyword: Span,
+) -> syn::Result<ast::StrengthDecl> {
+    if !input.peek(Ident) {
+        return Err(input.error(
+            "expected the name of the source field that is the strength: `strength FIELD;`",
+        ));
+    }
+    let field: Ident = input.parse()?;
+    if input.peek(Token![:]) {
+        return Err(syn::Error::new(
+            input.parse::<Token![:]>()?.span,
+            format!(
+                "the strength has the shape of the source field it names: write `strength {field};` \
+                 and give the shape where the field is declared (`source {field}: vec3;`)"
+            ),
+        ));
+    }
+    let semi = expect_semi(input, field.span(), &format!("`strength {field}`"))?;
+    Ok(ast::StrengthDecl {
+        field: field.to_string(),
+        field_span: sp.push(field.span()),
+        span: sp.push_range(keyword, semi),
+    })
 }
 
 /// `NAME;` or `NAME: SHAPE;` after a declaration keyword.

@@ -7,7 +7,8 @@
 //! #[derive(..)]
 //! pub kernel Name {
 //!     param eps;  source m;  target a: vec3;  output phi;  output acc: vec3;
-//!     far_field laplace(m) { phi = -potential; acc = gradient; }   // or `far_field none;`
+//!     strength m;
+//!     far_field laplace { phi = -potential; acc = gradient; }   // or `far_field none;`
 //!     let inv = rsqrt(r2 + eps * eps);
 //!     phi -= m * inv;
 //! }
@@ -19,7 +20,7 @@
 //! recorded here ([`spans`]).
 //!
 //! The files follow the grammar, top down: [`decl`] (the kernel and its
-//! declarations), [`far_field`] (`far_field none;` / `laplace(..) { .. }`),
+//! declarations), [`far_field`] (`far_field none;` / `laplace { .. }`),
 //! [`stmt`] (the body's statements) and [`expr`] (expressions, converted
 //! from syn's to the AST's).
 //!
@@ -37,6 +38,7 @@ use proc_macro2::{Span, TokenStream};
 use syn::parse::{ParseStream, Parser};
 
 use decl::parse_top;
+pub(crate) use spans::error_at;
 use spans::Spans;
 
 /// The DSL's own keywords. They are ordinary identifiers to Rust, so a
@@ -48,6 +50,7 @@ mod kw {
     syn::custom_keyword!(source);
     syn::custom_keyword!(target);
     syn::custom_keyword!(output);
+    syn::custom_keyword!(strength);
     syn::custom_keyword!(far_field);
     syn::custom_keyword!(require);
     syn::custom_keyword!(laplace);

@@ -31,6 +31,32 @@ impl Spans {
         let (first, last) = token_range(syntax);
         self.push_range(first, last)
     }
+
+    /// The token range of an AST span.
+    pub(super) fn get(&self, span: ast::Span) -> (Span, Span) {
+        self.0
+            .get(span.0 as usize)
+            .copied()
+            .unwrap_or_else(|| (Span::call_site(), Span::call_site()))
+    }
+}
+
+/// An error underlining the tokens `first ..= last`: `syn::Error::new_spanned`
+/// covers the range from the first to the last token of what it is given,
+/// which works on a stable compiler where spans cannot be joined.
+pub(crate) fn error_at((first, last): (Span, Span), message: &str) -> syn::Error {
+    let tokens: proc_macro2::TokenStream = [first, last]
+        .into_iter()
+        .map(|span| {
+            let mut t = proc_macro2::TokenTree::Punct(proc_macro2::Punct::new(
+                '<',
+                proc_macro2::Spacing::Alone,
+            ));
+            t.set_span(span);
+            t
+        })
+        .collect();
+    syn::Error::new_spanned(tokens, message)
 }
 
 /// The spans of the first and last token of a piece of syntax.

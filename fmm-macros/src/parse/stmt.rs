@@ -13,7 +13,8 @@ use super::spans::Spans;
 
 /// The accepted statement forms, quoted by several errors.
 const STMT_FORMS: &str = "expected `let NAME = EXPR;`, `OUTPUT += EXPR;` or `OUTPUT -= EXPR;` \
-     (or a declaration: `param`, `source`, `target`, `output`, `far_field`)";
+     (or a declaration: `param`, `source`, `target`, `output`, `require`, `strength`, \
+     `far_field`)";
 
 /// `let NAME = EXPR;`, `OUTPUT += EXPR;` or `OUTPUT -= EXPR;`.
 ///

@@ -72,7 +72,7 @@ fn value(stmt: &Stmt) -> String {
 fn far(entry: TokenStream) -> String {
     let parsed = parse_kernel(quote! {
         kernel K { source m; target a: vec3; output f: vec3;
-            far_field laplace(m) { #entry } }
+            strength m; far_field laplace { #entry } }
     })
     .unwrap_or_else(|e| panic!("{e}"));
     match parsed.spec.far_field {
@@ -83,7 +83,7 @@ fn far(entry: TokenStream) -> String {
 
 fn far_err(entry: TokenStream) -> String {
     err(quote! {
-        kernel K { source m; output f; far_field laplace(m) { #entry } }
+        kernel K { source m; output f; strength m; far_field laplace { #entry } }
     })
 }
 
@@ -102,7 +102,8 @@ fn gravity() {
             target alpha_i: vec3;
             output phi;
             output acc: vec3;
-            far_field laplace(m) {
+            strength m;
+            far_field laplace {
                 phi = -potential;
                 acc = gradient;
             }
@@ -145,15 +146,11 @@ fn gravity() {
         ]
     );
 
-    let FarFieldSpec::Laplace {
-        strength,
-        strength_span,
-        outputs,
-    } = &spec.far_field
-    else {
+    let strength = spec.strength.as_ref().expect("a strength");
+    assert_eq!(strength.field, "m");
+    let FarFieldSpec::Laplace { outputs, span } = &spec.far_field else {
         panic!("expected a Laplace far field");
     };
-    assert_eq!(strength, "m");
     assert_eq!(outputs.len(), 2);
     assert_eq!(outputs[0].output, "phi");
     assert_eq!(show(&outputs[0].value), "(neg potential)");
@@ -189,7 +186,7 @@ fn gravity() {
     );
 
     // Every span indexes the table; none is Span::NONE.
-    let mut all = vec![spec.name_span, *strength_span];
+    let mut all = vec![spec.name_span, strength.field_span, strength.span, *span];
     for d in spec
         .params
         .iter()
@@ -256,14 +253,46 @@ fn far_field_syntax_errors() {
     assert!(e.contains("expected `=` after `f`"), "{e}");
     let e = far_err(quote! { 2.0 * f; });
     assert!(e.contains("expected a far-field entry"), "{e}");
-    let e = err(quote! { kernel K { far_field dipole(m) {} } });
-    assert!(e.contains("expected `laplace(FIELD)"), "{e}");
+    let e = err(quote! { kernel K { far_field dipole {} } });
+    assert!(e.contains("expected `laplace { OUTPUT = ...; }`"), "{e}");
+}
+
+#[test]
+fn strength_declarations() {
+    let p = parse_kernel(quote! { kernel K { source q: vec3; strength q; output u: vec3; } })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.spec.strength.map(|s| s.field), Some("q".into()));
+    // Not reserved: an output called `strength` is accumulated into.
+    let p = parse_kernel(quote! { kernel K { output strength; strength += 1.0; } }).unwrap();
+    assert!(p.spec.strength.is_none());
+    let e = err(quote! { kernel K { source m; strength m; strength m; } });
+    assert!(
+        e.contains("duplicate `strength`") && e.contains("`m` is it already"),
+        "{e}"
+    );
+    let e = err(quote! { kernel K { source q: vec3; strength q: vec3; } });
+    assert!(e.contains("write `strength q;`"), "{e}");
+    let e = err(quote! { kernel K { strength; } });
+    assert!(e.contains("`strength FIELD;`"), "{e}");
+    let e = err(quote! { kernel K { source m; strength m } });
+    assert!(e.contains("expected `;` after `strength m`"), "{e}");
+}
+
+#[test]
+fn the_first_form_of_laplace_says_what_to_write() {
+    let e = err(quote! {
+        kernel K { source m; output phi; far_field laplace(m) { phi = potential; } }
+    });
+    assert!(
+        e.contains("`strength m;` and `far_field laplace { .. }`"),
+        "{e}"
+    );
 }
 
 #[test]
 fn duplicate_far_field() {
     let e = err(quote! {
-        kernel K { source m; output f; far_field none; far_field laplace(m) { f = potential; } }
+        kernel K { source m; output f; far_field none; far_field laplace { f = potential; } }
     });
     assert!(e.contains("duplicate `far_field`"), "{e}");
 }
