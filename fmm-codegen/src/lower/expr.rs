@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use super::{err, Error, FUNCTIONS};
+use super::{err, functions, Error};
 use crate::ast::{BinOp, Expr, Shape, Span, UnOp};
-use crate::ir::{Cmp, Func, Graph, Node, NodeId, Op};
+use crate::ir::{Cmp, Func, Graph, Node, NodeId};
 use crate::kernel::Field;
 
 /// A typed value during lowering.
@@ -87,7 +87,7 @@ impl Lowerer {
             let Value::Scalar(r2) = self.names["r2"] else {
                 unreachable!("r2 is a scalar")
             };
-            let r = self.g.unary(Func::Sqrt, r2);
+            let r = self.g.call(Func::SQRT, &[r2]);
             self.names.insert("r".into(), Value::Scalar(r));
             return Ok(Value::Scalar(r));
         }
@@ -277,28 +277,22 @@ impl Lowerer {
     }
 
     fn call(&mut self, f: &str, args: &[Expr], span: Span) -> Result<Value, Error> {
-        let unary = match f {
-            "sqrt" => Some(Func::Sqrt),
-            "rsqrt" => Some(Func::Rsqrt),
-            "exp" => Some(Func::Exp),
-            "erf" => Some(Func::Erf),
-            "log" | "ln" => Some(Func::Log),
-            "abs" => Some(Func::Abs),
-            _ => None,
-        };
-        if let Some(func) = unary {
-            self.arity(f, args, 1, span)?;
-            let x = self.scalar(&args[0], &format!("the argument of `{f}`"))?;
-            return Ok(Value::Scalar(self.g.unary(func, x)));
+        // A row of the built-in functions: scalars in, a scalar out.
+        if let Some(func) = Func::named(f) {
+            let n = func.row().arity;
+            self.arity(f, args, n, span)?;
+            let what = if n == 1 {
+                format!("the argument of `{f}`")
+            } else {
+                format!("an argument of `{f}`")
+            };
+            let xs = args
+                .iter()
+                .map(|a| self.scalar(a, &what))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Value::Scalar(self.g.call(func, &xs)));
         }
         match f {
-            "min" | "max" => {
-                self.arity(f, args, 2, span)?;
-                let x = self.scalar(&args[0], &format!("an argument of `{f}`"))?;
-                let y = self.scalar(&args[1], &format!("an argument of `{f}`"))?;
-                let op = if f == "min" { Op::Min } else { Op::Max };
-                Ok(Value::Scalar(self.g.binary(op, x, y)))
-            }
             "powi" => {
                 self.arity(f, args, 2, span)?;
                 let x = self.expr(&args[0])?;
@@ -348,7 +342,7 @@ impl Lowerer {
                 self.arity(f, args, 1, span)?;
                 let a = self.vector(&args[0], "the argument of `norm`")?;
                 let n2 = dot(&mut self.g, a, a);
-                Ok(Value::Scalar(self.g.unary(Func::Sqrt, n2)))
+                Ok(Value::Scalar(self.g.call(Func::SQRT, &[n2])))
             }
             "vec3" => {
                 self.arity(f, args, 3, span)?;
@@ -366,7 +360,7 @@ impl Lowerer {
                 span,
                 format!(
                     "unknown function `{f}`; the kernel body can call: {}",
-                    FUNCTIONS.join(", ")
+                    functions().join(", ")
                 ),
             ),
         }

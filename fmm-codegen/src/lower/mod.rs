@@ -56,11 +56,19 @@ pub const MAX_SLOTS: usize = 16;
 /// The built-in names of a kernel body, besides the declared ones.
 pub const BUILTIN_NAMES: &[&str] = &["d", "r2", "r", "PI"];
 
-/// The functions a kernel body may call.
-pub const FUNCTIONS: &[&str] = &[
-    "sqrt", "rsqrt", "exp", "erf", "log", "abs", "min", "max", "powi", "select", "dot", "cross",
-    "norm", "vec3",
-];
+/// The calls of a kernel body that are not rows of
+/// [`crate::builtins::BUILTINS`]: they take vectors, booleans or a literal,
+/// and are lowered to arithmetic and built-in functions (in [`expr`]).
+pub const FORMS: &[&str] = &["powi", "select", "dot", "cross", "norm", "vec3"];
+
+/// The functions a kernel body may call, by their main names: the built-in
+/// functions, then the forms.
+pub fn functions() -> Vec<&'static str> {
+    crate::ir::Func::all()
+        .map(|f| f.name())
+        .chain(FORMS.iter().copied())
+        .collect()
+}
 
 fn layout(decls: &[Decl]) -> Vec<Field> {
     let mut offset = 0;
@@ -256,8 +264,10 @@ fn prune(g: &Graph, roots: &[NodeId]) -> (Graph, Vec<NodeId>) {
         }
         let m = |id: NodeId| map[id.index()];
         let n = match *node {
-            Node::Unary(f, a) => Node::Unary(f, m(a)),
+            Node::Neg(a) => Node::Neg(m(a)),
             Node::Binary(o, a, b) => Node::Binary(o, m(a), m(b)),
+            Node::Call1(f, a) => Node::Call1(f, m(a)),
+            Node::Call2(f, a, b) => Node::Call2(f, m(a), m(b)),
             Node::Compare(c, a, b) => Node::Compare(c, m(a), m(b)),
             Node::And(a, b) => Node::And(m(a), m(b)),
             Node::Or(a, b) => Node::Or(m(a), m(b)),
@@ -308,7 +318,7 @@ fn check_names(spec: &KernelSpec) -> Result<(), Error> {
                     ),
                 );
             }
-            if FUNCTIONS.contains(&d.name.as_str()) {
+            if functions().contains(&d.name.as_str()) {
                 return err(
                     d.span,
                     format!(
