@@ -14,6 +14,7 @@ kernel! {
         source q;
         output phi;
         output e: vec3;
+        strength q;
         require kappa >= 0.0;
         let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
         let screened = q * exp(-kappa * r) * inv_r;

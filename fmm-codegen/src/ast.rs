@@ -63,6 +63,26 @@ pub enum BinOp {
     Or,
 }
 
+impl BinOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnOp {
     Neg,
@@ -119,42 +139,32 @@ pub enum Stmt {
     },
 }
 
-impl LaplaceTerm {
-    /// The term as it is written in the DSL.
-    pub fn name(&self) -> &'static str {
-        match self {
-            LaplaceTerm::Potential => "potential",
-            LaplaceTerm::Gradient => "gradient",
-            LaplaceTerm::Curl => "curl",
-            LaplaceTerm::Stretching(_) => "stretching",
-        }
-    }
-}
-
-/// What a far-field output is, in terms of the Laplace sum
-/// `Phi(x_i) = sum_j q_j / |x_i - x_j|` of the declared strength `q`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum LaplaceTerm {
-    /// `Phi` itself (scalar for a scalar strength, vector for a vector one).
-    Potential,
-    /// `grad_i Phi` (scalar strength only).
-    Gradient,
-    /// `curl_i Phi` (vector strength only): Biot-Savart.
-    Curl,
-    /// `(a_i . grad_i)(curl_i Phi)` with `a_i` the named target vector field:
-    /// the vortex stretching term.
-    Stretching(String),
-}
-
-/// One output's far field: `output = coefficient * term`.
+/// One output's far field as written: `OUTPUT = VALUE;`, where the value is
+/// a constant coefficient times exactly one Laplace term (`-potential`,
+/// `curl / (4.0 * PI)`). Lowering splits it and checks it
+/// ([`crate::lower`]); the parser only reads it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FarOutput {
     pub output: String,
-    pub coefficient: Expr,
-    pub term: LaplaceTerm,
-    /// Where the term (`gradient` ...) is written.
-    pub term_span: Span,
+    /// The right-hand side, in which the terms (`potential`, `gradient`,
+    /// `curl`, `stretching(FIELD)`) appear as names and calls.
+    pub value: Expr,
     /// The whole entry.
+    pub span: Span,
+}
+
+/// `strength FIELD;`: the source field that is the kernel's additive
+/// source strength (a mass, a charge, a vortex strength). Each source's
+/// contribution is linear in it, so the strengths of many sources add up:
+/// the treecode replaces a cell's sources by one carrying their summed
+/// strength, and the FMM expands the Laplace sum of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrengthDecl {
+    /// The source field named.
+    pub field: String,
+    /// Where the field's name is written.
+    pub field_span: Span,
+    /// The whole declaration.
     pub span: Span,
 }
 
@@ -163,11 +173,11 @@ pub struct FarOutput {
 pub enum FarFieldSpec {
     /// No expansion: direct summation and pseudo-particles only.
     None,
-    /// Laplace expansions of the named source field.
+    /// Laplace expansions of the declared strength ([`StrengthDecl`]).
     Laplace {
-        strength: String,
-        strength_span: Span,
         outputs: Vec<FarOutput>,
+        /// Where `laplace` is written.
+        span: Span,
     },
 }
 
@@ -183,6 +193,8 @@ pub struct KernelSpec {
     pub sources: Vec<Decl>,
     pub targets: Vec<Decl>,
     pub outputs: Vec<Decl>,
+    /// The additive source strength, if declared.
+    pub strength: Option<StrengthDecl>,
     pub far_field: FarFieldSpec,
     /// Conditions on the inputs (`require sigma > 0.0;`), checked by the
     /// runtime before an evaluation.

@@ -4,7 +4,7 @@
 //! checks (what does the kernel give at r = 0?) and by tests that compare
 //! the generated evaluators against it.
 
-use crate::ir::{eval_compare, eval_unary, fold_binary, Graph, Node, NodeId};
+use crate::ir::{eval_compare, fold_binary, Graph, Node, NodeId};
 use crate::kernel::KernelDef;
 
 /// The inputs of one source-target pair, as flattened slots.
@@ -39,8 +39,10 @@ pub fn eval_nodes_into(graph: &Graph, inp: &PairInputs, v: &mut Vec<f64>) {
             Node::Tgt(k) => inp.target[k as usize],
             Node::SrcPos(c) => inp.source_pos[c as usize],
             Node::TgtPos(c) => inp.target_pos[c as usize],
-            Node::Unary(fun, a) => eval_unary(fun, g(a)),
+            Node::Neg(a) => -g(a),
             Node::Binary(op, a, c) => fold_binary(op, g(a), g(c)),
+            Node::Call1(fun, a) => (fun.row().eval)(&[g(a)]),
+            Node::Call2(fun, a, c) => (fun.row().eval)(&[g(a), g(c)]),
             Node::Compare(cmp, a, c) => f(eval_compare(cmp, g(a), g(c))),
             Node::And(a, c) => f(b(g(a)) && b(g(c))),
             Node::Or(a, c) => f(b(g(a)) || b(g(c))),

@@ -4,11 +4,10 @@
 //! one flop, as nyland2007 counts its 20 flops of gravity), and a count
 //! weighted by clock cycles relative to an add, with the weights of that
 //! table (from the CUDA programming guide of the time): `+ - *` 1,
-//! division 5, `sqrt` 4, `exp` 8, `erf` 8 (assumed equal to `exp` there).
-//! Weights the table does not give: `rsqrt` 4 (like `sqrt`), `log` 8 (like
-//! `exp`), `min`/`max` 1. Negation and `abs` are free (they become operand
-//! modifiers on the GPU), and so are comparisons and selects, which are not
-//! floating-point arithmetic.
+//! division 5; the built-in functions' counts are their rows'
+//! ([`crate::builtins::Builtin::flops`] and `weighted`). Negation is free
+//! (an operand modifier on the GPU), and so are comparisons and selects,
+//! which are not floating-point arithmetic.
 //!
 //! Only the work done per pair is counted: what depends on parameters or on
 //! the target alone is hoisted out of the source loop by the emitters. Each
@@ -16,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ir::{Func, Node, Op, Stage};
+use crate::ir::{Node, Op, Stage};
 use crate::kernel::KernelDef;
 
 /// Flop counts of one interaction.
@@ -40,26 +39,20 @@ impl std::fmt::Display for FlopCount {
     }
 }
 
-/// Name and weight (cycles relative to an add) of an operation; `None` for
-/// operations that are not counted.
-fn cost(node: &Node) -> Option<(&'static str, u32)> {
+/// Name, plain count and weight (cycles relative to an add) of an
+/// operation; `None` for operations that are not counted.
+fn cost(node: &Node) -> Option<(&'static str, u32, u32)> {
     match node {
         Node::Binary(op, _, _) => Some(match op {
-            Op::Add => ("+", 1),
-            Op::Sub => ("-", 1),
-            Op::Mul => ("*", 1),
-            Op::Div => ("/", 5),
-            Op::Min => ("min", 1),
-            Op::Max => ("max", 1),
+            Op::Add => ("+", 1, 1),
+            Op::Sub => ("-", 1, 1),
+            Op::Mul => ("*", 1, 1),
+            Op::Div => ("/", 1, 5),
         }),
-        Node::Unary(f, _) => match f {
-            Func::Neg | Func::Abs => None,
-            Func::Sqrt => Some(("sqrt", 4)),
-            Func::Rsqrt => Some(("rsqrt", 4)),
-            Func::Exp => Some(("exp", 8)),
-            Func::Erf => Some(("erf", 8)),
-            Func::Log => Some(("log", 8)),
-        },
+        Node::Call1(f, _) | Node::Call2(f, _, _) => {
+            let row = f.row();
+            (row.flops > 0).then_some((row.name, row.flops, row.weighted))
+        }
         _ => None,
     }
 }
@@ -70,8 +63,8 @@ pub fn count(def: &KernelDef) -> FlopCount {
     let live = g.reachable(&def.contributions);
     let stages = g.stages();
     let mut fc = FlopCount::default();
-    let mut add = |name: &'static str, w: u32| {
-        fc.plain += 1;
+    let mut add = |name: &'static str, plain: u32, w: u32| {
+        fc.plain += plain;
         fc.weighted += w;
         *fc.by_op.entry(name).or_insert(0) += 1;
     };
@@ -81,18 +74,18 @@ pub fn count(def: &KernelDef) -> FlopCount {
         }
         // A negation at the root of a contribution becomes a subtraction
         // from the accumulator, and is not an operation of its own.
-        if let Some((name, w)) = cost(node) {
-            add(name, w);
+        if let Some((name, plain, w)) = cost(node) {
+            add(name, plain, w);
         }
     }
     for &c in &def.contributions {
         if stages[c.index()] == Stage::Pair {
-            let name = if matches!(g.node(c), Node::Unary(Func::Neg, _)) {
+            let name = if matches!(g.node(c), Node::Neg(_)) {
                 "-"
             } else {
                 "+"
             };
-            add(name, 1);
+            add(name, 1, 1);
         }
     }
     fc

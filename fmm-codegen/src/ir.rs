@@ -20,42 +20,15 @@ impl NodeId {
     }
 }
 
-/// Unary scalar functions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Func {
-    Neg,
-    Sqrt,
-    Rsqrt,
-    Exp,
-    Erf,
-    Log,
-    Abs,
-}
+pub use crate::builtins::Func;
 
-impl Func {
-    /// The function's name in the text form and in generated helpers.
-    pub fn name(self) -> &'static str {
-        match self {
-            Func::Neg => "neg",
-            Func::Sqrt => "sqrt",
-            Func::Rsqrt => "rsqrt",
-            Func::Exp => "exp",
-            Func::Erf => "erf",
-            Func::Log => "log",
-            Func::Abs => "abs",
-        }
-    }
-}
-
-/// Binary scalar operations.
+/// The arithmetic operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     Add,
     Sub,
     Mul,
     Div,
-    Min,
-    Max,
 }
 
 /// Comparisons, giving a boolean.
@@ -84,8 +57,14 @@ pub enum Node {
     SrcPos(u8),
     /// Coordinate `c` of the target position `x_i`.
     TgtPos(u8),
-    Unary(Func, NodeId),
+    /// `-a`.
+    Neg(NodeId),
     Binary(Op, NodeId, NodeId),
+    /// A built-in function of one argument (a row of
+    /// [`crate::builtins::BUILTINS`]).
+    Call1(Func, NodeId),
+    /// A built-in function of two arguments.
+    Call2(Func, NodeId, NodeId),
     Compare(Cmp, NodeId, NodeId),
     And(NodeId, NodeId),
     Or(NodeId, NodeId),
@@ -103,8 +82,10 @@ enum Key {
     Tgt(u16),
     SrcPos(u8),
     TgtPos(u8),
-    Unary(Func, NodeId),
+    Neg(NodeId),
     Binary(Op, NodeId, NodeId),
+    Call1(Func, NodeId),
+    Call2(Func, NodeId, NodeId),
     Compare(Cmp, NodeId, NodeId),
     And(NodeId, NodeId),
     Or(NodeId, NodeId),
@@ -122,8 +103,10 @@ impl Node {
             Node::Tgt(k) => Key::Tgt(k),
             Node::SrcPos(c) => Key::SrcPos(c),
             Node::TgtPos(c) => Key::TgtPos(c),
-            Node::Unary(f, a) => Key::Unary(f, a),
+            Node::Neg(a) => Key::Neg(a),
             Node::Binary(o, a, b) => Key::Binary(o, a, b),
+            Node::Call1(f, a) => Key::Call1(f, a),
+            Node::Call2(f, a, b) => Key::Call2(f, a, b),
             Node::Compare(c, a, b) => Key::Compare(c, a, b),
             Node::And(a, b) => Key::And(a, b),
             Node::Or(a, b) => Key::Or(a, b),
@@ -141,10 +124,12 @@ impl Node {
             | Node::Tgt(_)
             | Node::SrcPos(_)
             | Node::TgtPos(_) => vec![],
-            Node::Unary(_, a) | Node::Not(a) => vec![a],
-            Node::Binary(_, a, b) | Node::Compare(_, a, b) | Node::And(a, b) | Node::Or(a, b) => {
-                vec![a, b]
-            }
+            Node::Neg(a) | Node::Call1(_, a) | Node::Not(a) => vec![a],
+            Node::Binary(_, a, b)
+            | Node::Call2(_, a, b)
+            | Node::Compare(_, a, b)
+            | Node::And(a, b)
+            | Node::Or(a, b) => vec![a, b],
             Node::Select(c, a, b) => vec![c, a, b],
         }
     }
@@ -244,31 +229,65 @@ impl Graph {
         self.intern(node)
     }
 
-    pub fn unary(&mut self, f: Func, a: NodeId) -> NodeId {
+    pub fn neg(&mut self, a: NodeId) -> NodeId {
         if let Some(x) = self.constant(a) {
-            if let Some(v) = fold_unary(f, x) {
+            return self.constant_node(-x);
+        }
+        match self.node(a) {
+            // -(-x) = x
+            Node::Neg(x) => return x,
+            // -(x - y) = y - x
+            Node::Binary(Op::Sub, x, y) => return self.binary(Op::Sub, y, x),
+            _ => {}
+        }
+        self.intern(Node::Neg(a))
+    }
+
+    /// A built-in function of its arguments (as many as its row's arity),
+    /// folded when they are constants and simplified by the row's algebra
+    /// (`even`, `idempotent`, `commutative`).
+    pub fn call(&mut self, f: Func, args: &[NodeId]) -> NodeId {
+        let row = f.row();
+        assert_eq!(
+            args.len(),
+            row.arity,
+            "`{}` takes {} arguments",
+            row.name,
+            row.arity
+        );
+        let consts: Option<Vec<f64>> = args.iter().map(|&a| self.constant(a)).collect();
+        if let Some(v) = consts.map(|c| (row.eval)(&c)) {
+            // A value that is not finite (`sqrt(-1)`) is left to run
+            // time, so that it reaches the checks instead of vanishing.
+            if v.is_finite() {
                 return self.constant_node(v);
             }
         }
-        if f == Func::Neg {
-            match self.node(a) {
-                // -(-x) = x
-                Node::Unary(Func::Neg, x) => return x,
-                // -(x - y) = y - x
-                Node::Binary(Op::Sub, x, y) => return self.binary(Op::Sub, y, x),
-                _ => {}
+        match *args {
+            [a] => {
+                match self.node(a) {
+                    // f(-x) = f(x)
+                    Node::Neg(x) if row.even => return self.call(f, &[x]),
+                    // f(f(x)) = f(x)
+                    Node::Call1(g, _) if row.idempotent && g == f => return a,
+                    _ => {}
+                }
+                self.intern(Node::Call1(f, a))
             }
-        }
-        if f == Func::Abs {
-            if let Node::Unary(Func::Neg | Func::Abs, x) = self.node(a) {
-                return self.unary(Func::Abs, x);
+            [a, b] => {
+                // f(x, x) = x
+                if row.idempotent && a == b {
+                    return a;
+                }
+                let (a, b) = if row.commutative && b < a {
+                    (b, a)
+                } else {
+                    (a, b)
+                };
+                self.intern(Node::Call2(f, a, b))
             }
+            _ => unreachable!("rows have one or two arguments"),
         }
-        self.intern(Node::Unary(f, a))
-    }
-
-    pub fn neg(&mut self, a: NodeId) -> NodeId {
-        self.unary(Func::Neg, a)
     }
 
     pub fn binary(&mut self, op: Op, a: NodeId, b: NodeId) -> NodeId {
@@ -285,10 +304,10 @@ impl Graph {
                     return a;
                 }
                 // a + (-b) = a - b
-                if let Node::Unary(Func::Neg, nb) = self.node(b) {
+                if let Node::Neg(nb) = self.node(b) {
                     return self.binary(Op::Sub, a, nb);
                 }
-                if let Node::Unary(Func::Neg, na) = self.node(a) {
+                if let Node::Neg(na) = self.node(a) {
                     return self.binary(Op::Sub, b, na);
                 }
             }
@@ -303,7 +322,7 @@ impl Graph {
                     return self.constant_node(0.0);
                 }
                 // a - (-b) = a + b
-                if let Node::Unary(Func::Neg, nb) = self.node(b) {
+                if let Node::Neg(nb) = self.node(b) {
                     return self.binary(Op::Add, a, nb);
                 }
             }
@@ -320,11 +339,11 @@ impl Graph {
                 }
                 // Pull negations out so that they can fold into an add or an
                 // accumulation: (-x) * y = -(x * y).
-                if let Node::Unary(Func::Neg, na) = self.node(a) {
+                if let Node::Neg(na) = self.node(a) {
                     let m = self.binary(Op::Mul, na, b);
                     return self.neg(m);
                 }
-                if let Node::Unary(Func::Neg, nb) = self.node(b) {
+                if let Node::Neg(nb) = self.node(b) {
                     let m = self.binary(Op::Mul, a, nb);
                     return self.neg(m);
                 }
@@ -353,8 +372,8 @@ impl Graph {
                 }
                 // 1 / sqrt(x) = rsqrt(x): one instruction on the GPU.
                 if ca == Some(1.0) {
-                    if let Node::Unary(Func::Sqrt, x) = self.node(b) {
-                        return self.unary(Func::Rsqrt, x);
+                    if let Node::Call1(Func::SQRT, x) = self.node(b) {
+                        return self.call(Func::RSQRT, &[x]);
                     }
                 }
                 // x / c = x * (1/c): a multiplication instead of a division
@@ -367,14 +386,9 @@ impl Graph {
                         return self.binary(Op::Mul, a, k);
                     }
                 }
-                if let Node::Unary(Func::Neg, na) = self.node(a) {
+                if let Node::Neg(na) = self.node(a) {
                     let d = self.binary(Op::Div, na, b);
                     return self.neg(d);
-                }
-            }
-            Op::Min | Op::Max => {
-                if a == b {
-                    return a;
                 }
             }
         }
@@ -509,27 +523,7 @@ impl Graph {
 }
 
 fn is_commutative(op: Op) -> bool {
-    matches!(op, Op::Add | Op::Mul | Op::Min | Op::Max)
-}
-
-/// Folds a unary function of a constant; `None` leaves it to run time
-/// (never happens for finite inputs, kept for NaN-producing cases such as
-/// `sqrt(-1)`, which should reach the checks instead of vanishing).
-pub fn fold_unary(f: Func, x: f64) -> Option<f64> {
-    let v = eval_unary(f, x);
-    v.is_finite().then_some(v)
-}
-
-pub fn eval_unary(f: Func, x: f64) -> f64 {
-    match f {
-        Func::Neg => -x,
-        Func::Sqrt => x.sqrt(),
-        Func::Rsqrt => 1.0 / x.sqrt(),
-        Func::Exp => x.exp(),
-        Func::Erf => libm::erf(x),
-        Func::Log => x.ln(),
-        Func::Abs => x.abs(),
-    }
+    matches!(op, Op::Add | Op::Mul)
 }
 
 pub fn fold_binary(op: Op, x: f64, y: f64) -> f64 {
@@ -538,8 +532,6 @@ pub fn fold_binary(op: Op, x: f64, y: f64) -> f64 {
         Op::Sub => x - y,
         Op::Mul => x * y,
         Op::Div => x / y,
-        Op::Min => x.min(y),
-        Op::Max => x.max(y),
     }
 }
 
@@ -606,6 +598,36 @@ mod tests {
             panic!("{:?}", g.node(q))
         };
         assert_eq!(g.stage(inv), Stage::Source);
+    }
+
+    #[test]
+    fn calls_follow_their_rows_algebra() {
+        let f = |name| Func::named(name).unwrap();
+        let mut g = Graph::new();
+        let x = g.leaf(Node::Src(0));
+        let y = g.leaf(Node::Src(1));
+        let nx = g.neg(x);
+        // abs is even and idempotent.
+        let ax = g.call(f("abs"), &[x]);
+        assert_eq!(g.call(f("abs"), &[nx]), ax);
+        assert_eq!(g.call(f("abs"), &[ax]), ax);
+        // min is commutative and min(x, x) = x.
+        let m = g.call(f("min"), &[x, y]);
+        assert_eq!(g.call(f("min"), &[y, x]), m);
+        assert_eq!(g.call(f("min"), &[x, x]), x);
+        // Constants fold through the row's evaluation; a value that is not
+        // finite is left to run time.
+        let four = g.constant_node(4.0);
+        let two = g.call(f("sqrt"), &[four]);
+        assert_eq!(g.constant(two), Some(2.0));
+        let minus = g.constant_node(-1.0);
+        let nan = g.call(f("sqrt"), &[minus]);
+        assert_eq!(g.node(nan), Node::Call1(Func::SQRT, minus));
+        // 1 / sqrt(x) = rsqrt(x).
+        let s = g.call(Func::SQRT, &[x]);
+        let one = g.constant_node(1.0);
+        let r = g.div(one, s);
+        assert_eq!(g.node(r), Node::Call1(Func::RSQRT, x));
     }
 
     #[test]

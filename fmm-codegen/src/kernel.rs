@@ -55,11 +55,8 @@ pub struct FarTerm {
 pub enum FarField {
     /// Direct summation and pseudo-particles only.
     None,
-    /// Laplace expansions of the source field `strength` (index in `sources`).
-    Laplace {
-        strength: usize,
-        terms: Vec<FarTerm>,
-    },
+    /// Laplace expansions of the kernel's strength ([`KernelDef::strength`]).
+    Laplace { terms: Vec<FarTerm> },
 }
 
 impl FarField {
@@ -67,7 +64,7 @@ impl FarField {
     pub fn class_name(&self) -> &'static str {
         match self {
             FarField::None => "none",
-            FarField::Laplace { terms, .. } => {
+            FarField::Laplace { terms } => {
                 if terms.iter().any(|t| matches!(t.term, Term::Stretching(_))) {
                     "laplace-stretching"
                 } else if terms.iter().any(|t| t.term == Term::Curl) {
@@ -94,6 +91,12 @@ pub struct KernelDef {
     pub graph: Graph,
     /// What one source adds to each flattened output slot of one target.
     pub contributions: Vec<NodeId>,
+    /// The additive source strength (`strength FIELD;`), an index into
+    /// `sources`. Every contribution is linear in it (checked when the
+    /// kernel is lowered), so a cell of sources acts from afar like one
+    /// source carrying their summed strength: what the treecode needs, and
+    /// what the FMM's expansions are expansions of.
+    pub strength: Option<usize>,
     pub far_field: FarField,
     /// Conditions on the inputs, checked before every evaluation.
     pub requirements: Vec<Requirement>,
@@ -124,6 +127,13 @@ impl KernelDef {
 
     pub fn n_outputs(&self) -> usize {
         slot_count(&self.outputs)
+    }
+
+    /// The flattened source slots of the strength (one for a scalar, three
+    /// for a vec3), if the kernel declares one.
+    pub fn strength_slots(&self) -> Option<std::ops::Range<usize>> {
+        let f = &self.sources[self.strength?];
+        Some(f.offset..f.offset + f.shape.slots())
     }
 
     /// The snake_case name used for generated symbols (`gravity`,

@@ -6,9 +6,11 @@
 //! kernel's slots and a DAG of scalar operations for one pair ([`ir`]).
 //! From that one definition come the flop counts ([`flops`]), the CPU
 //! evaluator ([`emit::rust`]), the CUDA source ([`emit::cuda`]) and a text
-//! form that the runtime reads back ([`text`]).
+//! form that the runtime reads back ([`text`]). Each built-in function of
+//! the DSL is one row of [`builtins::BUILTINS`], which all of these read.
 
 pub mod ast;
+pub mod builtins;
 pub mod emit;
 pub mod eval;
 pub mod flops;

@@ -14,22 +14,11 @@ fn shape_name(s: Shape) -> &'static str {
     s.name()
 }
 
-const FUNCS: [Func; 7] = [
-    Func::Neg,
-    Func::Sqrt,
-    Func::Rsqrt,
-    Func::Exp,
-    Func::Erf,
-    Func::Log,
-    Func::Abs,
-];
-const OPS: [(Op, &str); 6] = [
+const OPS: [(Op, &str); 4] = [
     (Op::Add, "add"),
     (Op::Sub, "sub"),
     (Op::Mul, "mul"),
     (Op::Div, "div"),
-    (Op::Min, "min"),
-    (Op::Max, "max"),
 ];
 const CMPS: [(Cmp, &str); 6] = [
     (Cmp::Lt, "lt"),
@@ -56,10 +45,13 @@ pub fn write(def: &KernelDef) -> String {
             o.push_str(&format!("{kw} {} {}\n", f.name, shape_name(f.shape)));
         }
     }
+    if let Some(k) = def.strength {
+        o.push_str(&format!("strength {k}\n"));
+    }
     match &def.far_field {
         FarField::None => o.push_str("far none\n"),
-        FarField::Laplace { strength, terms } => {
-            o.push_str(&format!("far laplace {strength}\n"));
+        FarField::Laplace { terms } => {
+            o.push_str("far laplace\n");
             for t in terms {
                 let term = match t.term {
                     Term::Potential => "potential".to_string(),
@@ -99,7 +91,9 @@ fn node_line(n: &Node) -> String {
         Node::Tgt(k) => format!("tgt {k}"),
         Node::SrcPos(c) => format!("spos {c}"),
         Node::TgtPos(c) => format!("tpos {c}"),
-        Node::Unary(f, a) => format!("{} {}", f.name(), a.0),
+        Node::Neg(a) => format!("neg {}", a.0),
+        Node::Call1(f, a) => format!("{} {}", f.name(), a.0),
+        Node::Call2(f, a, b) => format!("{} {} {}", f.name(), a.0, b.0),
         Node::Binary(op, a, b) => {
             let name = OPS.iter().find(|x| x.0 == op).map(|x| x.1).unwrap_or("?");
             format!("{name} {} {}", a.0, b.0)
@@ -127,8 +121,11 @@ fn parse_node(words: &[&str], next: u32) -> Result<Node, &'static str> {
             .ok_or("expected a number")
     };
     let n = |i: usize| -> Result<NodeId, &'static str> { w(i).map(NodeId) };
-    let node = if let Some(f) = FUNCS.iter().find(|f| f.name() == op) {
-        Node::Unary(*f, n(0)?)
+    let node = if let Some(f) = Func::all().find(|f| f.name() == op) {
+        match f.row().arity {
+            1 => Node::Call1(f, n(0)?),
+            _ => Node::Call2(f, n(0)?, n(1)?),
+        }
     } else if let Some((o, _)) = OPS.iter().find(|x| x.1 == op) {
         Node::Binary(*o, n(0)?, n(1)?)
     } else if let Some((c, _)) = CMPS.iter().find(|x| x.1 == op) {
@@ -147,6 +144,7 @@ fn parse_node(words: &[&str], next: u32) -> Result<Node, &'static str> {
             "tgt" => Node::Tgt(w(0)? as u16),
             "spos" => Node::SrcPos(w(0)? as u8),
             "tpos" => Node::TgtPos(w(0)? as u8),
+            "neg" => Node::Neg(n(0)?),
             "and" => Node::And(n(0)?, n(1)?),
             "or" => Node::Or(n(0)?, n(1)?),
             "not" => Node::Not(n(0)?),
@@ -171,6 +169,7 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
         outputs: vec![],
         graph: Graph::new(),
         contributions: vec![],
+        strength: None,
         far_field: FarField::None,
         requirements: vec![],
     };
@@ -221,13 +220,17 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
                     offset,
                 });
             }
+            "strength" => {
+                let k = num(0)? as usize;
+                if k >= def.sources.len() {
+                    return Err(bad("the strength is not a source field"));
+                }
+                def.strength = Some(k);
+            }
             "far" => {
                 def.far_field = match words.first() {
                     Some(&"none") => FarField::None,
-                    Some(&"laplace") => FarField::Laplace {
-                        strength: num(1)? as usize,
-                        terms: vec![],
-                    },
+                    Some(&"laplace") => FarField::Laplace { terms: vec![] },
                     _ => return Err(bad("expected `none` or `laplace`")),
                 }
             }
@@ -287,6 +290,9 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
     if def.contributions.len() != def.n_outputs() || def.contributions.iter().any(|c| c.0 >= nodes)
     {
         return Err("kernel IR text: the contributions do not match the outputs".into());
+    }
+    if def.strength.is_none() && def.far_field != FarField::None {
+        return Err("kernel IR text: a Laplace far field without a strength".into());
     }
     Ok(def)
 }

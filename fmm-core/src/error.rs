@@ -57,7 +57,7 @@ pub enum Error {
     },
     #[error(
         "kernel {kernel} declares no far field, so {method} cannot approximate distant sources: \
-         declare `far_field laplace(STRENGTH) {{ ... }}`, or use direct summation"
+         declare `strength FIELD;` and `far_field laplace {{ ... }}`, or use direct summation"
     )]
     NoFarField {
         kernel: String,
@@ -77,6 +77,15 @@ pub enum Error {
         advice: String,
         /// The orders run and the error each gave.
         tried: Vec<(usize, f64)>,
+    },
+    #[error(
+        "kernel {kernel} declares no strength, so {method} cannot let a cell's summed strength \
+         stand for its sources: declare `strength FIELD;` naming the source field every output \
+         is proportional to (a mass, a charge, a vortex strength), or use direct summation"
+    )]
+    NoStrength {
+        kernel: String,
+        method: &'static str,
     },
     #[error("{0}")]
     BadOption(String),

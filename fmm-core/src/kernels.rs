@@ -18,7 +18,8 @@ kernel! {
         output phi;
         output acc: vec3;
         require eps >= 0.0;
-        far_field laplace(m) {
+        strength m;
+        far_field laplace {
             phi = -potential;
             acc = gradient;
         }
@@ -36,7 +37,8 @@ kernel! {
         source q;
         output phi;
         output e: vec3;
-        far_field laplace(q) {
+        strength q;
+        far_field laplace {
             phi = potential;
             e = -gradient;
         }
@@ -57,7 +59,8 @@ kernel! {
         source sigma;
         output u: vec3;
         require sigma > 0.0;
-        far_field laplace(alpha) {
+        strength alpha;
+        far_field laplace {
             u = curl / (4.0 * PI);
         }
         let rho = r / sigma;
@@ -81,7 +84,8 @@ kernel! {
         target alpha_i: vec3;
         output s: vec3;
         require sigma > 0.0;
-        far_field laplace(alpha) {
+        strength alpha;
+        far_field laplace {
             s = stretching(alpha_i) / (4.0 * PI);
         }
         let rho = r / sigma;
@@ -108,7 +112,8 @@ kernel! {
         output u: vec3;
         output s: vec3;
         require sigma > 0.0;
-        far_field laplace(alpha) {
+        strength alpha;
+        far_field laplace {
             u = curl / (4.0 * PI);
             s = stretching(alpha_i) / (4.0 * PI);
         }
@@ -137,7 +142,8 @@ kernel! {
         source q: vec3;
         output v: vec3;
         require eps >= 0.0;
-        far_field laplace(q) {
+        strength q;
+        far_field laplace {
             v = curl;
         }
         let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);

@@ -28,16 +28,13 @@ pub fn check_params<K: Kernel, R: Real>(params: &[f64]) -> Result<Vec<R>, Error>
     Ok(params.iter().map(|&p| R::c(p)).collect())
 }
 
-/// Which source slots are the additive strength, from the far-field
-/// declaration; `method` names who asks, for the error.
+/// Which source slots are the additive strength (`strength FIELD;` of the
+/// declaration); `method` names who asks, for the error.
 pub(crate) fn strength_slots<K: Kernel>(method: &'static str) -> Result<Vec<usize>, Error> {
     let def = K::def();
-    match &def.far_field {
-        fmm_codegen::FarField::Laplace { strength, .. } => {
-            let f = &def.sources[*strength];
-            Ok((f.offset..f.offset + f.shape.slots()).collect())
-        }
-        fmm_codegen::FarField::None => Err(Error::NoFarField {
+    match def.strength_slots() {
+        Some(slots) => Ok(slots.collect()),
+        None => Err(Error::NoStrength {
             kernel: def.name.clone(),
             method,
         }),

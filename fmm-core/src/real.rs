@@ -5,8 +5,10 @@ use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub, SubAssign};
 
 /// `f32` or `f64`: what generated CPU code needs of a number.
 ///
-/// The generated evaluators call these as `R::sqrt(x)`, so the set of
-/// functions here is the set of functions of the kernel DSL.
+/// The generated evaluators call these as `R::sqrt(x)`: each built-in
+/// function of the kernel DSL (a row of `fmm_codegen::builtins::BUILTINS`)
+/// names the method here that computes it, and `tests/builtins.rs` checks
+/// every row against its f64 meaning.
 pub trait Real:
     sealed::Sealed
     + Copy

@@ -13,12 +13,15 @@
 //! generated Rust and CUDA code of every kernel.
 
 mod parse;
+#[cfg(test)]
+mod tests;
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote};
 
 use fmm_codegen::emit;
+use parse::error_at;
 
 /// Declares a pairwise interaction kernel. See the `fmm-core` crate's
 /// README for the syntax; in short:
@@ -31,7 +34,8 @@ use fmm_codegen::emit;
 ///         source m;
 ///         output phi;
 ///         output acc: vec3;
-///         far_field laplace(m) { phi = -potential; acc = gradient; }
+///         strength m;
+///         far_field laplace { phi = -potential; acc = gradient; }
 ///         let inv = select(r2 > 0.0, rsqrt(r2 + eps * eps), 0.0);
 ///         phi -= m * inv;
 ///         acc -= m * inv * inv * inv * d;
@@ -104,26 +108,6 @@ fn expand(input: TokenStream2) -> syn::Result<TokenStream2> {
     })
 }
 
-/// An error underlining the tokens `first ..= last`: `syn::Error::new_spanned`
-/// covers the range from the first to the last token of what it is given,
-/// which works on a stable compiler where spans cannot be joined.
-fn error_at((first, last): (Span, Span), message: &str) -> syn::Error {
-    let mut tokens = TokenStream2::new();
-    tokens.extend([
-        proc_macro2::TokenTree::Punct(proc_macro2::Punct::new('<', proc_macro2::Spacing::Alone)),
-        proc_macro2::TokenTree::Punct(proc_macro2::Punct::new('>', proc_macro2::Spacing::Alone)),
-    ]);
-    let tokens: TokenStream2 = tokens
-        .into_iter()
-        .zip([first, last])
-        .map(|(mut t, span)| {
-            t.set_span(span);
-            t
-        })
-        .collect();
-    syn::Error::new_spanned(tokens, message)
-}
-
 /// The part of the type's documentation the macro writes: layout, far
 /// field and flop counts, so that `cargo doc` shows what the kernel takes.
 fn generated_doc(def: &fmm_codegen::KernelDef) -> Vec<String> {
@@ -147,6 +131,11 @@ fn generated_doc(def: &fmm_codegen::KernelDef) -> Vec<String> {
         format!(" - source fields: {}", list(&def.sources)),
         format!(" - target fields: {}", list(&def.targets)),
         format!(" - outputs (summed over sources): {}", list(&def.outputs)),
+        format!(
+            " - strength (adds up over sources): {}",
+            def.strength
+                .map_or("none".to_string(), |k| format!("`{}`", def.sources[k].name))
+        ),
         format!(" - far field: {}", def.far_field.class_name()),
         format!(
             " - per interaction: {} flops, {} weighted by clock cycles (yokota2009 Table 2)",

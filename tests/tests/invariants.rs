@@ -1,9 +1,8 @@
 //! Property tests of invariants every kernel of the papers has: sums do not
 //! change when everything is translated, outputs are linear in the
-//! far-field strength, and the order of the sources does not matter.
+//! declared strength, and the order of the sources does not matter.
 
 use fmm_core::fmm_codegen::ast::Shape;
-use fmm_core::fmm_codegen::FarField;
 use fmm_core::kernels::*;
 use fmm_core::{Kernel, Particles};
 use fmm_tests::direct_cpu;
@@ -45,7 +44,7 @@ fn case() -> impl Strategy<Value = Case> {
     })
 }
 
-/// Builds the particles; `strength_scale` multiplies the far-field strength.
+/// Builds the particles; `strength_scale` multiplies the declared strength.
 fn build<K: Kernel>(
     c: &Case,
     shift: [f64; 3],
@@ -65,10 +64,7 @@ fn build<K: Kernel>(
         order.reverse();
         spos = order.iter().map(|&j| spos[j]).collect();
     }
-    let strength = match &def.far_field {
-        FarField::Laplace { strength, .. } => Some(*strength),
-        FarField::None => None,
-    };
+    let strength = def.strength;
     let mut src = Particles::sources::<K>(&spos).unwrap();
     for (fi, f) in def.sources.iter().enumerate() {
         let scale = if Some(fi) == strength {
@@ -158,8 +154,8 @@ fn invariants<K: Kernel>(params: &[f64], c: &Case) -> Result<(), TestCaseError> 
     // sum that cancels (the stretching of a few random sources) changes by
     // about eps * sum |terms| / |sum| when reordered, seen at 1.7e-12.
     close(&eval::<K>(params, c, [0.0; 3], 1.0, true), &base, 1e-10)?;
-    // Linear in the far-field strength.
-    if !matches!(K::def().far_field, FarField::None) {
+    // Linear in the declared strength.
+    if K::def().strength.is_some() {
         let scaled: Vec<Vec<f64>> = base
             .iter()
             .map(|s| s.iter().map(|v| v * c.scale).collect())

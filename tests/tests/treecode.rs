@@ -106,10 +106,10 @@ fn a_kernel_without_far_field_is_refused_by_name() {
     let s = Particles::<f64>::sources::<Screened>(&pos).unwrap();
     let t = Particles::<f64>::targets::<Screened>(&pos).unwrap();
     let e = treecode_cpu::<Screened, f64>(&[1.0], &t, &s, &TreeOptions::default()).unwrap_err();
-    assert!(matches!(e, Error::NoFarField { .. }), "{e:?}");
+    assert!(matches!(e, Error::NoStrength { .. }), "{e:?}");
     assert!(
         e.to_string()
-            .contains("kernel Screened declares no far field"),
+            .contains("kernel Screened declares no strength"),
         "{e}"
     );
     let e = treecode_cpu::<Gravity, f64>(
@@ -192,4 +192,59 @@ proptest! {
         prop_assert_eq!(visited, (0..t.cells.len()).collect::<Vec<_>>());
         prop_assert_eq!(t.cells[0].next, t.cells.len());
     }
+}
+
+kernel! {
+    /// Screened Coulomb (Yukawa), the kernel of examples/custom_kernel.rs:
+    /// a declared strength and no far field.
+    pub kernel Yukawa {
+        param kappa;
+        source q;
+        output phi;
+        output e: vec3;
+        strength q;
+        let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
+        let screened = q * exp(-kappa * r) * inv_r;
+        phi += screened;
+        e += screened * (1.0 + kappa * r) * inv_r * inv_r * d;
+    }
+}
+
+/// The treecode needs only a strength that adds up, not a far field: a
+/// kernel with `strength q;` and none runs, is the direct sum at theta 0,
+/// and approaches it as theta falls.
+#[test]
+fn a_kernel_with_a_strength_and_no_far_field_runs_through_the_tree() {
+    let pos = uniform_cube(3000, 7);
+    let q: Vec<f64> = (0..pos.len())
+        .map(|j| 0.5 + ((j * 37) % 101) as f64 / 101.0)
+        .collect();
+    let mut s = Particles::<f64>::sources::<Yukawa>(&pos).unwrap();
+    s.set("q", &q).unwrap();
+    let t = Particles::<f64>::targets::<Yukawa>(&pos).unwrap();
+    let kappa = [2.0];
+    let exact = direct_cpu::<Yukawa, f64>(&kappa, &t, &s).unwrap();
+    let flat = |o: &fmm_core::Outputs<f64>| {
+        let mut v = o.scalar("phi").unwrap().to_vec();
+        v.extend(o.vec3("e").unwrap().concat());
+        v
+    };
+    let errs: Vec<f64> = [0.9, 0.7, 0.5, 0.3, 0.0]
+        .iter()
+        .map(|&theta| {
+            let opts = TreeOptions {
+                theta,
+                ncrit: 16,
+                ..TreeOptions::default()
+            };
+            let (tree, _) = treecode_cpu::<Yukawa, f64>(&kappa, &t, &s, &opts).unwrap();
+            rel_l2(&flat(&tree), &flat(&exact))
+        })
+        .collect();
+    println!("Yukawa: theta 0.9 0.7 0.5 0.3 0 -> {errs:?}");
+    for w in errs.windows(2) {
+        assert!(w[1] < w[0], "the error must fall with theta: {errs:?}");
+    }
+    assert!(errs[3] < 1e-3, "theta 0.3 gives {:e}", errs[3]);
+    assert!(errs[4] < 1e-13, "theta 0 gives {:e}", errs[4]);
 }

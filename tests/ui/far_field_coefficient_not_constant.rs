@@ -4,7 +4,8 @@ fmm_core::kernel! {
         param g;
         source m;
         output phi;
-        far_field laplace(m) {
+        strength m;
+        far_field laplace {
             phi = g * potential;
         }
         phi += g * m * select(r2 > 0.0, rsqrt(r2), 0.0);

@@ -3,7 +3,8 @@ fmm_core::kernel! {
     kernel FarFieldCoefficientUsesR {
         source m;
         output phi;
-        far_field laplace(m) {
+        strength m;
+        far_field laplace {
             phi = r * potential;
         }
         phi += m * select(r2 > 0.0, rsqrt(r2), 0.0);

@@ -3,7 +3,8 @@ fmm_core::kernel! {
     kernel FarFieldGradientOfVector {
         source q: vec3;
         output u: vec3;
-        far_field laplace(q) {
+        strength q;
+        far_field laplace {
             u = gradient;
         }
         let inv = select(r2 > 0.0, rsqrt(r2), 0.0);

@@ -4,7 +4,8 @@ fmm_core::kernel! {
         source m;
         output phi;
         output acc: vec3;
-        far_field laplace(m) {
+        strength m;
+        far_field laplace {
             phi = potential;
         }
         let inv = select(r2 > 0.0, rsqrt(r2), 0.0);

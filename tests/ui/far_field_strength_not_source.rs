@@ -1,10 +1,11 @@
-// The far-field strength must be a source field; `eps` is a parameter.
+// The strength must be a source field; `eps` is a parameter.
 fmm_core::kernel! {
     kernel FarFieldStrengthNotSource {
         param eps;
         source m;
         output phi;
-        far_field laplace(eps) {
+        strength eps;
+        far_field laplace {
             phi = potential;
         }
         phi += m * select(r2 > 0.0, rsqrt(r2 + eps * eps), 0.0);

@@ -3,7 +3,8 @@ fmm_core::kernel! {
     kernel FarFieldUnknownOutput {
         source m;
         output phi;
-        far_field laplace(m) {
+        strength m;
+        far_field laplace {
             phi = potential;
             psi = potential;
         }

@@ -24,7 +24,7 @@
 use super::rust::leaf_name;
 use super::{float_literal, Schedule, Syntax};
 use crate::flops;
-use crate::ir::{Func, Node, NodeId, Op, Stage};
+use crate::ir::{Func, Node, NodeId, Stage};
 use crate::kernel::KernelDef;
 
 /// Launch shapes and unrolling of the emitted entry points.
@@ -66,13 +66,8 @@ impl Syntax for CudaSyntax<'_> {
         leaf_name(self.def, node)
     }
 
-    fn func(&self, f: Func, a: &str) -> String {
-        format!("fmm_{}({a})", f.name())
-    }
-
-    fn min_max(&self, op: Op, a: &str, b: &str) -> String {
-        let name = if op == Op::Min { "min" } else { "max" };
-        format!("fmm_{name}({a}, {b})")
+    fn call(&self, f: Func, args: &[String]) -> String {
+        format!("fmm_{}({})", f.name(), args.join(", "))
     }
 
     fn select(&self, c: &str, a: &str, b: &str) -> String {
@@ -138,46 +133,27 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     ));
     o.push_str("// A source on the target (r = 0) adds exactly 0.\n\n");
 
-    // Precision-overloaded math, only what the kernel uses.
-    let mut helpers: Vec<(&str, &str, &str)> = Vec::new();
-    // In f32 the exponential and logarithm are the hardware's (`__expf`:
-    // one multiplication and one MUFU.EX2, relative error about 2^-21 for
-    // moderate arguments, against nine instructions for `expf`); f64 keeps
-    // the accurate library functions.
-    for (f, f32_name, f64_name) in [
-        (Func::Sqrt, "sqrtf", "sqrt"),
-        (Func::Rsqrt, "rsqrtf", "rsqrt"),
-        (Func::Exp, "__expf", "exp"),
-        (Func::Erf, "erff", "erf"),
-        (Func::Log, "__logf", "log"),
-        (Func::Abs, "fabsf", "fabs"),
-    ] {
-        if sch.uses_func(f) {
-            helpers.push((f.name(), f32_name, f64_name));
-        }
-    }
-    for (name, f, d) in &helpers {
-        o.push_str(&format!(
-            "__device__ __forceinline__ float fmm_{name}(float x) {{ return {f}(x); }}\n"
-        ));
-        o.push_str(&format!(
-            "__device__ __forceinline__ double fmm_{name}(double x) {{ return {d}(x); }}\n"
-        ));
-    }
-    for (op, name, f, d) in [
-        (Op::Min, "min", "fminf", "fmin"),
-        (Op::Max, "max", "fmaxf", "fmax"),
-    ] {
-        if sch.uses_op(op) {
+    // Precision-overloaded math, only what the kernel uses, spelled as
+    // each function's row says (the hardware's exponential and logarithm
+    // in f32, the accurate library functions in f64).
+    let mut helpers = false;
+    for f in Func::all().filter(|&f| sch.uses_func(f)) {
+        let row = f.row();
+        let (name, vars) = (row.name, &["x", "y"][..row.arity]);
+        let args = vars.join(", ");
+        for (ty, fun) in [("float", row.cuda_f32), ("double", row.cuda_f64)] {
+            let params = vars
+                .iter()
+                .map(|v| format!("{ty} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
             o.push_str(&format!(
-                "__device__ __forceinline__ float fmm_{name}(float x, float y) {{ return {f}(x, y); }}\n"
-            ));
-            o.push_str(&format!(
-                "__device__ __forceinline__ double fmm_{name}(double x, double y) {{ return {d}(x, y); }}\n"
+                "__device__ __forceinline__ {ty} fmm_{name}({params}) {{ return {fun}({args}); }}\n"
             ));
         }
+        helpers = true;
     }
-    if !helpers.is_empty() || sch.uses_op(Op::Min) || sch.uses_op(Op::Max) {
+    if helpers {
         o.push('\n');
     }
 

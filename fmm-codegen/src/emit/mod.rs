@@ -19,8 +19,9 @@ use crate::kernel::KernelDef;
 pub trait Syntax {
     fn literal(&self, c: f64) -> String;
     fn leaf(&self, node: Node) -> String;
-    fn func(&self, f: Func, a: &str) -> String;
-    fn min_max(&self, op: Op, a: &str, b: &str) -> String;
+    /// A call of a built-in function on rendered arguments, spelled as
+    /// the function's row says for this language.
+    fn call(&self, f: Func, args: &[String]) -> String;
     fn select(&self, c: &str, a: &str, b: &str) -> String;
 
     /// A comparison of two rendered operands (parenthesised where needed).
@@ -116,7 +117,7 @@ impl<'a> Schedule<'a> {
         }
         for &root in &def.contributions {
             let r = match g.node(root) {
-                Node::Unary(Func::Neg, x) => x,
+                Node::Neg(x) => x,
                 _ => root,
             };
             uses[r.index()] += 1;
@@ -247,11 +248,9 @@ impl<'a> Schedule<'a> {
             | Node::Tgt(_)
             | Node::SrcPos(_)
             | Node::TgtPos(_)) => s.leaf(n),
-            Node::Unary(Func::Neg, a) => format!("-{}", sub(a)),
-            Node::Unary(f, a) => s.func(f, &self.expr(s, a)),
-            Node::Binary(op @ (Op::Min | Op::Max), a, b) => {
-                s.min_max(op, &self.expr(s, a), &self.expr(s, b))
-            }
+            Node::Neg(a) => format!("-{}", sub(a)),
+            Node::Call1(f, a) => s.call(f, &[self.expr(s, a)]),
+            Node::Call2(f, a, b) => s.call(f, &[self.expr(s, a), self.expr(s, b)]),
             Node::Binary(op @ (Op::Add | Op::Sub), a, b) if self.fusable(b) || self.fusable(a) => {
                 let operands = |m: NodeId| match g.node(m) {
                     Node::Binary(Op::Mul, x, y) => (self.expr(s, x), self.expr(s, y)),
@@ -285,7 +284,7 @@ impl<'a> Schedule<'a> {
             .enumerate()
             .map(|(slot, &root)| {
                 let (r, subtract) = match g.node(root) {
-                    Node::Unary(Func::Neg, x) => (x, true),
+                    Node::Neg(x) => (x, true),
                     _ => (root, false),
                 };
                 let product = match g.node(r) {
@@ -305,28 +304,14 @@ impl<'a> Schedule<'a> {
 
     /// Whether a function is used anywhere in the live graph.
     pub fn uses_func(&self, f: Func) -> bool {
-        self.graph()
-            .nodes
-            .iter()
-            .enumerate()
-            .any(|(i, n)| self.live[i] && matches!(n, Node::Unary(g, _) if *g == f))
-    }
-
-    /// Whether an operation is used anywhere in the live graph.
-    pub fn uses_op(&self, op: Op) -> bool {
-        self.graph()
-            .nodes
-            .iter()
-            .enumerate()
-            .any(|(i, n)| self.live[i] && matches!(n, Node::Binary(o, _, _) if *o == op))
+        self.graph().nodes.iter().enumerate().any(|(i, n)| {
+            self.live[i] && matches!(n, Node::Call1(g, _) | Node::Call2(g, _, _) if *g == f)
+        })
     }
 }
 
 fn is_call(n: Node) -> bool {
-    matches!(
-        n,
-        Node::Unary(f, _) if f != Func::Neg
-    ) || matches!(n, Node::Binary(Op::Min | Op::Max, _, _) | Node::Select(..))
+    matches!(n, Node::Call1(..) | Node::Call2(..) | Node::Select(..))
 }
 
 /// Formats an f64 so that it reads back to the same value (`1.0`, `0.5`,

@@ -12,7 +12,7 @@
 //! with this one); sums in blocks keep f32 accurate over long runs.
 
 use super::{float_literal, Fused, Schedule, Syntax};
-use crate::ir::{Cmp, Func, Node, Op, Stage};
+use crate::ir::{Cmp, Func, Node, Stage};
 use crate::kernel::KernelDef;
 
 struct RustSyntax<'a> {
@@ -28,22 +28,8 @@ impl Syntax for RustSyntax<'_> {
         leaf_name(self.def, node)
     }
 
-    fn func(&self, f: Func, a: &str) -> String {
-        let name = match f {
-            Func::Neg => return format!("-{a}"),
-            Func::Sqrt => "sqrt",
-            Func::Rsqrt => "rsqrt",
-            Func::Exp => "exp",
-            Func::Erf => "erf",
-            Func::Log => "ln",
-            Func::Abs => "abs",
-        };
-        format!("R::{name}({a})")
-    }
-
-    fn min_max(&self, op: Op, a: &str, b: &str) -> String {
-        let name = if op == Op::Min { "min" } else { "max" };
-        format!("R::{name}({a}, {b})")
+    fn call(&self, f: Func, args: &[String]) -> String {
+        format!("R::{}({})", f.row().real, args.join(", "))
     }
 
     fn select(&self, c: &str, a: &str, b: &str) -> String {
@@ -258,22 +244,8 @@ impl Syntax for WideSyntax<'_> {
         leaf_name(self.def, node)
     }
 
-    fn func(&self, f: Func, a: &str) -> String {
-        let name = match f {
-            Func::Neg => return format!("-{a}"),
-            Func::Sqrt => "sqrt",
-            Func::Rsqrt => "rsqrt",
-            Func::Exp => "exp",
-            Func::Erf => "erf",
-            Func::Log => "ln",
-            Func::Abs => "abs",
-        };
-        format!("V::{name}({a})")
-    }
-
-    fn min_max(&self, op: Op, a: &str, b: &str) -> String {
-        let name = if op == Op::Min { "min" } else { "max" };
-        format!("V::{name}({a}, {b})")
+    fn call(&self, f: Func, args: &[String]) -> String {
+        format!("V::{}({})", f.row().lanes, args.join(", "))
     }
 
     fn select(&self, c: &str, a: &str, b: &str) -> String {

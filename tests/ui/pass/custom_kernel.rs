@@ -9,6 +9,7 @@ fmm_core::kernel! {
         source q;
         output phi;
         output e: vec3;
+        strength q;
         far_field none;
         let inv = select(r2 > 0.0, rsqrt(r2), 0.0);
         let s = exp(-kappa * r);
@@ -23,7 +24,8 @@ fmm_core::kernel! {
         source m;
         output phi;
         output acc: vec3;
-        far_field laplace(m) {
+        strength m;
+        far_field laplace {
             phi = -potential / (4.0 * PI);
             acc = gradient / (4.0 * PI);
         }

@@ -154,17 +154,18 @@ pub struct GpuTuning {
 /// the strength's slots and the terms.
 pub(crate) fn far_terms<K: Kernel>() -> Result<(Vec<usize>, Vec<FarTerm>), Error> {
     let def = K::def();
-    let FarField::Laplace { strength, terms } = &def.far_field else {
+    let FarField::Laplace { terms } = &def.far_field else {
         return Err(Error::NoFarField {
             kernel: def.name.clone(),
             method: "the FMM",
         });
     };
-    let f = &def.sources[*strength];
-    Ok((
-        (f.offset..f.offset + f.shape.slots()).collect(),
-        terms.clone(),
-    ))
+    // Lowering refuses a Laplace far field without a strength.
+    let slots = def.strength_slots().ok_or_else(|| Error::NoStrength {
+        kernel: def.name.clone(),
+        method: "the FMM",
+    })?;
+    Ok((slots.collect(), terms.clone()))
 }
 
 /// The expansion order and MAC of one evaluation: given, or chosen for a
