@@ -13,7 +13,7 @@ cargo test --release -p fmm-tests --no-run --message-format=json 2>/dev/null \
 import json, sys, shutil
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("gpu", "gpu_tree", "gpu_fmm", "nvrtc_compile"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("gpu", "gpu_tree", "gpu_fmm", "gpu_scale", "conformance", "nvrtc_compile"):
         shutil.copy(m["executable"], ".gpu/" + m["target"]["name"])
 '
 strip .gpu/*

@@ -462,3 +462,68 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
+
+/// Particles of kernel `K` for runs too large to keep an f64 copy of the
+/// problem (10^8 to 10^9): `n` points uniform in the unit cube drawn
+/// straight into `R` on every core (a generator per chunk, seeded from
+/// `seed`), the targets at the sources; masses (`m`) 1 / n, core radii
+/// (`sigma`) the mean spacing, other fields uniform in [0.5, 1.5]; the
+/// parameters half the mean spacing (or `params`).
+pub fn lean_particles<K: Kernel, R: Real>(
+    n: usize,
+    seed: u64,
+) -> Result<(Particles<R>, Particles<R>), fmm_core::Error> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 20;
+    let spacing = 1.0 / (n.max(1) as f64).cbrt();
+    let draw = |salt: u64, k: usize| -> Vec<[R; 3]> {
+        let mut v = vec![[R::zero(); 3]; k];
+        v.par_chunks_mut(CHUNK).enumerate().for_each(|(c, part)| {
+            let mut rng = StdRng::seed_from_u64(seed ^ salt ^ (c as u64).wrapping_mul(0x9e37_79b9));
+            for p in part {
+                *p = [0, 1, 2].map(|_| R::c(rng.gen::<f64>()));
+            }
+        });
+        v
+    };
+    let pos = draw(0, n);
+    let mut src = Particles::<R>::sources::<K>(&pos)?;
+    let fill = |p: &mut Particles<R>, fields: &[fmm_core::fmm_codegen::Field], salt: u64| {
+        for f in fields {
+            let v: Vec<[R; 3]> = match f.name.as_str() {
+                "m" => vec![[R::c(1.0 / n as f64); 3]; n],
+                "sigma" => vec![[R::c(spacing); 3]; n],
+                _ => draw(salt, n)
+                    .into_iter()
+                    .map(|x| x.map(|c| R::c(0.5 + c.to_f64())))
+                    .collect(),
+            };
+            set_field_r(
+                p,
+                &f.name,
+                &v,
+                f.shape == fmm_core::fmm_codegen::ast::Shape::Vec3,
+            )?;
+        }
+        Ok::<_, fmm_core::Error>(())
+    };
+    fill(&mut src, &K::def().sources, 1)?;
+    let mut tgt = Particles::<R>::targets::<K>(&pos)?;
+    fill(&mut tgt, &K::def().targets, 2)?;
+    Ok((tgt, src))
+}
+
+fn set_field_r<R: Real>(
+    p: &mut Particles<R>,
+    name: &str,
+    values: &[[R; 3]],
+    vec3: bool,
+) -> Result<(), fmm_core::Error> {
+    if vec3 {
+        p.set_vec3(name, values)?;
+    } else {
+        let v: Vec<R> = values.iter().map(|x| x[0]).collect();
+        p.set(name, &v)?;
+    }
+    Ok(())
+}

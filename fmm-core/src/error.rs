@@ -97,10 +97,13 @@ pub enum Error {
     Cuda(String),
     #[error("NVRTC could not compile the generated CUDA for kernel {kernel}:\n{log}")]
     Nvrtc { kernel: String, log: String },
-    #[error(
-        "the GPU has {available} bytes free, but even the smallest chunk of this problem needs {needed} bytes"
-    )]
-    OutOfMemory { needed: usize, available: usize },
+    #[error("{what} needs {needed} bytes, but the GPU has {available} bytes free")]
+    OutOfMemory {
+        /// What did not fit.
+        what: String,
+        needed: usize,
+        available: usize,
+    },
     #[error("unknown backend `{0}` (FMM_BACKEND or the API option): use cpu, cuda or auto")]
     UnknownBackend(String),
 }

@@ -21,11 +21,31 @@ pub(crate) fn cuda_err(what: &str) -> impl Fn(DriverError) -> Error + Copy + '_ 
     move |e| Error::Cuda(format!("{what}: {e}"))
 }
 
+/// An allocation's error: out of memory says how many bytes were asked
+/// for and how many were free, rather than only the driver's code.
+fn alloc_err<T>(s: &Arc<CudaStream>, len: usize) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| {
+        if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            Error::OutOfMemory {
+                what: format!(
+                    "an array of {len} {} on the device (the treecode and the FMM keep the \
+                     whole problem there: use the CPU, or fewer particles)",
+                    std::any::type_name::<T>()
+                ),
+                needed: len * std::mem::size_of::<T>(),
+                available: s.context().mem_get_info().map_or(0, |(free, _)| free),
+            }
+        } else {
+            Error::Cuda(format!("allocating device memory: {e}"))
+        }
+    }
+}
+
 /// At least one element (CUDA refuses empty allocations), uninitialised.
 pub(crate) fn alloc<T: DeviceRepr>(s: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
     // SAFETY: every use below writes an element before any kernel reads it,
     // or reads only the elements it was told hold data.
-    unsafe { s.alloc::<T>(len.max(1)) }.map_err(cuda_err("allocating device memory"))
+    unsafe { s.alloc::<T>(len.max(1)) }.map_err(alloc_err::<T>(s, len))
 }
 
 pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
@@ -33,7 +53,7 @@ pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
     len: usize,
 ) -> Result<CudaSlice<T>, Error> {
     s.alloc_zeros::<T>(len.max(1))
-        .map_err(cuda_err("allocating device memory"))
+        .map_err(alloc_err::<T>(s, len))
 }
 
 /// `v` on the device (one default element when empty: CUDA refuses empty

@@ -139,8 +139,9 @@ pub struct DeviceOctree<R> {
     /// Particles.
     pub n: usize,
     pub n_cells: usize,
-    /// Morton keys in tree order.
-    pub keys: CudaSlice<u64>,
+    /// Morton keys in tree order; `None` once the methods no longer need
+    /// them ([`TreeOrdered`] drops them: 8 bytes a particle).
+    pub keys: Option<CudaSlice<u64>>,
     /// `order[k]`: the input index of the `k`-th particle in tree order.
     pub order: CudaSlice<u32>,
     pub center: [CudaSlice<f64>; 3],
@@ -362,7 +363,7 @@ impl<R: Real> DeviceOctree<R> {
             ncrit,
             n,
             n_cells,
-            keys,
+            keys: Some(keys),
             order,
             center,
             half,
@@ -407,7 +408,10 @@ impl<R: Real> DeviceOctree<R> {
         Ok(Octree {
             bounds: self.bounds,
             order: download(s, &self.order, self.n)?,
-            keys: download(s, &self.keys, self.n)?,
+            keys: match &self.keys {
+                Some(k) => download(s, k, self.n)?,
+                None => Vec::new(),
+            },
             cells,
             ncrit: self.ncrit,
         })
@@ -506,7 +510,8 @@ impl<R: Real> TreeOrdered<R> {
         slots: &[CudaSlice<R>],
         ncrit: usize,
     ) -> Result<Self, Error> {
-        let tree = DeviceOctree::build(gpu, pos, ncrit)?;
+        let mut tree = DeviceOctree::build(gpu, pos, ncrit)?;
+        tree.keys = None;
         let sorted = [
             tree.gather(gpu, pos[0])?,
             tree.gather(gpu, pos[1])?,
@@ -531,12 +536,13 @@ impl<R: Real> DeviceOctree<R> {
         arrays.iter().map(|x| self.gather(gpu, x)).collect()
     }
 
-    /// Each of `arrays` (tree order) back in input order.
+    /// Each of `arrays` (tree order) back in input order, each freed once
+    /// moved (at 10^9 particles an array is 4 GB in f32).
     pub fn scatter_all(
         &self,
         gpu: &Gpu,
-        arrays: &[CudaSlice<R>],
+        arrays: Vec<CudaSlice<R>>,
     ) -> Result<Vec<CudaSlice<R>>, Error> {
-        arrays.iter().map(|x| self.scatter(gpu, x)).collect()
+        arrays.into_iter().map(|x| self.scatter(gpu, &x)).collect()
     }
 }

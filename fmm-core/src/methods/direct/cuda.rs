@@ -103,6 +103,7 @@ pub fn plan_chunks(
         .min(MAX);
     if sources < LEAST.min(n) || targets < LEAST.min(m) {
         return Err(Error::OutOfMemory {
+            what: "even the smallest chunk of this direct sum".into(),
             needed: LEAST.min(n) * source_bytes + LEAST.min(m) * target_bytes,
             available: budget,
         });
@@ -351,13 +352,8 @@ pub(crate) fn run_resident<K: Kernel, R: Real>(
     let s = gpu.stream();
     let mut out: Vec<CudaSlice<R>> = Vec::with_capacity(no);
     for _ in 0..no {
-        // SAFETY: every element is written by the launch (`accumulate` = 0).
-        out.push(unsafe { s.alloc::<R>(m) }.map_err(|e| {
-            Error::Cuda(format!(
-                "allocating {no} output arrays of {m} values ({} bytes each): {e}",
-                m * std::mem::size_of::<R>()
-            ))
-        })?);
+        // Every element is written by the launch (`accumulate` = 0).
+        out.push(crate::cuda::device::alloc::<R>(s, m)?);
     }
     clock.lap(Stage::Setup)?;
     let launch = Launch {
@@ -473,6 +469,7 @@ mod tests {
         assert_eq!(
             e,
             Error::OutOfMemory {
+                what: "even the smallest chunk of this direct sum".into(),
                 needed: 256 * 16 + 256 * 32,
                 available: 4096
             }

@@ -450,11 +450,20 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // M2L, one target cell per block.
     let (mut local, m2l_kind) = m2l::m2l(gpu, &ops, tt, &st, &lists, &mult, nq, p, &plan.opts.gpu)?;
     drop(mult);
+    let DeviceLists {
+        p2p_begin,
+        p2p_end,
+        p2p: p2p_list,
+        ..
+    } = lists;
     clock.stats().m2l_kind = Some(m2l_kind);
     clock.lap(Stage::M2l)?;
 
-    // Downward pass: L2L level by level down, L2P at every target.
-    let mut far = alloc::<R>(s, no * m)?;
+    // Downward pass: L2L level by level down, L2P at every target into
+    // the output arrays (tree order), which the P2P lists then add to.
+    let mut out: Vec<CudaSlice<R>> = (0..no)
+        .map(|_| alloc::<R>(s, m))
+        .collect::<Result<_, _>>()?;
     {
         for l in 1..tt.levels() {
             let (nl, cells) = tt.level(l);
@@ -472,22 +481,16 @@ pub(crate) fn run<K: Kernel, R: Real>(
             None => &tt.pos[0],
         };
         let (mi, nti, noi) = (m as i32, plan.terms.len() as i32, no as i32);
+        let outs = upload(s, &device_addresses(s, &mut out))?;
         launch!(s, ops.l2p, grid(m), "fmm_l2p";
             &mi, &tt.leaf_of, &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
             &tt.pos[0], &tt.pos[1], &tt.pos[2], &nqi, &local, &nti, &d_term, &d_coef,
-            a(0), a(1), a(2), &noi, &mut far)?;
+            a(0), a(1), a(2), &noi, &outs)?;
     }
+    drop(local);
     clock.lap(Stage::Downward)?;
 
     // P2P lists, added to the far field.
-    let mut out: Vec<CudaSlice<R>> = Vec::with_capacity(no);
-    for k in 0..no {
-        let mut o = alloc::<R>(s, m)?;
-        s.memcpy_dtod(&far.slice(k * m..(k + 1) * m), &mut o)
-            .map_err(cuda_err("copy on the device"))?;
-        out.push(o);
-    }
-    drop(far);
     let counts = zeros::<u64>(s, 1)?;
     {
         let (mi, ngi, ni, one) = (m as i32, groups.n as i32, n as i32, 1i32);
@@ -500,9 +503,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
             .arg(&groups.begin)
             .arg(&groups.end)
             .arg(&groups.cell)
-            .arg(&lists.p2p_begin)
-            .arg(&lists.p2p_end)
-            .arg(&lists.p2p)
+            .arg(&p2p_begin)
+            .arg(&p2p_end)
+            .arg(&p2p_list)
             .arg(&st.tree.begin)
             .arg(&st.tree.end)
             .arg(&ni);
@@ -529,6 +532,22 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.stats().p2p = download(s, &counts, 1)?[0];
     clock.lap(Stage::P2p)?;
 
+    drop((p2p_begin, p2p_end, p2p_list, groups));
     // Back to the caller's order, on the device.
-    tt.tree.scatter_all(gpu, &out)
+    tt.tree.scatter_all(gpu, out)
+}
+
+/// The device addresses of `arrays`, for a kernel that takes a table of
+/// them (the L2P writes each output slot to an array of its own). The
+/// arrays are used on this one stream only, so the kernel that writes
+/// them is ordered after every earlier use.
+fn device_addresses<R: Real>(s: &Arc<CudaStream>, arrays: &mut [CudaSlice<R>]) -> Vec<u64> {
+    use cudarc::driver::DevicePtrMut;
+    arrays
+        .iter_mut()
+        .map(|a| {
+            let (ptr, _record) = a.device_ptr_mut(s);
+            ptr
+        })
+        .collect()
 }

@@ -754,7 +754,8 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
                     const int nq, const double2* __restrict__ local, const int n_terms,
                     const int* __restrict__ term, const double* __restrict__ coef,
                     const T* __restrict__ a0, const T* __restrict__ a1,
-                    const T* __restrict__ a2, const int n_out, T* __restrict__ out)
+                    const T* __restrict__ a2, const int n_out,
+                    const unsigned long long* __restrict__ outs)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -788,7 +789,9 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
             }
         }
     }
-    for (int s = 0; s < n_out; ++s) out[(size_t)s * n + i] = (T)o[s];
+    // Each output slot is an array of its own (`outs` holds their
+    // addresses), which the P2P lists then add to: no copy between them.
+    for (int s = 0; s < n_out; ++s) ((T*)outs[s])[i] = (T)o[s];
 }
 
 #define PRECISION(T, SUFFIX)                                                                      \
@@ -816,10 +819,11 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
         const T* __restrict__ y, const T* __restrict__ z, const int nq,                           \
         const double2* __restrict__ local, const int n_terms, const int* __restrict__ term,       \
         const double* __restrict__ coef, const T* __restrict__ a0, const T* __restrict__ a1,      \
-        const T* __restrict__ a2, const int n_out, T* __restrict__ out)                           \
+        const T* __restrict__ a2, const int n_out,                                                \
+        const unsigned long long* __restrict__ outs)                                              \
     {                                                                                             \
         l2p<T>(n, leaf_of, cx, cy, cz, x, y, z, nq, local, n_terms, term, coef, a0, a1, a2,       \
-               n_out, out);                                                                       \
+               n_out, outs);                                                                      \
     }
 
 PRECISION(float, f32)

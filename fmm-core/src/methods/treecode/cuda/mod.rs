@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use cells::{device_pseudo_sources, group_boxes, walk_cells};
 
 use super::TreeOptions;
-use crate::cuda::device::{cuda_err, refs3};
+use crate::cuda::device::{alloc, cuda_err, refs3, zeros};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::error::Error;
@@ -74,17 +74,15 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let boxes = group_boxes(gpu, &groups, refs3(&tgt.pos))?;
     clock.lap(Stage::Tree)?;
 
-    // SAFETY: every element is written by the launch (`accumulate` = 0):
-    // the groups cover every target.
+    // Every element is written by the launch (`accumulate` = 0): the
+    // groups cover every target.
     let mut d_out: Vec<CudaSlice<R>> = (0..no)
-        .map(|_| unsafe { s.alloc::<R>(m) })
-        .collect::<Result<_, _>>()
-        .map_err(cuda_err("allocating outputs"))?;
+        .map(|_| alloc::<R>(s, m))
+        .collect::<Result<_, _>>()?;
     // The pseudo-sources' slots as separate arrays.
     let cell_slots = (0..cells.n_slots)
         .map(|k| {
-            let mut v = unsafe { s.alloc::<R>(src.tree.n_cells.max(1)) }
-                .map_err(cuda_err("allocating the walk's cells"))?;
+            let mut v = alloc::<R>(s, src.tree.n_cells)?;
             s.memcpy_dtod(&cells.slot(k), &mut v)
                 .map_err(cuda_err("copy on the device"))?;
             Ok(v)
@@ -112,17 +110,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
         cells => cells,
     };
     loop {
-        let stacks = s
-            .alloc_zeros::<i32>(blocks * stack_cap)
-            .map_err(cuda_err("allocating the walk's stacks"))?;
-        let zero = || {
-            s.alloc_zeros::<i32>(1)
-                .map_err(cuda_err("allocating the walk's state"))
-        };
-        let (mut next_group, mut overflow) = (zero()?, zero()?);
-        let counts = s
-            .alloc_zeros::<u64>(2)
-            .map_err(cuda_err("allocating the walk's state"))?;
+        let stacks = zeros::<i32>(s, blocks * stack_cap)?;
+        let (mut next_group, mut overflow) = (zeros::<i32>(s, 1)?, zeros::<i32>(s, 1)?);
+        let counts = zeros::<u64>(s, 2)?;
         let cap = stack_cap as i32;
         let mut b = s.launch_builder(&func);
         b.arg(&n_t);
@@ -212,6 +202,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     stats.p2p += p2p;
     stats.p2c += p2c;
     clock.lap(Stage::Walk)?;
+    drop((src, cells, walk, cell_slots, groups, boxes));
     // Back to the caller's order, on the device.
-    tgt.tree.scatter_all(gpu, &d_out)
+    tgt.tree.scatter_all(gpu, d_out)
 }

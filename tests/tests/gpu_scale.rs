@@ -1,0 +1,110 @@
+//! GPU tests of particles kept on the device between calls
+//! (`evaluate_resident`) and of problems at scale: every method on
+//! device-resident particles gives what the host path gives, and the FMM's
+//! lists past 2^31 entries stay correct (issue 13, defect 4).
+//!
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu_scale -- --ignored --nocapture`.
+
+use fmm_core::cuda::Gpu;
+use fmm_core::distributions::{plummer, uniform_cube};
+use fmm_core::kernels::*;
+use fmm_core::{
+    evaluate, evaluate_resident, Backend, DeviceParticles, Error, Method, Particles, Real,
+};
+use fmm_tests::{fmm_options, rel_l2};
+
+fn gpu() -> &'static Gpu {
+    Gpu::shared().expect("these tests need a CUDA GPU")
+}
+
+/// Gravity sources at `pos` with masses of one sign, and targets at `tpos`.
+fn gravity<R: Real>(pos: &[[f64; 3]], tpos: &[[f64; 3]]) -> (Particles<R>, Particles<R>) {
+    let conv = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|p| p.map(R::c)).collect() };
+    let mut s = Particles::sources::<Gravity>(&conv(pos)).unwrap();
+    let m: Vec<R> = (0..pos.len())
+        .map(|i| R::c((1.0 + (i % 5) as f64) / pos.len() as f64))
+        .collect();
+    s.set("m", &m).unwrap();
+    (Particles::targets::<Gravity>(&conv(tpos)).unwrap(), s)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn resident_particles_give_what_the_host_path_gives() {
+    let pos = plummer(30_000, 4).0;
+    let other = uniform_cube(5_000, 5);
+    let methods = [
+        Method::direct(),
+        Method::treecode(0.5),
+        Method::fmm(6, 0.5),
+        Method::fmm_tolerance(1e-5),
+    ];
+    for (what, tpos) in [("at the sources", &pos), ("apart", &other)] {
+        let (t, s) = gravity::<f64>(&pos, tpos);
+        let d_src = DeviceParticles::upload(gpu(), &s).unwrap();
+        let d_tgt = if std::ptr::eq(tpos, &pos) {
+            DeviceParticles::targets_at_sources(gpu(), &t).unwrap()
+        } else {
+            DeviceParticles::upload(gpu(), &t).unwrap()
+        };
+        for method in &methods {
+            let host = evaluate::<Gravity, f64>(Backend::Cuda, method, &[0.01], &t, &s).unwrap();
+            let res =
+                evaluate_resident::<Gravity, f64>(gpu(), method, &[0.01], &d_tgt, &d_src).unwrap();
+            let got = res.outputs.download(gpu()).unwrap();
+            let e = rel_l2(&got.slots().concat(), &host.outputs.slots().concat());
+            println!(
+                "{what:15} {:9}: resident against host {e:.1e}, {} run(s)",
+                method.name(),
+                res.stats.runs
+            );
+            assert!(e < 1e-14, "{what}, {}: {e:e}", method.name());
+            assert_eq!(res.achieved.is_some(), host.achieved.is_some());
+        }
+    }
+    // Targets at the sources' points must be as many as the sources.
+    let (t, s) = gravity::<f64>(&pos, &pos);
+    let d_src = DeviceParticles::upload(gpu(), &s).unwrap();
+    let few = Particles::<f64>::targets::<Gravity>(&pos[..10]).unwrap();
+    let d_few = DeviceParticles::targets_at_sources(gpu(), &few).unwrap();
+    let e = evaluate_resident::<Gravity, f64>(gpu(), &Method::direct(), &[0.01], &d_few, &d_src)
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+    // Particles of another kernel are refused by name.
+    let d_t = DeviceParticles::targets_at_sources(gpu(), &t).unwrap();
+    let e = evaluate_resident::<Coulomb, f64>(gpu(), &Method::direct(), &[], &d_t, &d_src)
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::WrongParticles { .. }), "{e}");
+}
+
+/// Issue 13, defect 4: the GPU FMM's list offsets were 32-bit, and at 2e8
+/// particles (gravity, p 6, theta 0.7, ncrit 64) the M2L list passed 2^31
+/// entries and the M2L read out of bounds. Leaves of at most two particles
+/// reach that at 10^7: the lists pass 2^31 entries and the result still
+/// meets the direct sum.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_lists_pass_two_to_the_31_entries_and_stay_correct() {
+    let n = 10_000_000;
+    let pos = uniform_cube(n, 17);
+    let (t, s) = gravity::<f32>(&pos, &pos);
+    drop(pos);
+    let method = Method::Fmm(fmm_options(3, 0.5, 2));
+    let t0 = std::time::Instant::now();
+    let ev = evaluate::<Gravity, f32>(Backend::Cuda, &method, &[0.0], &t, &s).unwrap();
+    let seconds = t0.elapsed().as_secs_f64();
+    let e = fmm_core::reference::sampled_error::<Gravity, f32>(&[0.0], &t, &s, &ev.outputs, 64);
+    println!(
+        "N = 1e7, p 3, theta 0.5, ncrit 2: {:.3e} M2L, {:.3e} P2P, {} target cells, {seconds:.2} s, error {e:.2e} on 64 targets",
+        ev.stats.m2l as f64, ev.stats.p2p as f64, ev.stats.target_cells
+    );
+    assert!(
+        ev.stats.m2l > 1 << 31,
+        "the M2L list must pass 2^31 entries for this test to mean anything: {}",
+        ev.stats.m2l
+    );
+    assert!(ev.outputs.slots().iter().flatten().all(|x| x.is_finite()));
+    assert!(e < 1e-2, "{e:e}");
+}
