@@ -56,24 +56,22 @@ pub(crate) const CPU: Table = Table {
     most_p: super::MAX_ORDER,
 };
 
-/// On the GPU, theta 0.7 down to 4e-5: the M2L is cheap there and the
-/// P2P dear, so a wider MAC with one order more is faster at the same
-/// error (10^7 gravity: p 6, theta 0.7 in 0.099 s at 9.0e-5 against p 5,
-/// theta 0.6 in 0.146 s at 7.3e-5; H100, 2026-11-23). Errors at 10^7 in a
-/// cube. Below, theta 0.6 (the CPU's errors: the error depends on p and
-/// theta, not the backend): at theta 0.7 an order gains a factor of only
-/// about 0.7 at worst, and the orders past 10 cost more than the closer
-/// MAC.
+/// On the GPU, measured at 10^7 points in a cube (f32, one H200,
+/// `scripts/gpu_scale_check.sh settings`, 2026-11-23; the errors are the
+/// FMM's own, the f32 rounding of the inputs, 1.4e-6 there, taken out).
+/// Theta 0.7 down to 4e-5: the M2L is cheap there and the P2P dear, so a
+/// wider MAC with one order more is faster at the same error (p 6, theta
+/// 0.7: 0.091 s at 9.0e-5). Below, theta 0.6 and then 0.5: at theta 0.7
+/// an order gains a factor of only about 0.7 at worst (p 12, theta 0.7:
+/// 0.234 s at 1.6e-6, where p 9, theta 0.6 gives 1.8e-6 in 0.170 s).
 pub(crate) const GPU: Table = Table {
     rows: &[
         (5, 0.7, 2.0e-4),
         (6, 0.7, 9.0e-5),
         (7, 0.7, 4.4e-5),
-        (8, 0.6, 2.1e-5),
-        (10, 0.6, 6.0e-6),
-        (12, 0.6, 1.5e-6),
-        (14, 0.6, 5.3e-7),
-        (16, 0.6, 1.4e-7),
+        (8, 0.6, 4.6e-6),
+        (9, 0.6, 1.8e-6),
+        (8, 0.5, 7.0e-7),
     ],
     most_p: super::MAX_GPU_ORDER,
 };
@@ -281,6 +279,8 @@ mod tests {
         assert_eq!(CPU.first(1e-4), Settings { p: 6, theta: 0.6 });
         assert_eq!(CPU.first(1e-3), Settings { p: 4, theta: 0.6 });
         assert_eq!(GPU.first(1e-4), Settings { p: 6, theta: 0.7 });
+        assert_eq!(GPU.first(1e-5), Settings { p: 8, theta: 0.6 });
+        assert_eq!(GPU.first(1e-6), Settings { p: 8, theta: 0.5 });
         // Past the table: 0.5 an order.
         assert_eq!(CPU.first(3.5e-8), Settings { p: 18, theta: 0.6 });
         assert_eq!(GPU.first(1e-12).p, super::super::MAX_GPU_ORDER);
