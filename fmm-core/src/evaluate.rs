@@ -73,9 +73,17 @@ pub fn evaluate<'a, K: Kernel, R: Real>(
     sources: &Particles<R>,
 ) -> Result<Evaluation<R>, Error> {
     let problem = problem.into();
-    let checked = check::<K, R>(method, &problem, targets, sources)?;
-    let device = resolve(backend)?;
-    evaluate_checked::<K, R>(device, method, &problem, &checked, targets, sources)
+    // The inputs are checked before a GPU is looked for: a bad input is
+    // said the same on every machine.
+    let params = check::<K, R>(method, &problem, targets, sources)?;
+    evaluate_checked::<K, R>(
+        resolve(backend)?,
+        method,
+        &problem,
+        &params,
+        targets,
+        sources,
+    )
 }
 
 /// [`evaluate`] on a device already chosen (a [`Device`] from

@@ -2,7 +2,7 @@
 //! scan, of 32- or 64-bit counts, the moves into tree order and back, and
 //! the conversion to f64.
 
-use cudarc::driver::{CudaSlice, CudaView, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaView, DeviceRepr, PushKernelArg, ValidAsZeroBits};
 
 use super::device::{alloc, blocks, launch, BLOCK};
 use super::module::{entry_points, with_defines};
@@ -117,13 +117,7 @@ pub(crate) fn gather<R: Real>(
     n: usize,
 ) -> Result<CudaSlice<R>, Error> {
     let p = Primitives::get::<R>(gpu)?;
-    let s = gpu.stream();
-    let mut out = alloc::<R>(s, n)?;
-    if n > 0 {
-        let ni = n as i64;
-        launch!(s, p.gather, blocks(n, BLOCK as usize), "gather"; &ni, order, x, &mut out)?;
-    }
-    Ok(out)
+    reorder(gpu, &p.gather, "gather", order, x, n)
 }
 
 /// `x` (tree order) back in input order: `out[order[k]] = x[k]`, `n`
@@ -135,11 +129,27 @@ pub(crate) fn scatter<R: Real>(
     n: usize,
 ) -> Result<CudaSlice<R>, Error> {
     let p = Primitives::get::<R>(gpu)?;
+    reorder(gpu, &p.scatter, "scatter", order, x, n)
+}
+
+/// `n` values of `x` moved by `order` with `f` (gather or scatter).
+fn reorder<R: Real>(
+    gpu: &Gpu,
+    f: &cudarc::driver::CudaFunction,
+    what: &'static str,
+    order: &CudaSlice<u32>,
+    x: &CudaSlice<R>,
+    n: usize,
+) -> Result<CudaSlice<R>, Error> {
     let s = gpu.stream();
     let mut out = alloc::<R>(s, n)?;
     if n > 0 {
         let ni = n as i64;
-        launch!(s, p.scatter, blocks(n, BLOCK as usize), "scatter"; &ni, order, x, &mut out)?;
+        let mut b = s.launch_builder(f);
+        b.arg(&ni).arg(order).arg(x).arg(&mut out);
+        // SAFETY: gather_*/scatter_*(n, order, in, out) of primitives.cu;
+        // `order` holds a permutation of 0..n, `x` and `out` n values.
+        unsafe { b.launch(blocks(n, BLOCK as usize)) }.map_err(super::device::cuda_err(what))?;
     }
     Ok(out)
 }
