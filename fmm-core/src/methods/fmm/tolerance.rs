@@ -15,9 +15,8 @@
 //! catches that.
 //!
 //! A tolerance out of reach is said quickly, with why and what to do: when
-//! the error does not fall over a step, or falls by less than a tenth an
-//! order over a step of several orders or two steps running, it has
-//! stopped falling (an error that
+//! the error falls by less than a tenth an order over two steps running
+//! (each of up to 4 orders), it has stopped falling (an error that
 //! converges falls by about theta an order at worst), and more orders will
 //! not help. The FMM's far field is the singular Laplace one, so a
 //! kernel's smoothing (Plummer softening, a core radius) that is not
@@ -205,9 +204,8 @@ fn step(history: &[(usize, f64)], tol: f64) -> usize {
 }
 
 /// Why the error will not reach the tolerance, if it will not: the order
-/// is at the highest, or the error did not fall over the last step, or
-/// fell by less than [`STALL`] an order over the last step of several
-/// orders or the last two steps.
+/// is at the highest, or the error fell by less than [`STALL`] an order
+/// over each of the last two steps.
 fn stalled(history: &[(usize, f64)], at_most: bool, most: usize) -> Option<String> {
     if at_most {
         return Some(format!(
@@ -215,13 +213,11 @@ fn stalled(history: &[(usize, f64)], at_most: bool, most: usize) -> Option<Strin
         ));
     }
     let n = history.len();
-    if n < 2 {
-        return None;
-    }
-    let orders = history[n - 1].0 - history[n - 2].0;
-    let flat = history[n - 1].1 >= history[n - 2].1
-        || per_order(history, n - 1) > STALL
-            && (orders >= 2 || n >= 3 && per_order(history, n - 2) > STALL);
+    // Two steps, not one: with few sources the error at a handful of
+    // sampled targets can stand still over an order and then fall (one
+    // BiotSavart source, 300 targets: 1.8e-4 at p 10, 1.9e-4 at p 11 and
+    // 12, 7.2e-5 at p 14).
+    let flat = n >= 3 && per_order(history, n - 1) > STALL && per_order(history, n - 2) > STALL;
     flat.then(|| {
         let from = history[n.saturating_sub(3)];
         format!(
@@ -336,7 +332,7 @@ mod tests {
             rising,
         )
         .unwrap_err();
-        assert_eq!(runs, 2);
+        assert_eq!(runs, 3);
         assert!(matches!(e, Error::ToleranceNotMet { .. }), "{e}");
     }
 

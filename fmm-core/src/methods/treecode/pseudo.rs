@@ -99,7 +99,7 @@ pub(crate) fn pseudo_sources<R: Real>(
             .sum::<f64>()
             .sqrt();
         let reach = if theta > 0.0 {
-            2.0 * cell.half / theta + delta
+            2.0 * cell.half / theta + delta + resolution(cell.center, cell.half)
         } else {
             f64::INFINITY
         };
@@ -107,6 +107,21 @@ pub(crate) fn pseudo_sources<R: Real>(
         com.push(p);
     }
     CellSources { soa, accept2, com }
+}
+
+/// A floor under a cell's acceptance distance: 2^-40 of its coordinates'
+/// size (a thousand or so ulps). Cells of coincident particles, 21 levels
+/// down a tree whose root is itself tiny, are far smaller than the
+/// positions' resolution: their centre of strength, summed in f64, lands
+/// some ulps off the point, outside the cell, and without the floor the
+/// cell passed the criterion for the targets sitting on that point (300
+/// coincident masses felt 1e4 where they must feel 0; the conformance
+/// matrix found it). Normal cells, at least 2^-21 of the root, are not
+/// changed by it. Exact (a maximum and a power of two), so the GPU
+/// (`cells.cu`) computes the same bits.
+pub(crate) fn resolution(center: [f64; 3], half: f64) -> f64 {
+    let m = center.iter().fold(half, |m, c| m.max(c.abs()));
+    m * (-40.0f64).exp2()
 }
 
 /// The cells' pseudo-sources as plain arrays: the form the GPU's are

@@ -146,8 +146,13 @@ __device__ void finish(int nc, double theta, const double* cx, const double* cy,
         d2 = __dadd_rn(d2, __dmul_rn(d, d));
     }
     const double delta = __dsqrt_rn(d2);
+    // The floor of pseudo.rs's `resolution`: 2^-40 of the coordinates'
+    // size, for cells smaller than the positions' resolution.
+    const double res =
+        fmax(fmax(fabs(ctr[0]), fabs(ctr[1])), fmax(fabs(ctr[2]), half[c])) * 0x1p-40;
     const double reach =
-        theta > 0.0 ? __dadd_rn(__ddiv_rn(__dmul_rn(2.0, half[c]), theta), delta) : INF_D;
+        theta > 0.0 ? __dadd_rn(__dadd_rn(__ddiv_rn(__dmul_rn(2.0, half[c]), theta), delta), res)
+                    : INF_D;
     accept2[c] = __dmul_rn(reach, reach);
 }
 
