@@ -491,6 +491,21 @@ pub mod sets {
         pub seed: u64,
     }
 
+    impl Spec {
+        /// `n` particles of `dist` with `strengths` from `seed`, their own
+        /// targets, core radii the mean spacing.
+        pub fn new(dist: Dist, n: usize, strengths: Strengths, seed: u64) -> Self {
+            Spec {
+                dist,
+                n,
+                strengths,
+                sigma: mean_spacing(dist, n),
+                targets: Targets::Same,
+                seed,
+            }
+        }
+    }
+
     /// Rounded to f32, so that f32 particles hold the very values of the
     /// f64 ones and of the reference: only the arithmetic is measured.
     pub fn r32(x: f64) -> f64 {
