@@ -1,4 +1,8 @@
-//! Shared helpers of the integration tests in `tests/tests/`.
+//! Shared helpers of the integration tests in `tests/tests/`: each method
+//! through the front door on the CPU or the GPU, the independent naive f64
+//! sums of the built-in kernels ([`naive`]), and the particle sets every
+//! test draws from ([`sets`]), so that no test file keeps a copy of its
+//! own.
 
 /// Relative L2 error of `got` against `want`: `|got - want| / |want|`.
 pub fn rel_l2(got: &[f64], want: &[f64]) -> f64 {
