@@ -212,8 +212,8 @@ const PLUMMER: Set = Set {
     ..CUBE
 };
 
-/// The signed cube's sources and 700 other targets in a box 1.4 times as
-/// wide (some outside the sources' box): two trees.
+/// 2000 sources of random sign in the cube and 700 other targets in a box
+/// 1.4 times as wide (some outside the sources' box): two trees.
 const APART: Set = Set {
     targets: Targets::Apart(700),
     seed: 4,
