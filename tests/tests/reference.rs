@@ -1,6 +1,7 @@
 //! Every built-in kernel against an independent f64 reference.
 //!
-//! The references below are written from the formulas of
+//! The references (`fmm_tests::naive`, shared with the conformance matrix
+//! of `conformance.rs`) are written from the formulas of
 //! `shared/KERNELS.md`, not from the `kernel!` declarations, and by a
 //! different route where one exists:
 //!
@@ -22,303 +23,20 @@
 
 use fmm_core::fmm_codegen::ast::Shape;
 use fmm_core::kernels::*;
-use fmm_core::{Kernel, Particles, Real};
+use fmm_core::{Kernel, Real};
 use fmm_tests::direct_cpu;
+use fmm_tests::naive::*;
 use fmm_tests::rel_l2;
+use fmm_tests::sets::{build, r32};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::f64::consts::PI;
 
-type V3 = [f64; 3];
-
-fn add(a: V3, b: V3) -> V3 {
-    [a[0] + b[0], a[1] + b[1], a[2] + b[2]]
-}
-
-fn sub(a: V3, b: V3) -> V3 {
-    [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
-}
-
-fn mul(s: f64, a: V3) -> V3 {
-    [s * a[0], s * a[1], s * a[2]]
-}
-
-fn dot(a: V3, b: V3) -> f64 {
-    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-}
-
-fn cross(a: V3, b: V3) -> V3 {
-    [
-        a[1] * b[2] - a[2] * b[1],
-        a[2] * b[0] - a[0] * b[2],
-        a[0] * b[1] - a[1] * b[0],
-    ]
-}
-
-fn norm(a: V3) -> f64 {
-    a[0].hypot(a[1]).hypot(a[2])
-}
-
-fn flat(v: &[V3]) -> Vec<f64> {
-    v.iter().flatten().copied().collect()
-}
-
-fn unflat(v: &[f64]) -> Vec<V3> {
-    v.chunks(3).map(|c| [c[0], c[1], c[2]]).collect()
-}
-
-/// `sqrt(2 / pi)`.
-fn sqrt_2_pi() -> f64 {
-    (2.0 / PI).sqrt()
-}
-
-/// Compensated (Neumaier) sum.
-#[derive(Clone, Copy, Default)]
-struct Acc {
-    s: f64,
-    c: f64,
-}
-
-impl Acc {
-    fn add(&mut self, x: f64) {
-        let t = self.s + x;
-        if self.s.abs() >= x.abs() {
-            self.c += (self.s - t) + x;
-        } else {
-            self.c += (x - t) + self.s;
-        }
-        self.s = t;
-    }
-
-    fn get(self) -> f64 {
-        self.s + self.c
-    }
-}
-
-#[derive(Clone, Copy, Default)]
-struct Acc3([Acc; 3]);
-
-impl Acc3 {
-    fn add(&mut self, v: V3) {
-        for (a, x) in self.0.iter_mut().zip(v) {
-            a.add(x);
-        }
-    }
-
-    fn get(self) -> V3 {
-        self.0.map(Acc::get)
-    }
-}
-
-// ---------------------------------------------------------------------------
-// erf and the Gaussian core, without libm.
-
-/// `erf(x)` for `0 <= x < 3` from the series of positive terms
-/// `erf x = 2/sqrt(pi) exp(-x^2) sum_{n>=0} 2^n x^(2n+1) / (2n+1)!!`.
-fn erf_series(x: f64) -> f64 {
-    let x2 = x * x;
-    let mut term = x;
-    let mut sum = Acc::default();
-    sum.add(term);
-    let mut n = 0.0;
-    while term > 1e-18 * sum.get() {
-        n += 1.0;
-        term *= 2.0 * x2 / (2.0 * n + 1.0);
-        sum.add(term);
-    }
-    2.0 / PI.sqrt() * (-x2).exp() * sum.get()
-}
-
-/// `erfc(x)` for `x >= 3` from its continued fraction
-/// `erfc x = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))`.
-fn erfc_cf(x: f64) -> f64 {
-    let mut t = x;
-    for k in (1..=120).rev() {
-        t = x + 0.5 * k as f64 / t;
-    }
-    (-x * x).exp() / (PI.sqrt() * t)
-}
-
-fn erf_ref(x: f64) -> f64 {
-    if x < 0.0 {
-        -erf_ref(-x)
-    } else if x < 3.0 {
-        erf_series(x)
-    } else {
-        1.0 - erfc_cf(x)
-    }
-}
-
-/// `h(rho) = g(rho) / rho^3` and `h'(rho) / rho`, with
-/// `g(rho) = erf(rho / sqrt 2) - sqrt(2/pi) rho exp(-rho^2 / 2)`.
-///
-/// Below `rho = 6` from `g = sqrt(2/pi) exp(-rho^2/2) sum_{n>=1}
-/// rho^(2n+1) / (2n+1)!!` (the erf series above, with its first term
-/// cancelled analytically), so with `y = rho^2`:
-/// `h = sqrt(2/pi) exp(-y/2) sum_m y^m / (2m+3)!!` and
-/// `h'/rho = -3 sqrt(2/pi) exp(-y/2) sum_m y^m / (2m+5)!!`.
-/// Above, from the closed form with `erfc`, where nothing cancels.
-fn core(rho: f64) -> (f64, f64) {
-    let y = rho * rho;
-    if rho < 6.0 {
-        let (mut a, mut b) = (1.0 / 3.0, 1.0 / 15.0);
-        let (mut t, mut u) = (Acc::default(), Acc::default());
-        let mut m = 0.0;
-        loop {
-            t.add(a);
-            u.add(b);
-            if a <= 1e-18 * t.get() && b <= 1e-18 * u.get() {
-                break;
-            }
-            m += 1.0;
-            a *= y / (2.0 * m + 3.0);
-            b *= y / (2.0 * m + 5.0);
-        }
-        let pre = sqrt_2_pi() * (-0.5 * y).exp();
-        (pre * t.get(), -3.0 * pre * u.get())
-    } else {
-        let e = (-0.5 * y).exp();
-        let g = 1.0 - erfc_cf(rho / 2f64.sqrt()) - sqrt_2_pi() * rho * e;
-        let dg = sqrt_2_pi() * y * e;
-        (g / (y * rho), dg / (y * y) - 3.0 * g / (y * y * rho))
-    }
-}
-
-/// `K(r) = g(r / sigma) / (4 pi r^3)` and `K'(r) / r`.
-fn core_k(r: f64, sigma: f64) -> (f64, f64) {
-    let (h, dh) = core(r / sigma);
-    let s3 = sigma * sigma * sigma;
-    (h / (4.0 * PI * s3), dh / (4.0 * PI * s3 * sigma * sigma))
-}
-
-// ---------------------------------------------------------------------------
-// The reference sums. A pair at r = 0 adds nothing (the convention of
-// KERNELS.md), whether it is the self pair or two particles on one spot.
-
-#[derive(Clone, Debug)]
-struct Case {
-    tpos: Vec<V3>,
-    spos: Vec<V3>,
-    /// Gravity mass.
-    m: Vec<f64>,
-    /// Coulomb charge.
-    q: Vec<f64>,
-    /// Vortex strength (BiotSavart, Stretching, VelocityStretching).
-    alpha: Vec<V3>,
-    sigma: Vec<f64>,
-    /// Vector strength of HuBiotSavart.
-    qv: Vec<V3>,
-    /// Target vortex strength of stretching.
-    alpha_i: Vec<V3>,
-}
-
-type Named = Vec<(&'static str, Vec<f64>)>;
-
-fn ref_gravity(eps: f64, c: &Case) -> Named {
-    let (mut phi, mut acc) = (vec![], vec![]);
-    for &xi in &c.tpos {
-        let (mut p, mut a) = (Acc::default(), Acc3::default());
-        for (&xj, &mj) in c.spos.iter().zip(&c.m) {
-            let dx = sub(xj, xi);
-            let r2 = dot(dx, dx);
-            if r2 == 0.0 {
-                continue;
-            }
-            let s = r2 + eps * eps;
-            p.add(-mj / s.sqrt());
-            a.add(mul(mj * s.powf(-1.5), dx));
-        }
-        phi.push(p.get());
-        acc.push(a.get());
-    }
-    vec![("phi", phi), ("acc", flat(&acc))]
-}
-
-fn ref_coulomb(c: &Case) -> Named {
-    let (mut phi, mut e) = (vec![], vec![]);
-    for &xi in &c.tpos {
-        let (mut p, mut f) = (Acc::default(), Acc3::default());
-        for (&xj, &qj) in c.spos.iter().zip(&c.q) {
-            let d = sub(xi, xj);
-            let r = norm(d);
-            if r == 0.0 {
-                continue;
-            }
-            p.add(qj / r);
-            f.add(mul(qj / r.powi(3), d));
-        }
-        phi.push(p.get());
-        e.push(f.get());
-    }
-    vec![("phi", phi), ("e", flat(&e))]
-}
-
-/// Velocity and stretching of the Gaussian-core Biot-Savart law.
-fn ref_vortex(c: &Case) -> (Vec<V3>, Vec<V3>) {
-    let (mut u, mut s) = (vec![], vec![]);
-    for (&xi, &ai) in c.tpos.iter().zip(&c.alpha_i) {
-        let (mut ui, mut si) = (Acc3::default(), Acc3::default());
-        for ((&xj, &aj), &sj) in c.spos.iter().zip(&c.alpha).zip(&c.sigma) {
-            let d = sub(xi, xj);
-            let r = norm(d);
-            if r == 0.0 {
-                continue;
-            }
-            let (k, dk) = core_k(r, sj);
-            let ajd = cross(aj, d);
-            ui.add(mul(k, ajd));
-            si.add(mul(k, cross(aj, ai)));
-            si.add(mul(dk * dot(ai, d), ajd));
-        }
-        u.push(ui.get());
-        s.push(si.get());
-    }
-    (u, s)
-}
-
-fn ref_biot_savart(c: &Case) -> Named {
-    vec![("u", flat(&ref_vortex(c).0))]
-}
-
-fn ref_stretching(c: &Case) -> Named {
-    vec![("s", flat(&ref_vortex(c).1))]
-}
-
-fn ref_velocity_stretching(c: &Case) -> Named {
-    let (u, s) = ref_vortex(c);
-    vec![("u", flat(&u)), ("s", flat(&s))]
-}
-
-fn ref_hu(eps: f64, c: &Case) -> Named {
-    let mut v = vec![];
-    for &y in &c.tpos {
-        let mut vi = Acc3::default();
-        for (&xj, &qj) in c.spos.iter().zip(&c.qv) {
-            let d = sub(y, xj);
-            let r = norm(d);
-            if r == 0.0 {
-                continue;
-            }
-            let w = if r <= eps {
-                1.0 / (eps * eps * r)
-            } else {
-                1.0 / (r * r * r)
-            };
-            vi.add(mul(w, cross(qj, d)));
-        }
-        v.push(vi.get());
-    }
-    vec![("v", flat(&v))]
-}
-
 // ---------------------------------------------------------------------------
 // Random problems and the kernels' outputs.
 
-/// Rounded to f32, so that the f32 evaluation sees the very inputs of the
-/// f64 reference and only its arithmetic is measured.
-fn r32(x: f64) -> f64 {
-    x as f32 as f64
-}
+// Values are rounded to f32 (`r32`), so that the f32 evaluation sees the
+// very inputs of the f64 reference and only its arithmetic is measured.
 
 fn points(rng: &mut StdRng, n: usize, lo: f64, hi: f64) -> Vec<V3> {
     (0..n)
@@ -353,41 +71,6 @@ fn case(seed: u64, m: usize, n: usize, same: bool) -> Case {
         tpos,
         spos,
     }
-}
-
-fn to_r<R: Real>(v: &[f64]) -> Vec<R> {
-    v.iter().map(|&x| R::c(x)).collect()
-}
-
-fn to_r3<R: Real>(v: &[V3]) -> Vec<[R; 3]> {
-    v.iter().map(|p| p.map(R::c)).collect()
-}
-
-/// The targets and sources of kernel `K` for case `c`, every field the
-/// kernel declares set from the case.
-fn build<K: Kernel, R: Real>(c: &Case) -> (Particles<R>, Particles<R>) {
-    let def = K::def();
-    let mut src = Particles::<R>::sources::<K>(&to_r3(&c.spos)).unwrap();
-    for f in &def.sources {
-        match (f.name.as_str(), &f.shape) {
-            ("m", Shape::Scalar) => src.set("m", &to_r(&c.m)),
-            ("q", Shape::Scalar) => src.set("q", &to_r(&c.q)),
-            ("q", Shape::Vec3) => src.set_vec3("q", &to_r3(&c.qv)),
-            ("alpha", Shape::Vec3) => src.set_vec3("alpha", &to_r3(&c.alpha)),
-            ("sigma", Shape::Scalar) => src.set("sigma", &to_r(&c.sigma)),
-            (name, _) => panic!("no data for source field `{name}` of {}", K::name()),
-        }
-        .unwrap();
-    }
-    let mut tgt = Particles::<R>::targets::<K>(&to_r3(&c.tpos)).unwrap();
-    for f in &def.targets {
-        match (f.name.as_str(), &f.shape) {
-            ("alpha_i", Shape::Vec3) => tgt.set_vec3("alpha_i", &to_r3(&c.alpha_i)),
-            (name, _) => panic!("no data for target field `{name}` of {}", K::name()),
-        }
-        .unwrap();
-    }
-    (tgt, src)
 }
 
 /// Every output of `direct_cpu::<K, R>`, in declaration order, as f64; a
