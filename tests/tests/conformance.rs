@@ -35,9 +35,10 @@
 //! (nothing at the one on it), a pair, and coincident or clustered
 //! particles: 300 on one point (zeros: a pair at r = 0 adds nothing),
 //! twins, a line (no NaN, and the f64 sum within the method's accuracy).
-//! Two of these cases meet defects of fmm-core, listed with what was
-//! measured in [`known_defect`]: they still run and must give finite
-//! outputs, and print what is wrong instead of failing.
+//! Two of these cases found defects of fmm-core, since fixed: the f64
+//! treecode accepted a cell of coincident particles for targets on their
+//! point (300 coincident masses felt 1e4), and the tolerance driver took a
+//! lone source's error standing still over an order for a floor.
 //!
 //! The GPU rows are the same table through `Backend::Cuda`, one test per
 //! method (and one of the degenerate inputs), ignored here (no GPU in CI). Run them on the GPU host:
@@ -795,52 +796,13 @@ fn degenerate<K: Kernel, R: Real>(backend: Backend, how: How, kernel: Kern) -> V
                 }
             }
         };
-        match (check(), known_defect(how, d, prec)) {
-            (Ok(_), None) if refuses(kernel, how) => println!("{label}: refused, as it must be"),
-            (Ok(e), None) => println!("{label}: ok (error {e:.2e})"),
-            (Ok(e), Some(_)) => println!(
-                "{label}: ok (error {e:.2e}; the known defect of this case does not show here)"
-            ),
-            (Err((e, true)), Some(why)) => println!("{label}: KNOWN DEFECT: {e} ({why})"),
-            (Err((e, _)), _) => failures.push(format!("{label}: {e}")),
+        match check() {
+            Ok(_) if refuses(kernel, how) => println!("{label}: refused, as it must be"),
+            Ok(e) => println!("{label}: ok (error {e:.2e})"),
+            Err((e, _)) => failures.push(format!("{label}: {e}")),
         }
     }
     failures
-}
-
-/// Degenerate inputs a method is known to get wrong, and why. Such a case
-/// still runs and must give finite outputs of the right length (no NaN,
-/// as every input must); its wrong values (or a tolerance refused) are
-/// printed rather than failed. For fmm-core to fix; an entry goes when no
-/// kernel shows it on either backend (the run says where it does not).
-fn known_defect(how: How, d: Degenerate, prec: Prec) -> Option<&'static str> {
-    match (how, d, prec) {
-        // Coincident points get a root cell 1e-12 of their coordinates wide
-        // (tree::morton::Bounds::of), so the deepest cells (21 levels down)
-        // are about 3e-19 wide: less than the 1e-17 or so by which the
-        // centre of strength, summed in f64, lands off the point. Measured
-        // here: gravity (eps 1e-4, random-sign masses) feels 1.0e4 at
-        // targets on the point; with eps 0 and 33 particles 1.6e33. In f32
-        // the centre rounds back onto the point, r = 0 and the sum is 0.
-        // The GPU builds the same trees and pseudo-sources, so other
-        // kernels may show it there.
-        (Tree(_), OnePoint, F64) => Some(
-            "the treecode accepts a cell whose particles all sit on one point for targets on \
-             that point: the cell is narrower than the rounding of its centre of strength, \
-             which lands a hair off the point, and the kernel at r ~ 1e-17 is huge, not 0",
-        ),
-        // Measured here: BiotSavart's error on 64 sampled targets is 1.8e-4
-        // at p 10, 1.9e-4 at p 11 and 12, 1.3e-4 at 13 and 7.2e-5 at 14
-        // (theta 0.6), the same for core radii 1e-4 and 1e-8; the driver
-        // stops at p 11. The GPU starts from other settings, so another
-        // kernel may meet it there.
-        (Tol(_), OneSource, _) => Some(
-            "the tolerance driver takes the sampled error's plateau over two orders (a lone \
-             source, whose far field is all expansion) for a floor, refuses a tolerance a \
-             higher order meets, and blames a smoothing there is not",
-        ),
-        _ => None,
-    }
 }
 
 /// [`degenerate`] for every kernel and precision through every method.
