@@ -14,14 +14,11 @@
 //! `extern "C"` entry points instantiate it, so their names are stable and
 //! need no C++ mangling.
 //!
-//! Arguments of every entry point, in order:
-//! `n_targets`, target `x, y, z`, the target field slots, `n_sources`,
-//! source `x, y, z`, the source field slots, the parameter slots (by value),
-//! the output slots, `accumulate` (0: overwrite the outputs, 1: add to them,
-//! for sources split in chunks). Every slot is a separate array (structure of
-//! arrays); all slots are passed even when the kernel does not read them.
+//! The arguments of every entry point are [`Signature::tile`]; the host
+//! pushes them through the same value.
 
 use super::rust::leaf_name;
+use super::signature::{Precision, Signature};
 use super::{float_literal, Schedule, Syntax};
 use crate::flops;
 use crate::ir::{Func, Node, NodeId, Stage};
@@ -45,8 +42,12 @@ impl Default for CudaOptions {
     }
 }
 
-/// The two precisions every entry point comes in.
-pub const PRECISIONS: [(&str, &str); 2] = [("f32", "float"), ("f64", "double")];
+/// The two precisions every entry point comes in, as (name, C type)
+/// ([`Precision`]).
+pub const PRECISIONS: [(&str, &str); 2] = [
+    (Precision::F32.name(), Precision::F32.c_type()),
+    (Precision::F64.name(), Precision::F64.c_type()),
+];
 
 /// The name of the entry point for one precision and shape.
 pub fn entry_name(def: &KernelDef, precision: &str, (p, q): (u32, u32)) -> String {
@@ -157,51 +158,14 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
         o.push('\n');
     }
 
-    // The argument list, shared by the template and the entry points.
-    let mut args: Vec<(Arg, String)> = vec![(Arg::Count, "n_targets".into())];
-    for a in ["x", "y", "z"] {
-        args.push((Arg::Input, format!("{a}_i_ptr")));
-    }
-    for s in slots(&def.targets, "t") {
-        args.push((Arg::Input, format!("{s}_ptr")));
-    }
-    args.push((Arg::Count, "n_sources".into()));
-    for a in ["x", "y", "z"] {
-        args.push((Arg::Input, format!("{a}_j_ptr")));
-    }
-    for s in slots(&def.sources, "s") {
-        args.push((Arg::Input, format!("{s}_ptr")));
-    }
-    for s in slots(&def.params, "p") {
-        args.push((Arg::Param, s));
-    }
-    for s in slots(&def.outputs, "o") {
-        args.push((Arg::Output, s));
-    }
-    args.push((Arg::Count, "accumulate".into()));
-    let declare = |ty: &str| -> String {
-        args.iter()
-            .map(|(kind, name)| match kind {
-                Arg::Count => format!("const int {name}"),
-                Arg::Input => format!("const {ty}* __restrict__ {name}"),
-                Arg::Param => format!("const {ty} {name}"),
-                Arg::Output => format!("{ty}* __restrict__ {name}"),
-            })
-            .collect::<Vec<_>>()
-            .join(",\n    ")
-    };
-    let pass = args
-        .iter()
-        .map(|a| a.1.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let sig = Signature::tile(def);
 
     let tile = Tile::new(def, &sch);
     let no = def.n_outputs();
 
     o.push_str("template <typename T, int P, int Q>\n");
     o.push_str(&format!("__device__ __forceinline__ void {sym}_p2p(\n"));
-    o.push_str(&format!("    {})\n{{\n", declare("T")));
+    o.push_str(&format!("    {})\n{{\n", sig.declare("T")));
     o.push_str(&tile.declare("P * Q"));
     o.push_str("    const int row = threadIdx.y;\n");
     o.push_str("    const int i = blockIdx.x * P + threadIdx.x;\n");
@@ -275,13 +239,15 @@ pub fn emit(def: &KernelDef, opts: &CudaOptions) -> String {
     o.push_str(&super::walk::emit(def, &sch, &syn));
     o.push_str(&super::p2p_list::emit(def, &sch, &syn));
 
-    for (prec, ty) in PRECISIONS {
+    let pass = sig.pass();
+    for prec in Precision::ALL {
+        let ty = prec.c_type();
         for &(p, q) in &opts.shapes {
             o.push_str(&format!(
                 "\nextern \"C\" __global__ void __launch_bounds__({}) {}(\n    {})\n{{\n    {sym}_p2p<{ty}, {p}, {q}>({pass});\n}}\n",
                 p * q,
-                entry_name(def, prec, (p, q)),
-                declare(ty),
+                entry_name(def, prec.name(), (p, q)),
+                sig.declare(ty),
             ));
         }
     }
@@ -444,12 +410,4 @@ pub(crate) fn target_prologue(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax)
         }
     }
     o
-}
-
-/// The kinds of entry-point arguments.
-enum Arg {
-    Count,
-    Input,
-    Param,
-    Output,
 }

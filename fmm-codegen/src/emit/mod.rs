@@ -6,10 +6,15 @@
 //! parameters and the target) and used inside it. Every other node is
 //! inlined into its single user, so the generated code reads like the
 //! formula it came from.
+//!
+//! The arguments of every entry point are one [`signature::Signature`]
+//! that the emitters print and the host's launcher checks its pushes
+//! against.
 
 pub mod cuda;
 pub mod p2p_list;
 pub mod rust;
+pub mod signature;
 pub mod walk;
 
 use crate::ir::{Cmp, Func, Graph, Node, NodeId, Op, Stage};
