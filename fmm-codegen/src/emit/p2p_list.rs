@@ -1,6 +1,6 @@
-//! The FMM's near field on the GPU: the P2P list kernel, emitted next to
-//! the walk and built from the same pieces (the declaration's pair
-//! interaction over shared-memory tiles of sources).
+//! The FMM's near field on the GPU: the P2P list kernel, built from the
+//! walk's pieces (the declaration's pair interaction over shared-memory
+//! tiles of sources).
 //!
 //! One thread block takes one group of at most [`P2P_BLOCK`] targets of
 //! one target leaf, one thread per target, and sums over the particles of
@@ -11,11 +11,13 @@
 //! memory a tile at a time.
 //!
 //! The arguments of `<kernel>_p2p_list_f32` / `_f64` are
-//! [`Signature::p2p_list`]; the host pushes them through the same value.
+//! [`Signature::p2p_list`]; the host pushes them through the same value
+//! (`fmm_core::cuda::launch`). The lists have a module of their own
+//! ([`super::Module::P2pList`]), with its own copy of the walk's block scan.
 
 use super::cuda::{target_prologue, CudaSyntax, Tile};
 use super::signature::Signature;
-use super::walk::{count, entry_points, flush_leaves, indent, store_outputs};
+use super::walk::{count, entry_points, flush_leaves, indent, store_outputs, BLOCK_SCAN};
 use super::Schedule;
 use crate::kernel::KernelDef;
 
@@ -29,8 +31,7 @@ pub fn p2p_list_entry_name(def: &KernelDef, precision: &str) -> String {
     format!("{}_p2p_list_{precision}", def.symbol())
 }
 
-/// Emits the P2P list template and its entry points (after the walk, whose
-/// block scan it uses).
+/// Emits the block scan, the P2P list template and its entry points.
 pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String {
     let sym = def.symbol();
     let no = def.n_outputs();
@@ -39,8 +40,8 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     let sig = Signature::p2p_list(def);
 
     let mut o = String::new();
-    o.push_str("\n// The FMM's P2P lists (see fmm_codegen::emit::p2p_list).\n");
-    o.push_str("template <typename T>\n");
+    o.push_str(BLOCK_SCAN);
+    o.push_str("\ntemplate <typename T>\n");
     o.push_str(&format!(
         "__device__ __forceinline__ void {sym}_p2p_list(\n    "
     ));

@@ -11,11 +11,14 @@
 //! checks the role and the C type of every pushed argument against it
 //! before the launch (CubeCL's `generate/launch.rs` builds its host
 //! launcher from the same parsed signature as the kernel, for the same
-//! reason).
+//! reason). An [`EntryPoint`] adds the entry's name, module and precision.
 
 use std::fmt;
 
-use super::cuda::slots;
+use super::cuda::{entry_name, slots};
+use super::p2p_list::p2p_list_entry_name;
+use super::walk::walk_entry_name;
+use super::Module;
 use crate::kernel::KernelDef;
 
 /// The two precisions every generated entry point comes in.
@@ -464,6 +467,50 @@ impl Signature {
             ArgType::write(Scalar::UnsignedLongLong),
             "counts",
         );
+    }
+}
+
+/// One generated entry point: its name, the module that holds it, its
+/// precision and its arguments. What the host loads and launches, and
+/// what a test finds in the compiled module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryPoint {
+    pub name: String,
+    pub module: Module,
+    pub precision: Precision,
+    pub signature: Signature,
+}
+
+impl EntryPoint {
+    /// The tile kernel of launch shape `shape` (`P` targets per block,
+    /// `Q` threads per target).
+    pub fn tile(def: &KernelDef, precision: Precision, shape: (u32, u32)) -> EntryPoint {
+        EntryPoint {
+            name: entry_name(def, precision.name(), shape),
+            module: Module::Direct,
+            precision,
+            signature: Signature::tile(def),
+        }
+    }
+
+    /// The treecode walk.
+    pub fn walk(def: &KernelDef, precision: Precision) -> EntryPoint {
+        EntryPoint {
+            name: walk_entry_name(def, precision.name()),
+            module: Module::Walk,
+            precision,
+            signature: Signature::walk(def),
+        }
+    }
+
+    /// The FMM's P2P lists.
+    pub fn p2p_list(def: &KernelDef, precision: Precision) -> EntryPoint {
+        EntryPoint {
+            name: p2p_list_entry_name(def, precision.name()),
+            module: Module::P2pList,
+            precision,
+            signature: Signature::p2p_list(def),
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The treecode's walk on the GPU, emitted next to the tile kernel.
+//! The treecode's walk on the GPU, in a module of its own.
 //!
 //! One thread block walks the source tree for one group of at most
 //! [`WALK_BLOCK`] targets, one thread per target, and the opening criterion
@@ -26,7 +26,8 @@
 //! block stops; the host then runs the walk again with larger stacks.
 //!
 //! The arguments of `<kernel>_walk_f32` / `_f64` are [`Signature::walk`];
-//! the host pushes them through the same value.
+//! the host pushes them through the same value (`fmm_core::cuda::launch`).
+//! The walk has a module of its own ([`super::Module::Walk`]).
 
 use super::cuda::{slots, target_prologue, CudaSyntax, Tile};
 use super::signature::{Precision, Signature};
@@ -43,9 +44,9 @@ pub fn walk_entry_name(def: &KernelDef, precision: &str) -> String {
 }
 
 /// A block-wide exclusive prefix sum of two counts at once (warp shuffles,
-/// then the warps' totals through shared memory), with the totals.
-const BLOCK_SCAN: &str = r#"
-// Exclusive prefix sums over the block of `a` and `b`, and their totals.
+/// then the warps' totals through shared memory), with the totals: part
+/// of the walk's module and of the P2P lists'.
+pub(super) const BLOCK_SCAN: &str = r#"// Exclusive prefix sums over the block of `a` and `b`, and their totals.
 // `sums` holds two ints per warp; the caller synchronises before reusing it.
 __device__ __forceinline__ void fmm_block_scan2(int& a, int& b, int& total_a, int& total_b,
                                                 int (*sums)[2])
@@ -93,7 +94,6 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         );
     let flush_near = count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn);
 
-    o.push_str("\n// The treecode walk (see fmm_codegen::emit::walk).\n");
     o.push_str(BLOCK_SCAN);
     o.push_str("\ntemplate <typename T>\n");
     o.push_str(&format!(

@@ -19,6 +19,7 @@ use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage, Stats};
 use fmm_codegen::emit::cuda::{entry_name, CudaOptions};
+use fmm_codegen::emit::Module;
 
 /// Particle arrays on the device: positions and field slots.
 struct DeviceSet<R: Real> {
@@ -186,7 +187,10 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let def = K::def();
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
     let t_setup = std::time::Instant::now();
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let (module, _) = gpu.module(
+        &Module::Direct.module_name(def),
+        K::cuda_source(Module::Direct),
+    )?;
     stats.add(Stage::Setup, t_setup.elapsed().as_secs_f64());
 
     let size = std::mem::size_of::<R>();
@@ -325,7 +329,10 @@ pub(crate) fn run_resident<K: Kernel, R: Real>(
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let def = K::def();
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let (module, _) = gpu.module(
+        &Module::Direct.module_name(def),
+        K::cuda_source(Module::Direct),
+    )?;
     let spos = sources
         .positions()
         .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;

@@ -25,6 +25,7 @@ use crate::kernel::Kernel;
 use crate::real::Real;
 use crate::reference::{relative_l2, sample_indices};
 use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
+use fmm_codegen::emit::Module;
 
 /// Sources one block of the reference sum takes.
 const RUN: usize = 8192;
@@ -77,7 +78,10 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
         }
 
         let func = {
-            let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+            let (module, _) = gpu.module(
+                &Module::P2pList.module_name(def),
+                K::cuda_source(Module::P2pList),
+            )?;
             gpu.function(&module, &p2p_list_entry_name(def, "f64"))?
         };
         let mut want = vec![vec![0.0f64; ns]; no];

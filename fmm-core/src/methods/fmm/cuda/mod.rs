@@ -39,6 +39,7 @@ use crate::stats::{Clock, Stage};
 use crate::tree::morton::MAX_LEVEL;
 use crate::tree::{DeviceOctree, TreeOrdered};
 use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
+use fmm_codegen::emit::Module;
 use fmm_codegen::kernel::{FarTerm, Term};
 
 /// The highest order the GPU operators take: the M2L keeps a source's
@@ -387,7 +388,10 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let nq = plan.strength.len();
     let nc = ncoef(p);
     let ops = Ops::get::<R>(gpu, p)?;
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let (module, _) = gpu.module(
+        &Module::P2pList.module_name(def),
+        K::cuda_source(Module::P2pList),
+    )?;
     let p2p = gpu.function(&module, &p2p_list_entry_name(def, R::NAME))?;
     let s = gpu.stream();
     clock.lap(Stage::Setup)?;

@@ -23,6 +23,7 @@ use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::TreeOrdered;
 use fmm_codegen::emit::walk::{walk_entry_name, WALK_BLOCK};
+use fmm_codegen::emit::Module;
 
 /// Cells of stack per block the walk starts with; a walk that needs more
 /// (small theta on a deep tree) runs again with four times as many, up to
@@ -46,7 +47,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let def = K::def();
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    let (module, _) = gpu.module(&Module::Walk.module_name(def), K::cuda_source(Module::Walk))?;
     let func = gpu.function(&module, &walk_entry_name(def, R::NAME))?;
     let group = opts.group_size();
     clock.lap(Stage::Setup)?;
