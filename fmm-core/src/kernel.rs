@@ -17,9 +17,13 @@ pub trait Kernel: Copy + Default + Send + Sync + 'static {
     /// The checked IR of the declaration (layout, math, far field).
     fn def() -> &'static KernelDef;
 
-    /// The CUDA C source of the kernel's entry points (see
-    /// `fmm_codegen::emit::cuda` for their arguments).
-    fn cuda_source() -> &'static str;
+    /// The CUDA C source of one module of the kernel: the entry points of
+    /// one GPU method ([`fmm_codegen::emit::Module`]), each with its own
+    /// prologue, so that each method's module is compiled and cached on its
+    /// own (a new method adds a module rather than changing every one).
+    /// The arguments of the entry points are
+    /// `fmm_codegen::emit::signature::Signature`s.
+    fn cuda_source(module: fmm_codegen::emit::Module) -> &'static str;
 
     /// Adds the interaction of the sources `sources` (indices into `src`)
     /// to the outputs `out` of one target at `xi` with target fields `t`;

@@ -5,12 +5,14 @@
 //! `fmm_core::Kernel` with:
 //! - the IR in text form (read back once at run time: the single source of
 //!   truth for the runtime's own code generation),
-//! - the CUDA C source, emitted at compile time, as a `&'static str`,
+//! - the CUDA C source of each module (`fmm_codegen::emit::Module`: one per
+//!   GPU method, compiled and cached on its own), emitted at compile time,
+//!   as a match over `&'static str` literals,
 //! - the CPU evaluator, emitted as Rust code generic over f32 and f64.
 //!
 //! Mistakes are compile errors pointing at the offending tokens. Setting the
 //! environment variable `FMM_KERNEL_DEBUG` while compiling prints the
-//! generated Rust and CUDA code of every kernel.
+//! generated Rust and every CUDA module of every kernel.
 
 mod parse;
 #[cfg(test)]
@@ -63,14 +65,29 @@ fn expand(input: TokenStream2) -> syn::Result<TokenStream2> {
         fmm_codegen::lower(&parsed.spec).map_err(|e| error_at(range_of(e.span), &e.message))?;
 
     let ir_text = fmm_codegen::text::write(&def);
-    let cuda = emit::cuda::emit(&def, &emit::cuda::CudaOptions::default());
+    let opts = emit::cuda::CudaOptions::default();
+    let modules: Vec<(emit::Module, String)> = emit::Module::ALL
+        .into_iter()
+        .map(|m| (m, emit::cuda::emit(&def, m, &opts)))
+        .collect();
     let p2p_src = emit::rust::emit_p2p_target(&def, "::fmm_core");
     if std::env::var_os("FMM_KERNEL_DEBUG").is_some() {
-        eprintln!(
-            "==== kernel {} (Rust) ====\n{p2p_src}\n==== kernel {} (CUDA) ====\n{cuda}",
-            def.name, def.name
-        );
+        eprintln!("==== kernel {} (Rust) ====\n{p2p_src}", def.name);
+        for (m, cuda) in &modules {
+            eprintln!(
+                "==== kernel {} (CUDA module {}) ====\n{cuda}",
+                def.name,
+                m.module_name(&def)
+            );
+        }
     }
+    // One arm per module; a module missing from `Module::ALL` leaves the
+    // match incomplete, a compile error here rather than a source missing
+    // at run time.
+    let module_arms = modules.iter().map(|(m, cuda)| {
+        let variant = format_ident!("{m:?}");
+        quote! { ::fmm_core::fmm_codegen::emit::Module::#variant => #cuda }
+    });
     let p2p: TokenStream2 = p2p_src.parse().map_err(|e| {
         syn::Error::new(
             Span::call_site(),
@@ -99,8 +116,10 @@ fn expand(input: TokenStream2) -> syn::Result<TokenStream2> {
                 })
             }
 
-            fn cuda_source() -> &'static str {
-                #cuda
+            fn cuda_source(module: ::fmm_core::fmm_codegen::emit::Module) -> &'static str {
+                match module {
+                    #(#module_arms,)*
+                }
             }
 
             #p2p

@@ -1,15 +1,21 @@
-//! One snapshot of the generated CUDA and one of the generated Rust per
-//! built-in kernel.
+//! One snapshot of the generated CUDA per built-in kernel and module, and
+//! one of the generated Rust per built-in kernel. Each GPU method has a
+//! module of its own (`fmm_codegen::emit::Module`), so a change to one
+//! method's code generation shows up in that method's snapshots only.
 
+use fmm_core::fmm_codegen::emit::Module;
 use fmm_core::fmm_codegen::{emit, KernelDef};
 use fmm_core::kernels::*;
 use fmm_core::Kernel;
 
-fn of<K: Kernel>() -> (&'static KernelDef, &'static str) {
-    (K::def(), K::cuda_source())
+/// A kernel's IR and its source of each module.
+type Sources = (&'static KernelDef, fn(Module) -> &'static str);
+
+fn of<K: Kernel>() -> Sources {
+    (K::def(), K::cuda_source)
 }
 
-fn builtins() -> Vec<(&'static KernelDef, &'static str)> {
+fn builtins() -> Vec<Sources> {
     vec![
         of::<Gravity>(),
         of::<Coulomb>(),
@@ -23,7 +29,9 @@ fn builtins() -> Vec<(&'static KernelDef, &'static str)> {
 #[test]
 fn cuda_sources() {
     for (def, cuda) in builtins() {
-        insta::assert_snapshot!(format!("{}.cu", def.symbol()), cuda);
+        for module in Module::ALL {
+            insta::assert_snapshot!(format!("{}.cu", module.module_name(def)), cuda(module));
+        }
     }
 }
 

@@ -1,41 +1,42 @@
 //! The generated CUDA of every built-in kernel compiles with NVRTC, for
-//! the GPU architectures we target. NVRTC needs no GPU, only its library:
-//! `pip install nvidia-cuda-nvrtc` provides one, and `.ci/run` does so and
-//! runs these with `--ignored`; the GPU host runs them too.
+//! the GPU architectures we target, one module per GPU method; each module
+//! holds exactly the entry points the host may load from it. NVRTC needs
+//! no GPU, only its library: `pip install nvidia-cuda-nvrtc` provides one,
+//! and `.ci/run` does so and runs these with `--ignored`; the GPU host runs
+//! them too.
 
+use fmm_core::cuda::module::kernels_in_cubin;
 use fmm_core::cuda::nvrtc;
+use fmm_core::fmm_codegen::emit::cuda::CudaOptions;
+use fmm_core::fmm_codegen::emit::Module;
 use fmm_core::kernels::*;
 use fmm_core::Kernel;
 
 fn compile<K: Kernel>(arch: i32) {
     let def = K::def();
-    let cubin = nvrtc::compile_cubin(
-        &def.symbol(),
-        K::cuda_source(),
-        arch,
-        &nvrtc::default_options(),
-    )
-    .unwrap_or_else(|e| panic!("{} for sm_{arch}: {e}", def.name));
-    // An ELF image, with every entry point the runtime may launch.
-    assert_eq!(&cubin[..4], b"\x7fELF", "{}", def.name);
-    let text = String::from_utf8_lossy(&cubin);
-    for (prec, _) in fmm_core::fmm_codegen::emit::cuda::PRECISIONS {
-        for shape in fmm_core::fmm_codegen::emit::cuda::CudaOptions::default().shapes {
-            let entry = fmm_core::fmm_codegen::emit::cuda::entry_name(def, prec, shape);
-            assert!(
-                text.contains(&entry),
-                "{entry} missing from the sm_{arch} module"
-            );
-        }
-        for entry in [
-            fmm_core::fmm_codegen::emit::walk::walk_entry_name(def, prec),
-            fmm_core::fmm_codegen::emit::p2p_list::p2p_list_entry_name(def, prec),
-        ] {
-            assert!(
-                text.contains(&entry),
-                "{entry} missing from the sm_{arch} module"
-            );
-        }
+    for module in Module::ALL {
+        let name = module.module_name(def);
+        let cubin = nvrtc::compile_cubin(
+            &name,
+            K::cuda_source(module),
+            arch,
+            &nvrtc::default_options(),
+        )
+        .unwrap_or_else(|e| panic!("{name} for sm_{arch}: {e}"));
+        // An ELF image, with every entry point the runtime may launch from
+        // this module and no other.
+        assert_eq!(&cubin[..4], b"\x7fELF", "{name}");
+        let mut want: Vec<String> = module
+            .entry_points(def, &CudaOptions::default())
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        want.sort();
+        assert_eq!(
+            kernels_in_cubin(&cubin),
+            want,
+            "{name} for sm_{arch}: the kernels of the module and the entry points the host expects"
+        );
     }
 }
 

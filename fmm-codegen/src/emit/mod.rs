@@ -6,14 +6,92 @@
 //! parameters and the target) and used inside it. Every other node is
 //! inlined into its single user, so the generated code reads like the
 //! formula it came from.
+//!
+//! A kernel's CUDA comes in one module per method ([`Module`]), each a
+//! source of its own with its own prologue; the arguments of every entry
+//! point are one [`signature::Signature`] that the emitters print and the
+//! host's launcher checks its pushes against.
 
 pub mod cuda;
 pub mod p2p_list;
 pub mod rust;
+pub mod signature;
 pub mod walk;
 
 use crate::ir::{Cmp, Func, Graph, Node, NodeId, Op, Stage};
 use crate::kernel::KernelDef;
+use signature::{EntryPoint, Precision};
+
+/// The CUDA modules of a kernel, one per method that runs its pair
+/// interaction on the GPU. Each is a source of its own (the doc header, the
+/// math helpers the kernel uses, what the method needs such as the block
+/// scan, the method's template and entry points), compiled by NVRTC and
+/// cached on its own as `<symbol>_<module>` ([`Module::module_name`]): a new
+/// GPU method adds a module, and changes only its own snapshots and cache
+/// entries rather than every kernel's one source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Module {
+    /// The tiled all-pairs sum ([`cuda`]): the direct method.
+    Direct,
+    /// The treecode walk ([`walk`]).
+    Walk,
+    /// The FMM's P2P lists ([`p2p_list`]).
+    P2pList,
+}
+
+impl Module {
+    /// Every module, in the order the snapshots and the debug print list
+    /// them. The `kernel!` macro matches over this list, so a module left
+    /// out of it is a compile error there.
+    pub const ALL: [Module; 3] = [Module::Direct, Module::Walk, Module::P2pList];
+
+    /// The short name: `direct`, `walk`, `p2p_list`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Module::Direct => "direct",
+            Module::Walk => "walk",
+            Module::P2pList => "p2p_list",
+        }
+    }
+
+    /// What the module holds, for its header.
+    pub const fn what(self) -> &'static str {
+        match self {
+            Module::Direct => "the tiled all-pairs sum (fmm_codegen::emit::cuda)",
+            Module::Walk => "the treecode walk (fmm_codegen::emit::walk)",
+            Module::P2pList => "the FMM's P2P lists (fmm_codegen::emit::p2p_list)",
+        }
+    }
+
+    /// The name the runtime compiles and caches the module under:
+    /// `gravity_walk`.
+    pub fn module_name(self, def: &KernelDef) -> String {
+        format!("{}_{self}", def.symbol())
+    }
+
+    /// Every entry point the module holds, with the launch shapes of
+    /// `opts` for the tile kernel: what the host may load from it.
+    pub fn entry_points(self, def: &KernelDef, opts: &cuda::CudaOptions) -> Vec<EntryPoint> {
+        Precision::ALL
+            .into_iter()
+            .flat_map(|p| match self {
+                Module::Direct => opts
+                    .shapes
+                    .iter()
+                    .map(|&shape| EntryPoint::tile(def, p, shape))
+                    .collect(),
+                Module::Walk => vec![EntryPoint::walk(def, p)],
+                Module::P2pList => vec![EntryPoint::p2p_list(def, p)],
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// How a language spells the pieces of an expression.
 pub trait Syntax {

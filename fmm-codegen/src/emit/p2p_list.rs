@@ -1,6 +1,6 @@
-//! The FMM's near field on the GPU: the P2P list kernel, emitted next to
-//! the walk and built from the same pieces (the declaration's pair
-//! interaction over shared-memory tiles of sources).
+//! The FMM's near field on the GPU: the P2P list kernel, built from the
+//! walk's pieces (the declaration's pair interaction over shared-memory
+//! tiles of sources).
 //!
 //! One thread block takes one group of at most [`P2P_BLOCK`] targets of
 //! one target leaf, one thread per target, and sums over the particles of
@@ -10,19 +10,14 @@
 //! sizes flattens a chunk into one run of sources, loaded into shared
 //! memory a tile at a time.
 //!
-//! Arguments of `<kernel>_p2p_list_f32` / `_f64`, in order: `n_targets`,
-//! target `x, y, z`, target slots (tree order); `n_groups`,
-//! `group_begin`, `group_end` (targets `begin..end`), `group_cell` (the
-//! target leaf of the group); `list_begin`, `list_end` (one 64-bit offset
-//! per target cell: the P2P list of cell `c` is
-//! `list[list_begin[c]..list_end[c]]`), `list` (source cells);
-//! `cell_begin`, `cell_end` (the source cells' particle ranges);
-//! `n_sources`, source `x, y, z` and slots (tree order); the parameters;
-//! the outputs (tree order); `accumulate`; `counts` (one 64-bit integer to
-//! which the kernel adds its interactions).
+//! The arguments of `<kernel>_p2p_list_f32` / `_f64` are
+//! [`Signature::p2p_list`]; the host pushes them through the same value
+//! (`fmm_core::cuda::launch`). The lists have a module of their own
+//! ([`super::Module::P2pList`]), with its own copy of the walk's block scan.
 
-use super::cuda::{slots, target_prologue, CudaSyntax, Tile};
-use super::walk::{count, entry_points, flush_leaves, indent, store_outputs};
+use super::cuda::{target_prologue, CudaSyntax, Tile};
+use super::signature::Signature;
+use super::walk::{count, entry_points, flush_leaves, indent, store_outputs, BLOCK_SCAN};
 use super::Schedule;
 use crate::kernel::KernelDef;
 
@@ -36,68 +31,21 @@ pub fn p2p_list_entry_name(def: &KernelDef, precision: &str) -> String {
     format!("{}_p2p_list_{precision}", def.symbol())
 }
 
-/// Emits the P2P list template and its entry points (after the walk, whose
-/// block scan it uses).
+/// Emits the block scan, the P2P list template and its entry points.
 pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String {
     let sym = def.symbol();
     let no = def.n_outputs();
     let tile = Tile::new(def, sch);
 
-    // Argument list: (declaration with T, name).
-    let mut args: Vec<(String, String)> = Vec::new();
-    let int = |name: &str| (format!("const int {name}"), name.to_string());
-    let ptr = |ty: &str, name: &str| (format!("const {ty}* __restrict__ {name}"), name.into());
-    args.push(int("n_targets"));
-    for a in ["x", "y", "z"] {
-        args.push(ptr("T", &format!("{a}_i_ptr")));
-    }
-    for s in slots(&def.targets, "t") {
-        args.push(ptr("T", &format!("{s}_ptr")));
-    }
-    args.push(int("n_groups"));
-    for g in ["group_begin", "group_end", "group_cell"] {
-        args.push(ptr("int", g));
-    }
-    // 64-bit list offsets: the lists pass 2^31 entries at scale.
-    for g in ["list_begin", "list_end"] {
-        args.push(ptr("long long", g));
-    }
-    args.push(ptr("int", "list"));
-    for c in ["cell_begin", "cell_end"] {
-        args.push(ptr("int", c));
-    }
-    args.push(int("n_sources"));
-    for a in ["x", "y", "z"] {
-        args.push(ptr("T", &format!("src_{a}")));
-    }
-    for s in slots(&def.sources, "s") {
-        args.push(ptr("T", &format!("src_{s}")));
-    }
-    for s in slots(&def.params, "p") {
-        args.push((format!("const T {s}"), s));
-    }
-    for s in slots(&def.outputs, "o") {
-        args.push((format!("T* __restrict__ {s}"), s));
-    }
-    args.push(int("accumulate"));
-    args.push((
-        "unsigned long long* __restrict__ counts".into(),
-        "counts".into(),
-    ));
+    let sig = Signature::p2p_list(def);
 
     let mut o = String::new();
-    o.push_str("\n// The FMM's P2P lists (see fmm_codegen::emit::p2p_list).\n");
-    o.push_str("template <typename T>\n");
+    o.push_str(BLOCK_SCAN);
+    o.push_str("\ntemplate <typename T>\n");
     o.push_str(&format!(
         "__device__ __forceinline__ void {sym}_p2p_list(\n    "
     ));
-    o.push_str(
-        &args
-            .iter()
-            .map(|a| a.0.clone())
-            .collect::<Vec<_>>()
-            .join(",\n    "),
-    );
+    o.push_str(&sig.declare("T"));
     o.push_str(")\n{\n");
     o.push_str(&format!("    constexpr int B = {P2P_BLOCK};\n"));
     o.push_str(&tile.declare("B"));
@@ -149,7 +97,7 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     o.push_str("    }\n");
     o.push_str("}\n");
     o.push_str(&entry_points(
-        &args,
+        &sig,
         P2P_BLOCK,
         &format!("{sym}_p2p_list"),
         |prec| p2p_list_entry_name(def, prec),

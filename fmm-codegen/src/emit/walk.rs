@@ -1,4 +1,4 @@
-//! The treecode's walk on the GPU, emitted next to the tile kernel.
+//! The treecode's walk on the GPU, in a module of its own.
 //!
 //! One thread block walks the source tree for one group of at most
 //! [`WALK_BLOCK`] targets, one thread per target, and the opening criterion
@@ -25,20 +25,12 @@
 //! from group to group. A stack that would overflow sets `overflow` and the
 //! block stops; the host then runs the walk again with larger stacks.
 //!
-//! Arguments of `<kernel>_walk_f32` / `_f64`, in order: `n_targets`, target
-//! `x, y, z`, target slots (tree order); `n_groups`, `group_begin`,
-//! `group_end` (int), group box `lo_x, lo_y, lo_z, hi_x, hi_y, hi_z`;
-//! `n_cells`, `cell_nchild`, `cell_child` (8 per cell), `cell_begin`,
-//! `cell_end` (int), `cell_accept2` (squared acceptance distance), cell box
-//! `center x, y, z` and `half`, the pseudo-sources `x, y, z` and source
-//! slots; `n_sources`, source `x, y, z` and slots (tree order); the
-//! parameters; the outputs (tree order); `accumulate`; the walk's state:
-//! `stacks`, `stack_cap`, `next_group` (an int set to 0 before the launch),
-//! `overflow` (an int set to 0 before the launch) and `counts` (two
-//! 64-bit integers to which the walk adds its particle-particle and
-//! particle-cell interactions).
+//! The arguments of `<kernel>_walk_f32` / `_f64` are [`Signature::walk`];
+//! the host pushes them through the same value (`fmm_core::cuda::launch`).
+//! The walk has a module of its own ([`super::Module::Walk`]).
 
-use super::cuda::{slots, target_prologue, CudaSyntax, Tile, PRECISIONS};
+use super::cuda::{slots, target_prologue, CudaSyntax, Tile};
+use super::signature::{Precision, Signature};
 use super::Schedule;
 use crate::kernel::KernelDef;
 
@@ -52,9 +44,9 @@ pub fn walk_entry_name(def: &KernelDef, precision: &str) -> String {
 }
 
 /// A block-wide exclusive prefix sum of two counts at once (warp shuffles,
-/// then the warps' totals through shared memory), with the totals.
-const BLOCK_SCAN: &str = r#"
-// Exclusive prefix sums over the block of `a` and `b`, and their totals.
+/// then the warps' totals through shared memory), with the totals: part
+/// of the walk's module and of the P2P lists'.
+pub(super) const BLOCK_SCAN: &str = r#"// Exclusive prefix sums over the block of `a` and `b`, and their totals.
 // `sums` holds two ints per warp; the caller synchronises before reusing it.
 __device__ __forceinline__ void fmm_block_scan2(int& a, int& b, int& total_a, int& total_b,
                                                 int (*sums)[2])
@@ -88,69 +80,7 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     let tile = Tile::new(def, sch);
     let mut o = String::new();
 
-    // Argument list: (declaration with T, name).
-    let mut args: Vec<(String, String)> = Vec::new();
-    let int_arg = |args: &mut Vec<(String, String)>, name: &str| {
-        args.push((format!("const int {name}"), name.into()))
-    };
-    let ptr = |ty: &str, name: &str| (format!("const {ty}* __restrict__ {name}"), name.into());
-    int_arg(&mut args, "n_targets");
-    for a in ["x", "y", "z"] {
-        args.push(ptr("T", &format!("{a}_i_ptr")));
-    }
-    for s in slots(&def.targets, "t") {
-        args.push(ptr("T", &format!("{s}_ptr")));
-    }
-    int_arg(&mut args, "n_groups");
-    for g in ["group_begin", "group_end"] {
-        args.push(ptr("int", g));
-    }
-    for g in [
-        "group_lo_x",
-        "group_lo_y",
-        "group_lo_z",
-        "group_hi_x",
-        "group_hi_y",
-        "group_hi_z",
-    ] {
-        args.push(ptr("T", g));
-    }
-    int_arg(&mut args, "n_cells");
-    for c in ["cell_nchild", "cell_child", "cell_begin", "cell_end"] {
-        args.push(ptr("int", c));
-    }
-    for c in ["cell_accept2", "cell_cx", "cell_cy", "cell_cz", "cell_half"] {
-        args.push(ptr("T", c));
-    }
-    // Pseudo-source and source arrays: positions and the source slots.
-    let source_slots = slots(&def.sources, "s");
-    for prefix in ["cell", "src"] {
-        for a in ["x", "y", "z"] {
-            args.push(ptr("T", &format!("{prefix}_{a}")));
-        }
-        for s in &source_slots {
-            args.push(ptr("T", &format!("{prefix}_{s}")));
-        }
-        if prefix == "cell" {
-            int_arg(&mut args, "n_sources");
-        }
-    }
-    for s in slots(&def.params, "p") {
-        args.push((format!("const T {s}"), s));
-    }
-    for s in slots(&def.outputs, "o") {
-        args.push((format!("T* __restrict__ {s}"), s));
-    }
-    int_arg(&mut args, "accumulate");
-    args.push(("int* __restrict__ stacks".into(), "stacks".into()));
-    int_arg(&mut args, "stack_cap");
-    for s in ["next_group", "overflow"] {
-        args.push((format!("int* __restrict__ {s}"), s.into()));
-    }
-    args.push((
-        "unsigned long long* __restrict__ counts".into(),
-        "counts".into(),
-    ));
+    let sig = Signature::walk(def);
 
     let flush_far = count("n_far", 1)
         + &flush(
@@ -164,19 +94,12 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         );
     let flush_near = count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn);
 
-    o.push_str("\n// The treecode walk (see fmm_codegen::emit::walk).\n");
     o.push_str(BLOCK_SCAN);
     o.push_str("\ntemplate <typename T>\n");
     o.push_str(&format!(
         "__device__ __forceinline__ void {sym}_walk(\n    "
     ));
-    o.push_str(
-        &args
-            .iter()
-            .map(|a| a.0.clone())
-            .collect::<Vec<_>>()
-            .join(",\n    "),
-    );
+    o.push_str(&sig.declare("T"));
     o.push_str(")\n{\n");
     o.push_str(&format!("    constexpr int B = {WALK_BLOCK};\n"));
     o.push_str(&tile.declare("B"));
@@ -305,7 +228,7 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     o.push_str("    }\n");
     o.push_str("}\n");
     o.push_str(&entry_points(
-        &args,
+        &sig,
         WALK_BLOCK,
         &format!("{sym}_walk"),
         |prec| walk_entry_name(def, prec),
@@ -326,33 +249,21 @@ pub(super) fn store_outputs(def: &KernelDef) -> String {
 }
 
 /// The `extern "C"` entry points of template `template` for each
-/// precision, with the arguments `args` (declaration with `T`, name) and
-/// `block` threads at most.
+/// precision, with the arguments of `sig` and `block` threads at most.
 pub(super) fn entry_points(
-    args: &[(String, String)],
+    sig: &Signature,
     block: u32,
     template: &str,
     name: impl Fn(&str) -> String,
 ) -> String {
-    let pass = args
-        .iter()
-        .map(|a| a.1.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let pass = sig.pass();
     let mut o = String::new();
-    for (prec, ty) in PRECISIONS {
-        let decl = args
-            .iter()
-            .map(|a| {
-                a.0.replace("const T*", &format!("const {ty}*"))
-                    .replace("const T ", &format!("const {ty} "))
-                    .replace("T* ", &format!("{ty}* "))
-            })
-            .collect::<Vec<_>>()
-            .join(",\n    ");
+    for prec in Precision::ALL {
+        let ty = prec.c_type();
         o.push_str(&format!(
-            "\nextern \"C\" __global__ void __launch_bounds__({block}) {}(\n    {decl})\n{{\n    {template}<{ty}>({pass});\n}}\n",
-            name(prec)
+            "\nextern \"C\" __global__ void __launch_bounds__({block}) {}(\n    {})\n{{\n    {template}<{ty}>({pass});\n}}\n",
+            name(prec.name()),
+            sig.declare(ty),
         ));
     }
     o

@@ -1,9 +1,11 @@
 //! The CUDA floor every GPU method stands on: a GPU context, run-time
 //! compilation (NVRTC, to CUBIN, cached on disk), the device helpers
 //! ([`device`]), the hand-written modules' constants and entry points
-//! ([`module`]), the primitives ([`primitives`]: the one scan, the moves
-//! into tree order and back), long copies ([`transfer`]) and particles kept
-//! on the device ([`resident`]).
+//! ([`module`]), the launcher of the generated entry points (`launch`:
+//! every launch checked against the entry's signature), the primitives
+//! ([`primitives`]: the one scan, the moves into tree order and back),
+//! long copies ([`transfer`]) and particles kept on the device
+//! ([`resident`]).
 //!
 //! The CUDA libraries are loaded at run time (cudarc's dynamic loading), so
 //! everything builds and the CPU path runs on machines without CUDA; asking
@@ -12,6 +14,7 @@
 
 pub mod cache;
 pub(crate) mod device;
+pub(crate) mod launch;
 pub mod module;
 pub mod nvrtc;
 pub mod primitives;

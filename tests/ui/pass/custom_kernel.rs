@@ -38,5 +38,7 @@ fmm_core::kernel! {
 fn main() {
     assert_eq!(Screened::def().outputs.len(), 2);
     assert_eq!(ScaledGravity::def().outputs.len(), 2);
-    assert!(!Screened::cuda_source().is_empty());
+    for module in fmm_core::fmm_codegen::emit::Module::ALL {
+        assert!(!Screened::cuda_source(module).is_empty());
+    }
 }

@@ -6,10 +6,11 @@
 //! section 4.2). Only a problem whose smallest chunk does not fit is an
 //! error, and it says how much memory was needed.
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use super::DirectOptions;
 use crate::cuda::device::cuda_err;
+use crate::cuda::launch::{self, Args, Entry};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::error::Error;
@@ -18,7 +19,9 @@ use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage, Stats};
-use fmm_codegen::emit::cuda::{entry_name, CudaOptions};
+use fmm_codegen::emit::cuda::CudaOptions;
+use fmm_codegen::emit::signature::Role;
+use fmm_codegen::emit::Module;
 
 /// Particle arrays on the device: positions and field slots.
 struct DeviceSet<R: Real> {
@@ -114,7 +117,7 @@ pub fn plan_chunks(
 /// Everything one launch needs besides the sizes.
 struct Launch<'a, R: Real> {
     gpu: &'a Gpu,
-    func: &'a CudaFunction,
+    entry: &'a Entry,
     shape: (u32, u32),
     params: &'a [R],
 }
@@ -133,37 +136,31 @@ impl<R: Real> Launch<'_, R> {
             return Ok(());
         }
         let (p, q) = self.shape;
-        let (m_i, n_i, acc_i) = (m as i32, n as i32, accumulate as i32);
-        let stream = self.gpu.stream();
-        let mut b = stream.launch_builder(self.func);
-        b.arg(&m_i);
-        for s in tgt.pos.iter().chain(&tgt.slots) {
-            b.arg(*s);
-        }
-        b.arg(&n_i);
-        for s in src.pos.iter().chain(&src.slots) {
-            b.arg(*s);
-        }
-        for v in self.params {
-            b.arg(v);
-        }
-        for o in out.iter_mut() {
-            b.arg(o);
-        }
-        b.arg(&acc_i);
+        let mut a = Args::new();
+        a.int(Role::TargetCount, m as i32)
+            .read(Role::TargetPositions, tgt.pos)
+            .read(Role::TargetSlots, tgt.slots.iter().copied())
+            .int(Role::SourceCount, n as i32)
+            .read(Role::SourcePositions, src.pos)
+            .read(Role::SourceSlots, src.slots.iter().copied())
+            .values(Role::Params, self.params)
+            .write(Role::Outputs, out.iter_mut())
+            .int(Role::Accumulate, accumulate as i32);
         let cfg = LaunchConfig {
             grid_dim: ((m as u32).div_ceil(p), 1, 1),
             block_dim: (p, q, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the arguments follow the entry point's signature (see
-        // `fmm_codegen::emit::cuda`): counts, then every slot array of the
-        // layout the particles were checked against, each of length at
-        // least the count passed before it, parameters, outputs of length
-        // `m`, and the flag.
-        unsafe { b.launch(cfg) }
-            .map_err(|e| Error::Cuda(format!("launching {:?}: {e}", self.func)))?;
-        Ok(())
+        let name = self.entry.name();
+        // SAFETY: the arguments are checked against the entry point's
+        // signature (`Signature::tile`); every slot array has the layout
+        // the particles were checked against and is at least as long as
+        // the count passed before it, and the outputs hold `m`.
+        unsafe {
+            self.entry.launch(a, self.gpu.stream(), cfg, |e| {
+                Error::Cuda(format!("launching {name}: {e}"))
+            })
+        }
     }
 }
 
@@ -186,7 +183,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let def = K::def();
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
     let t_setup = std::time::Instant::now();
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    launch::module::<K>(gpu, Module::Direct)?;
     stats.add(Stage::Setup, t_setup.elapsed().as_secs_f64());
 
     let size = std::mem::size_of::<R>();
@@ -229,7 +226,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
                             &own
                         }
                     };
-                    let s = autotune::<K, R>(gpu, &module, p, &tgt.view(), mt, &src.view(), nt)?;
+                    let s = autotune::<K, R>(gpu, p, &tgt.view(), mt, &src.view(), nt)?;
                     gpu.remember_shape(key, s);
                     s
                 }
@@ -237,10 +234,10 @@ pub(crate) fn run<K: Kernel, R: Real>(
         }
     };
     stats.add(Stage::Setup, t_setup.elapsed().as_secs_f64());
-    let func = gpu.function(&module, &entry_name(def, R::NAME, shape))?;
+    let entry = Entry::tile::<K, R>(gpu, shape)?;
     let launch = Launch {
         gpu,
-        func: &func,
+        entry: &entry,
         shape,
         params: p,
     };
@@ -325,7 +322,7 @@ pub(crate) fn run_resident<K: Kernel, R: Real>(
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let def = K::def();
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
+    launch::module::<K>(gpu, Module::Direct)?;
     let spos = sources
         .positions()
         .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
@@ -341,14 +338,14 @@ pub(crate) fn run_resident<K: Kernel, R: Real>(
             match gpu.tuned_shape(&key) {
                 Some(s) => s,
                 None => {
-                    let s = autotune::<K, R>(gpu, &module, p, &tgt, m, &src, n.min(1024))?;
+                    let s = autotune::<K, R>(gpu, p, &tgt, m, &src, n.min(1024))?;
                     gpu.remember_shape(key, s);
                     s
                 }
             }
         }
     };
-    let func = gpu.function(&module, &entry_name(def, R::NAME, shape))?;
+    let entry = Entry::tile::<K, R>(gpu, shape)?;
     let s = gpu.stream();
     let mut out: Vec<CudaSlice<R>> = Vec::with_capacity(no);
     for _ in 0..no {
@@ -358,7 +355,7 @@ pub(crate) fn run_resident<K: Kernel, R: Real>(
     clock.lap(Stage::Setup)?;
     let launch = Launch {
         gpu,
-        func: &func,
+        entry: &entry,
         shape,
         params: p,
     };
@@ -397,7 +394,6 @@ fn shape_asked(opts: &DirectOptions) -> Result<Option<(u32, u32)>, Error> {
 /// thousand sources rank the shapes as the whole problem would.
 fn autotune<K: Kernel, R: Real>(
     gpu: &Gpu,
-    module: &std::sync::Arc<cudarc::driver::CudaModule>,
     p: &[R],
     tgt: &View<'_, R>,
     m: usize,
@@ -414,10 +410,10 @@ fn autotune<K: Kernel, R: Real>(
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
     let mut best: Option<((u32, u32), f32)> = None;
     for shape in CudaOptions::default().shapes {
-        let func = gpu.function(module, &entry_name(def, R::NAME, shape))?;
+        let entry = Entry::tile::<K, R>(gpu, shape)?;
         let launch = Launch {
             gpu,
-            func: &func,
+            entry: &entry,
             shape,
             params: p,
         };

@@ -14,9 +14,10 @@
 
 use std::marker::PhantomData;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use crate::cuda::device::{alloc, cuda_err, download, upload, zeros};
+use crate::cuda::launch::{Args, Entry};
 use crate::cuda::primitives::{gather, widen};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
@@ -24,7 +25,8 @@ use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::real::Real;
 use crate::reference::{relative_l2, sample_indices};
-use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
+use fmm_codegen::emit::p2p_list::P2P_BLOCK;
+use fmm_codegen::emit::signature::Role;
 
 /// Sources one block of the reference sum takes.
 const RUN: usize = 8192;
@@ -76,10 +78,7 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
             tcols.push(sampled(x)?);
         }
 
-        let func = {
-            let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
-            gpu.function(&module, &p2p_list_entry_name(def, "f64"))?
-        };
+        let entry = Entry::p2p_list::<K, f64>(gpu)?;
         let mut want = vec![vec![0.0f64; ns]; no];
         for c0 in (0..n).step_by(CHUNK) {
             let len = CHUNK.min(n - c0);
@@ -115,42 +114,35 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
             let mut out: Vec<CudaSlice<f64>> = (0..no)
                 .map(|_| alloc::<f64>(s, runs * ns))
                 .collect::<Result<_, _>>()?;
-            let counts = zeros::<u64>(s, 1)?;
-            let (mi, ngi, ni, zero) = ((runs * ns) as i32, runs as i32, len as i32, 0i32);
-            let mut b = s.launch_builder(&func);
-            b.arg(&mi);
-            for a in &reps {
-                b.arg(a);
-            }
-            b.arg(&ngi)
-                .arg(&gb)
-                .arg(&ge)
-                .arg(&gc)
-                .arg(&lb)
-                .arg(&le)
-                .arg(&list);
-            b.arg(&cb).arg(&ce).arg(&ni);
-            for a in &src {
-                b.arg(a);
-            }
-            for v in params {
-                b.arg(v);
-            }
-            for o in out.iter_mut() {
-                b.arg(o);
-            }
-            b.arg(&zero).arg(&counts);
+            let mut counts = zeros::<u64>(s, 1)?;
+            // Positions first, then the slots, on both sides.
+            let mut a = Args::new();
+            a.int(Role::TargetCount, (runs * ns) as i32)
+                .read(Role::TargetPositions, &reps[..3])
+                .read(Role::TargetSlots, &reps[3..])
+                .int(Role::GroupCount, runs as i32)
+                .read(Role::Groups, [&gb, &ge, &gc])
+                .read(Role::Lists, [&lb, &le])
+                .read(Role::Lists, [&list])
+                .read(Role::Cells, [&cb, &ce])
+                .int(Role::SourceCount, len as i32)
+                .read(Role::SourcePositions, &src[..3])
+                .read(Role::SourceSlots, &src[3..])
+                .values(Role::Params, params)
+                .write(Role::Outputs, out.iter_mut())
+                .int(Role::Accumulate, 0)
+                .write(Role::Counts, [&mut counts]);
             let cfg = LaunchConfig {
                 grid_dim: (runs.clamp(1, 1 << 20) as u32, 1, 1),
                 block_dim: (P2P_BLOCK, 1, 1),
                 shared_mem_bytes: 0,
             };
-            // SAFETY: the arguments follow the P2P list entry point's
-            // signature (`fmm_codegen::emit::p2p_list`) in f64: `runs`
-            // groups of `ns` <= P2P_BLOCK targets, each listing its own
-            // run of the widened sources; every output element is written
+            // SAFETY: the arguments are checked against the P2P lists'
+            // signature (`Signature::p2p_list`) in f64: `runs` groups of
+            // `ns` <= P2P_BLOCK targets, each listing its own run of the
+            // widened sources; every output element is written
             // (`accumulate` 0: each target copy is in exactly one group).
-            unsafe { b.launch(cfg) }.map_err(cuda_err("launching the reference sums"))?;
+            unsafe { entry.launch(a, s, cfg, cuda_err("launching the reference sums")) }?;
             for (k, o) in out.iter().enumerate() {
                 let parts = download(s, o, runs * ns)?;
                 for g in 0..runs {

@@ -1,7 +1,8 @@
 //! The FMM on the GPU, on particles already there: the trees are built
 //! there ([`crate::tree::TreeOrdered`], hu2011), and P2M, M2M, M2L, L2L,
 //! L2P (`ops.cu`, compiled once per order) and the P2P lists (the kernel's
-//! generated `_p2p_list` entry, `fmm_codegen::emit::p2p_list`) run there;
+//! generated `_p2p_list` entry, in its `p2p_list` module:
+//! `fmm_codegen::emit::p2p_list`) run there;
 //! the outputs go back to the caller's order on the device.
 //!
 //! The dual tree traversal runs there too, level by level over the target
@@ -28,6 +29,7 @@ pub use m2l::MAX_F32_M2L_ORDER;
 use super::harmonics::ncoef;
 use super::Plan;
 use crate::cuda::device::{alloc, cuda_err, download, launch, per_item, refs3, upload, zeros};
+use crate::cuda::launch::{Args, Entry};
 use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::primitives::{scan, scanned_total};
 use crate::cuda::resident::DeviceParticles;
@@ -38,7 +40,8 @@ use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::morton::MAX_LEVEL;
 use crate::tree::{DeviceOctree, TreeOrdered};
-use fmm_codegen::emit::p2p_list::{p2p_list_entry_name, P2P_BLOCK};
+use fmm_codegen::emit::p2p_list::P2P_BLOCK;
+use fmm_codegen::emit::signature::Role;
 use fmm_codegen::kernel::{FarTerm, Term};
 
 /// The highest order the GPU operators take: the M2L keeps a source's
@@ -387,8 +390,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let nq = plan.strength.len();
     let nc = ncoef(p);
     let ops = Ops::get::<R>(gpu, p)?;
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
-    let p2p = gpu.function(&module, &p2p_list_entry_name(def, R::NAME))?;
+    let p2p = Entry::p2p_list::<K, R>(gpu)?;
     let s = gpu.stream();
     clock.lap(Stage::Setup)?;
 
@@ -491,43 +493,33 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.lap(Stage::Downward)?;
 
     // P2P lists, added to the far field.
-    let counts = zeros::<u64>(s, 1)?;
+    let mut counts = zeros::<u64>(s, 1)?;
     {
-        let (mi, ngi, ni, one) = (m as i32, groups.n as i32, n as i32, 1i32);
-        let mut b = s.launch_builder(&p2p);
-        b.arg(&mi);
-        for a in tt.pos.iter().chain(&tslots) {
-            b.arg(a);
-        }
-        b.arg(&ngi)
-            .arg(&groups.begin)
-            .arg(&groups.end)
-            .arg(&groups.cell)
-            .arg(&p2p_begin)
-            .arg(&p2p_end)
-            .arg(&p2p_list)
-            .arg(&st.tree.begin)
-            .arg(&st.tree.end)
-            .arg(&ni);
-        for a in st.pos.iter().chain(&sslots) {
-            b.arg(a);
-        }
-        for v in plan.params {
-            b.arg(v);
-        }
-        for o in out.iter_mut() {
-            b.arg(o);
-        }
-        b.arg(&one).arg(&counts);
+        let mut a = Args::new();
+        a.int(Role::TargetCount, m as i32)
+            .read(Role::TargetPositions, &tt.pos)
+            .read(Role::TargetSlots, &tslots)
+            .int(Role::GroupCount, groups.n as i32)
+            .read(Role::Groups, [&groups.begin, &groups.end, &groups.cell])
+            .read(Role::Lists, [&p2p_begin, &p2p_end])
+            .read(Role::Lists, [&p2p_list])
+            .read(Role::Cells, [&st.tree.begin, &st.tree.end])
+            .int(Role::SourceCount, n as i32)
+            .read(Role::SourcePositions, &st.pos)
+            .read(Role::SourceSlots, &sslots)
+            .values(Role::Params, plan.params)
+            .write(Role::Outputs, out.iter_mut())
+            .int(Role::Accumulate, 1)
+            .write(Role::Counts, [&mut counts]);
         let cfg = LaunchConfig {
             grid_dim: (groups.n.clamp(1, 1 << 20) as u32, 1, 1),
             block_dim: (P2P_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the arguments follow the P2P list entry point's signature
-        // (`fmm_codegen::emit::p2p_list`); the groups lie within the
+        // SAFETY: the arguments are checked against the P2P lists'
+        // signature (`Signature::p2p_list`); the groups lie within the
         // targets, the lists name source cells, the outputs hold `m`.
-        unsafe { b.launch(cfg) }.map_err(cuda_err("launching the P2P lists"))?;
+        unsafe { p2p.launch(a, s, cfg, cuda_err("launching the P2P lists")) }?;
     }
     clock.stats().p2p = download(s, &counts, 1)?[0];
     clock.lap(Stage::P2p)?;

@@ -9,12 +9,13 @@
 
 pub mod cells;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use cells::{device_pseudo_sources, group_boxes, walk_cells};
 
 use super::TreeOptions;
 use crate::cuda::device::{alloc, cuda_err, refs3, zeros};
+use crate::cuda::launch::{Args, Entry};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::error::Error;
@@ -22,7 +23,8 @@ use crate::kernel::Kernel;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::TreeOrdered;
-use fmm_codegen::emit::walk::{walk_entry_name, WALK_BLOCK};
+use fmm_codegen::emit::signature::Role;
+use fmm_codegen::emit::walk::WALK_BLOCK;
 
 /// Cells of stack per block the walk starts with; a walk that needs more
 /// (small theta on a deep tree) runs again with four times as many, up to
@@ -46,8 +48,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let def = K::def();
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
-    let (module, _) = gpu.module(&def.symbol(), K::cuda_source())?;
-    let func = gpu.function(&module, &walk_entry_name(def, R::NAME))?;
+    let entry = Entry::walk::<K, R>(gpu)?;
     let group = opts.group_size();
     clock.lap(Stage::Setup)?;
 
@@ -97,7 +98,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
         0i32,
     );
     // Persistent blocks: as many as fit on the GPU at once.
-    let per_sm = func
+    let per_sm = entry
+        .function()
         .occupancy_max_active_blocks_per_multiprocessor(WALK_BLOCK, 0, None)
         .map_err(cuda_err("occupancy of the walk"))?
         .max(1);
@@ -110,71 +112,62 @@ pub(crate) fn run<K: Kernel, R: Real>(
         cells => cells,
     };
     loop {
-        let stacks = zeros::<i32>(s, blocks * stack_cap)?;
+        let mut stacks = zeros::<i32>(s, blocks * stack_cap)?;
         let (mut next_group, mut overflow) = (zeros::<i32>(s, 1)?, zeros::<i32>(s, 1)?);
-        let counts = zeros::<u64>(s, 2)?;
-        let cap = stack_cap as i32;
-        let mut b = s.launch_builder(&func);
-        b.arg(&n_t);
-        for a in tgt.pos.iter().chain(&tgt.slots) {
-            b.arg(a);
-        }
-        b.arg(&n_g).arg(&groups.begin).arg(&groups.end);
-        for a in &boxes {
-            b.arg(a);
-        }
-        b.arg(&n_c)
-            .arg(&src.tree.n_children)
-            .arg(&walk.child)
-            .arg(&src.tree.begin)
-            .arg(&src.tree.end)
-            .arg(&walk.accept2);
-        for a in &walk.center {
-            b.arg(a);
-        }
-        b.arg(&walk.half);
-        for a in &cells.pos {
-            b.arg(a);
-        }
-        for a in &cell_slots {
-            b.arg(a);
-        }
-        b.arg(&n_s);
-        for a in src.pos.iter().chain(&src.slots) {
-            b.arg(a);
-        }
-        for v in p {
-            b.arg(v);
-        }
-        for o in d_out.iter_mut() {
-            b.arg(o);
-        }
-        b.arg(&acc);
-        let mut stacks = stacks;
-        b.arg(&mut stacks)
-            .arg(&cap)
-            .arg(&mut next_group)
-            .arg(&mut overflow)
-            .arg(&counts);
+        let mut counts = zeros::<u64>(s, 2)?;
+        let mut a = Args::new();
+        a.int(Role::TargetCount, n_t)
+            .read(Role::TargetPositions, &tgt.pos)
+            .read(Role::TargetSlots, &tgt.slots)
+            .int(Role::GroupCount, n_g)
+            .read(Role::Groups, [&groups.begin, &groups.end])
+            .read(Role::GroupBoxes, &boxes)
+            .int(Role::CellCount, n_c)
+            .read(
+                Role::Cells,
+                [
+                    &src.tree.n_children,
+                    &walk.child,
+                    &src.tree.begin,
+                    &src.tree.end,
+                ],
+            )
+            .read(Role::CellCriterion, [&walk.accept2])
+            .read(Role::CellCriterion, &walk.center)
+            .read(Role::CellCriterion, [&walk.half])
+            .read(Role::PseudoSourcePositions, &cells.pos)
+            .read(Role::PseudoSourceSlots, &cell_slots)
+            .int(Role::SourceCount, n_s)
+            .read(Role::SourcePositions, &src.pos)
+            .read(Role::SourceSlots, &src.slots)
+            .values(Role::Params, p)
+            .write(Role::Outputs, d_out.iter_mut())
+            .int(Role::Accumulate, acc)
+            .write(Role::Stacks, [&mut stacks])
+            .int(Role::Stacks, stack_cap as i32)
+            .write(Role::WalkState, [&mut next_group, &mut overflow])
+            .write(Role::Counts, [&mut counts]);
         let cfg = LaunchConfig {
             grid_dim: (blocks as u32, 1, 1),
             block_dim: (WALK_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the arguments follow the walk entry point's signature
-        // (see `fmm_codegen::emit::walk`): every array has the length its
-        // count says, the cells' children are cells, the group ranges lie
-        // within `0..n_targets`, and `stacks` holds `blocks * cap` ints.
-        unsafe { b.launch(cfg) }.map_err(|e| {
-            use cudarc::driver::sys::CUfunction_attribute as A;
-            let at = |a| func.get_attribute(a).unwrap_or(-1);
-            Error::Cuda(format!(
-                "launching the walk ({blocks} blocks of {WALK_BLOCK}, {n_g} groups, {n_c} cells, stacks of {stack_cap}, {per_sm} blocks per SM; kernel: {} registers, {} B shared, at most {} threads): {e}",
-                at(A::CU_FUNC_ATTRIBUTE_NUM_REGS),
-                at(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
-                at(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
-            ))
-        })?;
+        // SAFETY: the arguments are checked against the walk's signature
+        // (`Signature::walk`); every array has the length its count says,
+        // the cells' children are cells, the group ranges lie within
+        // `0..n_targets`, and `stacks` holds `blocks * stack_cap` ints.
+        unsafe {
+            entry.launch(a, s, cfg, |e| {
+                use cudarc::driver::sys::CUfunction_attribute as A;
+                let at = |a| entry.function().get_attribute(a).unwrap_or(-1);
+                Error::Cuda(format!(
+                    "launching the walk ({blocks} blocks of {WALK_BLOCK}, {n_g} groups, {n_c} cells, stacks of {stack_cap}, {per_sm} blocks per SM; kernel: {} registers, {} B shared, at most {} threads): {e}",
+                    at(A::CU_FUNC_ATTRIBUTE_NUM_REGS),
+                    at(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                    at(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                ))
+            })
+        }?;
         let flag = s
             .clone_dtoh(&overflow)
             .map_err(cuda_err("copy from the device"))?;
