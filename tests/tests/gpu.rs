@@ -10,6 +10,7 @@
 use fmm_core::cuda::{CacheOutcome, Gpu, ModuleCache};
 use fmm_core::fmm_codegen::ast::Shape;
 use fmm_core::fmm_codegen::emit::cuda::CudaOptions;
+use fmm_core::fmm_codegen::emit::Module;
 use fmm_core::kernels::*;
 use fmm_core::{kernel, DirectOptions, Kernel, Particles, Real, TreeOptions};
 use fmm_tests::{direct_cpu, direct_gpu, rel_l2, treecode_cpu, treecode_gpu};
@@ -244,11 +245,15 @@ fn compiled_modules_come_back_from_the_disk_cache() {
     let _ = std::fs::remove_dir_all(&dir);
     let mut first = Gpu::new(0).unwrap();
     first.set_cache(ModuleCache::at(&dir));
-    let (_, r) = first.module("coulomb", Coulomb::cuda_source()).unwrap();
+    let (_, r) = first
+        .module("coulomb", Coulomb::cuda_source(Module::Direct))
+        .unwrap();
     assert_eq!(r.outcome, CacheOutcome::Miss);
     let mut second = Gpu::new(0).unwrap();
     second.set_cache(ModuleCache::at(&dir));
-    let (_, r2) = second.module("coulomb", Coulomb::cuda_source()).unwrap();
+    let (_, r2) = second
+        .module("coulomb", Coulomb::cuda_source(Module::Direct))
+        .unwrap();
     assert_eq!(r2.outcome, CacheOutcome::Hit);
     println!("compile {:.3} s, cache hit {:.3} s", r.seconds, r2.seconds);
     let _ = std::fs::remove_dir_all(&dir);
