@@ -19,48 +19,100 @@ pub fn rel_l2(got: &[f64], want: &[f64]) -> f64 {
 use fmm_core::{evaluate, Backend, Error, FmmOptions, Kernel, Method, Outputs, Particles, Real};
 use fmm_core::{Stats, TreeOptions};
 
-/// The direct sum on the CPU, through the front door: the reference the
-/// tests compare with.
+/// `method` on `backend` through the front door: the outputs and what ran.
+pub fn run<K: Kernel, R: Real>(
+    backend: Backend,
+    method: Method,
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> Result<(Outputs<R>, Stats), Error> {
+    let ev = evaluate::<K, R>(backend, &method, params, targets, sources)?;
+    Ok((ev.outputs, ev.stats))
+}
+
+/// The direct sum on the CPU: the reference the tests compare with.
 pub fn direct_cpu<K: Kernel, R: Real>(
     params: &[f64],
     targets: &Particles<R>,
     sources: &Particles<R>,
 ) -> Result<Outputs<R>, Error> {
-    Ok(evaluate::<K, R>(Backend::Cpu, &Method::direct(), params, targets, sources)?.outputs)
+    Ok(run::<K, R>(Backend::Cpu, Method::direct(), params, targets, sources)?.0)
 }
 
-/// The treecode on the CPU, through the front door.
+/// The direct sum on the GPU (`Backend::Cuda`: the process's GPU).
+pub fn direct_gpu<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &fmm_core::DirectOptions,
+) -> Result<Outputs<R>, Error> {
+    let method = Method::Direct(opts.clone());
+    Ok(run::<K, R>(Backend::Cuda, method, params, targets, sources)?.0)
+}
+
+/// The treecode on the CPU.
 pub fn treecode_cpu<K: Kernel, R: Real>(
     params: &[f64],
     targets: &Particles<R>,
     sources: &Particles<R>,
     opts: &TreeOptions,
 ) -> Result<(Outputs<R>, Stats), Error> {
-    let ev = evaluate::<K, R>(
+    run::<K, R>(
         Backend::Cpu,
-        &Method::Treecode(*opts),
+        Method::Treecode(*opts),
         params,
         targets,
         sources,
-    )?;
-    Ok((ev.outputs, ev.stats))
+    )
 }
 
-/// The FMM on the CPU, through the front door.
+/// The treecode on the GPU.
+pub fn treecode_gpu<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &TreeOptions,
+) -> Result<(Outputs<R>, Stats), Error> {
+    run::<K, R>(
+        Backend::Cuda,
+        Method::Treecode(*opts),
+        params,
+        targets,
+        sources,
+    )
+}
+
+/// The FMM on the CPU.
 pub fn fmm_cpu<K: Kernel, R: Real>(
     params: &[f64],
     targets: &Particles<R>,
     sources: &Particles<R>,
     opts: &FmmOptions,
 ) -> Result<(Outputs<R>, Stats), Error> {
-    let ev = evaluate::<K, R>(
+    run::<K, R>(
         Backend::Cpu,
-        &Method::Fmm(opts.clone()),
+        Method::Fmm(opts.clone()),
         params,
         targets,
         sources,
-    )?;
-    Ok((ev.outputs, ev.stats))
+    )
+}
+
+/// The FMM on the GPU.
+pub fn fmm_gpu<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    opts: &FmmOptions,
+) -> Result<(Outputs<R>, Stats), Error> {
+    run::<K, R>(
+        Backend::Cuda,
+        Method::Fmm(opts.clone()),
+        params,
+        targets,
+        sources,
+    )
 }
 
 /// FMM options of order `p`, MAC `theta` and leaves of at most `ncrit`.
@@ -69,52 +121,6 @@ pub fn fmm_options(p: usize, theta: f64, ncrit: usize) -> FmmOptions {
         ncrit,
         ..FmmOptions::fixed(p, theta)
     }
-}
-
-/// The FMM on the GPU (`Backend::Cuda`: the process's GPU), through the
-/// front door.
-pub fn fmm_gpu<K: Kernel, R: Real>(
-    params: &[f64],
-    targets: &Particles<R>,
-    sources: &Particles<R>,
-    opts: &FmmOptions,
-) -> Result<(Outputs<R>, Stats), Error> {
-    let ev = evaluate::<K, R>(
-        Backend::Cuda,
-        &Method::Fmm(opts.clone()),
-        params,
-        targets,
-        sources,
-    )?;
-    Ok((ev.outputs, ev.stats))
-}
-
-/// The direct sum on the GPU, through the front door.
-pub fn direct_gpu<K: Kernel, R: Real>(
-    params: &[f64],
-    targets: &Particles<R>,
-    sources: &Particles<R>,
-    opts: &fmm_core::DirectOptions,
-) -> Result<Outputs<R>, Error> {
-    let method = Method::Direct(opts.clone());
-    Ok(evaluate::<K, R>(Backend::Cuda, &method, params, targets, sources)?.outputs)
-}
-
-/// The treecode on the GPU, through the front door.
-pub fn treecode_gpu<K: Kernel, R: Real>(
-    params: &[f64],
-    targets: &Particles<R>,
-    sources: &Particles<R>,
-    opts: &TreeOptions,
-) -> Result<(Outputs<R>, Stats), Error> {
-    let ev = evaluate::<K, R>(
-        Backend::Cuda,
-        &Method::Treecode(*opts),
-        params,
-        targets,
-        sources,
-    )?;
-    Ok((ev.outputs, ev.stats))
 }
 
 /// Independent f64 references of the built-in kernels, written from the

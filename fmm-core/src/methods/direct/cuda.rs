@@ -206,33 +206,22 @@ pub(crate) fn run<K: Kernel, R: Real>(
     copies += t_copy.elapsed();
     let t_setup = std::time::Instant::now();
 
-    let shape = match shape_asked(opts)? {
-        Some(s) => s,
-        None => {
-            let key = (def.symbol(), R::NAME, ceil_log2(m));
-            match gpu.tuned_shape(&key) {
-                Some(s) => s,
-                None => {
-                    // Tuned on the first chunk of targets against a slice
-                    // of the sources.
-                    let mt = chunks.targets.min(m);
-                    let nt = chunks.sources.min(n).min(1024);
-                    let tgt = upload(gpu, targets, 0, mt)?;
-                    let own;
-                    let src = match &whole_sources {
-                        Some(s) => s,
-                        None => {
-                            own = upload(gpu, sources, 0, nt)?;
-                            &own
-                        }
-                    };
-                    let s = autotune::<K, R>(gpu, p, &tgt.view(), mt, &src.view(), nt)?;
-                    gpu.remember_shape(key, s);
-                    s
-                }
+    let shape = shape_for::<K, R>(gpu, opts, m, || {
+        // Tuned on the first chunk of targets against a slice of the
+        // sources.
+        let mt = chunks.targets.min(m);
+        let nt = chunks.sources.min(n).min(1024);
+        let tgt = upload(gpu, targets, 0, mt)?;
+        let own;
+        let src = match &whole_sources {
+            Some(s) => s,
+            None => {
+                own = upload(gpu, sources, 0, nt)?;
+                &own
             }
-        }
-    };
+        };
+        autotune::<K, R>(gpu, p, &tgt.view(), mt, &src.view(), nt)
+    })?;
     stats.add(Stage::Setup, t_setup.elapsed().as_secs_f64());
     let entry = Entry::tile::<K, R>(gpu, shape)?;
     let launch = Launch {
@@ -331,20 +320,9 @@ pub(crate) fn run_resident<K: Kernel, R: Real>(
         View::of(tpos, targets.slots()),
         View::of(spos, sources.slots()),
     );
-    let shape = match shape_asked(opts)? {
-        Some(s) => s,
-        None => {
-            let key = (def.symbol(), R::NAME, ceil_log2(m));
-            match gpu.tuned_shape(&key) {
-                Some(s) => s,
-                None => {
-                    let s = autotune::<K, R>(gpu, p, &tgt, m, &src, n.min(1024))?;
-                    gpu.remember_shape(key, s);
-                    s
-                }
-            }
-        }
-    };
+    let shape = shape_for::<K, R>(gpu, opts, m, || {
+        autotune::<K, R>(gpu, p, &tgt, m, &src, n.min(1024))
+    })?;
     let entry = Entry::tile::<K, R>(gpu, shape)?;
     let s = gpu.stream();
     let mut out: Vec<CudaSlice<R>> = Vec::with_capacity(no);
@@ -365,6 +343,27 @@ pub(crate) fn run_resident<K: Kernel, R: Real>(
     stats.launch_shape = Some(shape);
     stats.p2p += (m * n) as u64;
     Ok(out)
+}
+
+/// The launch shape for `m` targets: the one the options ask for, else
+/// the one tuned for this kernel, precision and size class, else `tune`'s
+/// (then remembered).
+fn shape_for<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    opts: &DirectOptions,
+    m: usize,
+    tune: impl FnOnce() -> Result<(u32, u32), Error>,
+) -> Result<(u32, u32), Error> {
+    if let Some(s) = shape_asked(opts)? {
+        return Ok(s);
+    }
+    let key = (K::def().symbol(), R::NAME, ceil_log2(m));
+    if let Some(s) = gpu.tuned_shape(&key) {
+        return Ok(s);
+    }
+    let s = tune()?;
+    gpu.remember_shape(key, s);
+    Ok(s)
 }
 
 /// The launch shape the options ask for, checked against those the
