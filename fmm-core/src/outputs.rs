@@ -36,28 +36,11 @@ impl<R: Real> Outputs<R> {
     }
 
     fn field(&self, name: &str, shape: Shape) -> Result<&Field, Error> {
-        let f =
-            self.layout
-                .iter()
-                .find(|f| f.name == name)
-                .ok_or_else(|| Error::UnknownOutput {
-                    kernel: self.kernel.to_string(),
-                    name: name.to_string(),
-                    known: self
-                        .layout
-                        .iter()
-                        .map(|f| f.name.clone())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
-        if f.shape != shape {
-            return Err(Error::FieldShape {
-                name: name.to_string(),
-                declared: f.shape.name(),
-                given: shape.name(),
-            });
-        }
-        Ok(f)
+        crate::particles::find_field(&self.layout, name, shape, |known| Error::UnknownOutput {
+            kernel: self.kernel.to_string(),
+            name: name.to_string(),
+            known,
+        })
     }
 
     /// A scalar output.

@@ -125,29 +125,12 @@ impl<R: Real> Particles<R> {
     }
 
     fn field(&self, name: &str, shape: Shape) -> Result<&Field, Error> {
-        let f = self
-            .layout
-            .iter()
-            .find(|f| f.name == name)
-            .ok_or_else(|| Error::UnknownField {
-                kernel: self.kernel.to_string(),
-                role: self.role.name(),
-                name: name.to_string(),
-                known: self
-                    .layout
-                    .iter()
-                    .map(|f| f.name.clone())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-        if f.shape != shape {
-            return Err(Error::FieldShape {
-                name: name.to_string(),
-                declared: f.shape.name(),
-                given: shape.name(),
-            });
-        }
-        Ok(f)
+        find_field(&self.layout, name, shape, |known| Error::UnknownField {
+            kernel: self.kernel.to_string(),
+            role: self.role.name(),
+            name: name.to_string(),
+            known,
+        })
     }
 
     fn check_len(&self, name: &str, len: usize) -> Result<(), Error> {
@@ -224,6 +207,33 @@ impl<R: Real> Particles<R> {
     pub(crate) fn check_for<K: Kernel>(&self, role: Role) -> Result<(), Error> {
         check_layout::<K>(self.kernel, self.role, &self.layout, role)
     }
+}
+
+/// The field `name` of `layout`, which must have `shape`; an unknown name
+/// is `unknown(the known names)`. (Particles' fields and outputs alike.)
+pub(crate) fn find_field<'a>(
+    layout: &'a [Field],
+    name: &str,
+    shape: Shape,
+    unknown: impl FnOnce(String) -> Error,
+) -> Result<&'a Field, Error> {
+    let f = layout.iter().find(|f| f.name == name).ok_or_else(|| {
+        unknown(
+            layout
+                .iter()
+                .map(|f| f.name.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    })?;
+    if f.shape != shape {
+        return Err(Error::FieldShape {
+            name: name.to_string(),
+            declared: f.shape.name(),
+            given: shape.name(),
+        });
+    }
+    Ok(f)
 }
 
 /// Checks that a set made for `kernel` in `made_as` with `layout` is one of
