@@ -115,6 +115,26 @@ pub fn fmm_gpu<K: Kernel, R: Real>(
     )
 }
 
+/// The user kernel the tests share, declared as a user would.
+pub mod user {
+    fmm_core::kernel! {
+        /// Screened Coulomb (Yukawa), the kernel of `examples/custom_kernel.rs`:
+        /// a strength that adds up, so the treecode takes it, and no far
+        /// field, so the FMM refuses it.
+        pub kernel Yukawa {
+            param kappa;
+            source q;
+            output phi;
+            output e: vec3;
+            strength q;
+            let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
+            let screened = q * exp(-kappa * r) * inv_r;
+            phi += screened;
+            e += screened * (1.0 + kappa * r) * inv_r * inv_r * d;
+        }
+    }
+}
+
 /// FMM options of order `p`, MAC `theta` and leaves of at most `ncrit`.
 pub fn fmm_options(p: usize, theta: f64, ncrit: usize) -> FmmOptions {
     FmmOptions {

@@ -62,24 +62,10 @@ use fmm_core::{evaluate, Backend, Error, Kernel, Method, Outputs, Real, Stats};
 use fmm_tests::naive::{self, Case, Named};
 use fmm_tests::sets::{self, build, Dist, Spec, Strengths, Targets};
 
-/// The user kernel of the matrix, declared as a user would.
+/// The user kernel of the matrix, declared as a user would (shared with
+/// `treecode.rs`).
 mod user {
-    fmm_core::kernel! {
-        /// Screened Coulomb (Yukawa), the kernel of `examples/custom_kernel.rs`:
-        /// a strength that adds up, so the treecode takes it, and no far
-        /// field, so the FMM refuses it.
-        pub kernel Yukawa {
-            param kappa;
-            source q;
-            output phi;
-            output e: vec3;
-            strength q;
-            let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
-            let screened = q * exp(-kappa * r) * inv_r;
-            phi += screened;
-            e += screened * (1.0 + kappa * r) * inv_r * inv_r * d;
-        }
-    }
+    pub use fmm_tests::user::Yukawa;
 }
 
 /// The kernels of the matrix.

@@ -142,21 +142,7 @@ proptest! {
     }
 }
 
-kernel! {
-    /// Screened Coulomb (Yukawa), the kernel of examples/custom_kernel.rs:
-    /// a declared strength and no far field.
-    pub kernel Yukawa {
-        param kappa;
-        source q;
-        output phi;
-        output e: vec3;
-        strength q;
-        let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
-        let screened = q * exp(-kappa * r) * inv_r;
-        phi += screened;
-        e += screened * (1.0 + kappa * r) * inv_r * inv_r * d;
-    }
-}
+use fmm_tests::user::Yukawa;
 
 /// The treecode needs only a strength that adds up, not a far field: a
 /// kernel with `strength q;` and none runs, is the direct sum at theta 0,
