@@ -17,8 +17,8 @@ use fmm_core::{
 
 mod common;
 use common::{
-    lean_particles, median, print_stats, sampled_error, stats_json, Backend, Dist, KernelName,
-    Precision, Problem, Strengths, Switches,
+    lean_particles, median, print_stats, sampled_error, stats_json, Backend, Dist, FarFieldName,
+    KernelName, Precision, Problem, Strengths, Switches,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
@@ -58,9 +58,15 @@ struct Args {
     /// distance d apart; `--params 0` computes what FMM3D does.
     #[arg(long, value_delimiter = ',')]
     params: Option<Vec<f64>>,
-    /// Expansion order.
+    /// The far field's order: the expansion order (laplace), the
+    /// pseudo-particles' order (ppm, yokota2009 Table 1), the Chebyshev
+    /// degree (ki, p + 1 nodes a side).
     #[arg(long, default_value_t = 6)]
     p: usize,
+    /// How cells' far fields are represented (auto: from the kernel's
+    /// declaration).
+    #[arg(long, value_enum, default_value = "auto")]
+    far_field: FarFieldName,
     /// Relative L2 error wanted: the order is chosen for it and the error
     /// estimated on sampled targets (overrides --p and --theta: theta 0.6,
     /// ncrit 64).
@@ -70,8 +76,9 @@ struct Args {
     /// --method tree).
     #[arg(long, default_value_t = 0.5)]
     theta: f64,
-    /// Most particles per leaf.
-    #[arg(long, default_value_t = 64)]
+    /// Most particles per leaf (0: the far field's own: 64 for laplace,
+    /// 200 for ki, 128 for ppm; the treecode's 32).
+    #[arg(long, default_value_t = 0)]
     ncrit: usize,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
@@ -208,7 +215,9 @@ fn method_of(args: &Args) -> Method {
         MethodName::Direct => Method::direct(),
         MethodName::Tree => Method::Treecode(TreeOptions {
             theta: args.theta,
-            ncrit: args.ncrit,
+            ncrit: if args.ncrit == 0 { 32 } else { args.ncrit },
+            far_field: args.far_field.far_field(),
+            order: args.p,
             ..TreeOptions::default()
         }),
         MethodName::Fmm => {
@@ -217,6 +226,7 @@ fn method_of(args: &Args) -> Method {
                 None => FmmOptions::fixed(args.p, args.theta),
             };
             opts.ncrit = args.ncrit;
+            opts.far_field = args.far_field.far_field();
             opts.gpu = GpuTuning {
                 m2l: match args.m2l {
                     M2l::Auto => M2lChoice::Auto,

@@ -11,8 +11,8 @@ use fmm_core::{evaluate_on, resolve, Device, Kernel, Method, Real, Stats, TreeOp
 
 mod common;
 use common::{
-    median, print_stats, sampled_error, sampled_percentiles, stats_json, Backend, Dist, KernelName,
-    Precision, Problem, Strengths, Switches,
+    median, print_stats, sampled_error, sampled_percentiles, stats_json, Backend, Dist,
+    FarFieldName, KernelName, Precision, Problem, Strengths, Switches,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
@@ -44,6 +44,14 @@ struct Args {
     /// Most targets per walking group (0: 128).
     #[arg(long, default_value_t = 0)]
     group: usize,
+    /// How an accepted cell's sources are represented (auto: the monopole
+    /// for a kernel with a Laplace far field, else ki).
+    #[arg(long, value_enum, default_value = "auto")]
+    far_field: FarFieldName,
+    /// The node far fields' order (ppm: yokota2009 Table 1; ki: Chebyshev
+    /// degree, order + 1 nodes a side).
+    #[arg(long, default_value_t = 4)]
+    order: usize,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
     #[command(flatten)]
@@ -96,6 +104,8 @@ fn run<K: Kernel, R: Real>(
             theta: args.theta,
             ncrit: args.ncrit,
             group: args.group,
+            far_field: args.far_field.far_field(),
+            order: args.order,
             ..TreeOptions::default()
         }),
     };

@@ -13,6 +13,35 @@ use fmm_core::{evaluate, Kernel, Method, Outputs, Particles, Real, Stage, Stats}
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+/// The far fields, by name on the command line (`--far-field`).
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum FarFieldName {
+    /// From the kernel's declaration.
+    #[default]
+    Auto,
+    /// The treecode's summed strength at the centre of strength.
+    Monopole,
+    /// Solid harmonic expansions (kernels with a Laplace far field).
+    Laplace,
+    /// Pseudo-particles on spherical t-designs.
+    Ppm,
+    /// Kernel-independent: Chebyshev nodes.
+    Ki,
+}
+
+impl FarFieldName {
+    pub fn far_field(self) -> fmm_core::FarField {
+        use fmm_core::FarField;
+        match self {
+            FarFieldName::Auto => FarField::Auto,
+            FarFieldName::Monopole => FarField::Monopole,
+            FarFieldName::Laplace => FarField::Laplace,
+            FarFieldName::Ppm => FarField::Ppm,
+            FarFieldName::Ki => FarField::KernelIndependent,
+        }
+    }
+}
+
 /// The built-in kernels, by name on the command line.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum KernelName {

@@ -87,6 +87,12 @@ pub enum Error {
         kernel: String,
         method: &'static str,
     },
+    #[error("kernel {kernel} cannot use the {far_field} far field: {why}")]
+    FarFieldUnusable {
+        kernel: String,
+        far_field: &'static str,
+        why: String,
+    },
     #[error("{0}")]
     BadOption(String),
     #[error("{0}")]

@@ -23,12 +23,13 @@ use crate::backend::{resolve, Backend, Device};
 use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
 use crate::cuda::Gpu;
 use crate::error::Error;
+use crate::far;
 use crate::kernel::Kernel;
 use crate::methods::fmm::{self, tolerance, Accuracy, Achieved, FmmOptions, Plan, Settings};
 use crate::methods::{direct, treecode, Method};
 use crate::outputs::Outputs;
 use crate::particles::{Particles, Role};
-use crate::problem::{check_params, strength_slots, Domain, Problem};
+use crate::problem::{check_params, Domain, Problem};
 use crate::real::Real;
 use crate::reference;
 use crate::require::check_requirements;
@@ -150,7 +151,15 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             out
         }
         Method::Treecode(o) => {
-            let strength = strength_slots::<K>("the treecode")?;
+            let far::Plan::Monopole { strength } =
+                far::plan::<K>(o.far_field, far::Tree::Treecode)?
+            else {
+                return Err(Error::BadOption(
+                    "the treecode's node far fields run on the CPU so far, not on the GPU: use \
+                     Backend::Cpu"
+                        .into(),
+                ));
+            };
             let mut clock = Clock::gpu(&mut stats, gpu);
             let out = treecode::cuda::run::<K, R>(
                 gpu, &params, &strength, targets, sources, o, &mut clock,
@@ -159,7 +168,17 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             out
         }
         Method::Fmm(o) => {
-            let (strength, terms) = fmm::far_terms::<K>()?;
+            let (strength, terms) = match far::plan::<K>(o.far_field, far::Tree::Fmm)? {
+                far::Plan::Laplace { strength, terms } => (strength, terms),
+                far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
+                far::Plan::Nodes(rep) => {
+                    return Err(Error::BadOption(format!(
+                        "the {} far field of the FMM runs on the CPU so far, not on the GPU: \
+                         use Backend::Cpu",
+                        rep.far_field.name()
+                    )))
+                }
+            };
             let run = |settings: Settings, stats: &mut Stats| {
                 let plan = Plan {
                     params: &params,
@@ -268,10 +287,9 @@ fn evaluate_checked<K: Kernel, R: Real>(
             out
         }
         (Method::Treecode(o), Device::Cpu) => {
-            let strength = strength_slots::<K>("the treecode")?;
+            let far = far::plan::<K>(o.far_field, far::Tree::Treecode)?;
             let mut clock = Clock::cpu(&mut stats);
-            let out =
-                treecode::cpu::run::<K, R>(params, &strength, targets, sources, o, &mut clock)?;
+            let out = treecode::cpu::run::<K, R>(params, &far, targets, sources, o, &mut clock)?;
             stats.runs = 1;
             out
         }
@@ -319,16 +337,28 @@ fn fmm_cpu<K: Kernel, R: Real>(
     sources: &Particles<R>,
     opts: &FmmOptions,
 ) -> Result<(Outputs<R>, Stats, Option<Achieved>), Error> {
-    let (strength, terms) = fmm::far_terms::<K>()?;
-    let run = |settings: Settings, stats: &mut Stats| {
-        let plan = Plan {
+    let far = far::plan::<K>(opts.far_field, far::Tree::Fmm)?;
+    let run = |settings: Settings, stats: &mut Stats| match &far {
+        far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
+        far::Plan::Laplace { strength, terms } => {
+            let plan = Plan {
+                params,
+                strength,
+                terms,
+                settings,
+                opts,
+            };
+            fmm::cpu::run::<K, R>(&plan, targets, sources, &mut Clock::cpu(stats))
+        }
+        far::Plan::Nodes(rep) => fmm::cpu_nodes::run::<K, R>(
             params,
-            strength: &strength,
-            terms: &terms,
+            rep,
             settings,
-            opts,
-        };
-        fmm::cpu::run::<K, R>(&plan, targets, sources, &mut Clock::cpu(stats))
+            opts.leaf_size(rep.far_field),
+            targets,
+            sources,
+            &mut Clock::cpu(stats),
+        ),
     };
     match opts.accuracy {
         Accuracy::Fixed { p, theta } => {
@@ -348,13 +378,11 @@ fn fmm_cpu<K: Kernel, R: Real>(
                 &sources.to_f64(None),
             );
             let reference_seconds = t.elapsed().as_secs_f64();
-            let (out, mut stats, a) = tolerance::drive(
-                tol,
-                &tolerance::CPU,
-                R::NAME == "f32",
-                run,
-                |out: &Outputs<R>| Ok(reference::relative_l2(&reference::at(out, &idx), &want)),
-            )?;
+            let table = tolerance::cpu_table(far.far_field());
+            let (out, mut stats, a) =
+                tolerance::drive(tol, table, R::NAME == "f32", run, |out: &Outputs<R>| {
+                    Ok(reference::relative_l2(&reference::at(out, &idx), &want))
+                })?;
             stats.add(Stage::ErrorEstimate, reference_seconds);
             Ok((out, stats, Some(a)))
         }

@@ -58,7 +58,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use fmm_core::reference::{at, direct_f64_at, relative_l2, sample_indices};
-use fmm_core::{evaluate, Backend, Error, Kernel, Method, Outputs, Real, Stats};
+use fmm_core::{
+    evaluate, Backend, Error, FarField, FmmOptions, Kernel, Method, Outputs, Real, Stats,
+    TreeOptions,
+};
 use fmm_tests::naive::{self, Case, Named};
 use fmm_tests::sets::{self, build, Dist, Spec, Strengths, Targets};
 
@@ -115,12 +118,22 @@ impl Kern {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum How {
     Direct,
-    /// The treecode at this opening angle.
+    /// The treecode (monopole) at this opening angle.
     Tree(f64),
-    /// The FMM at order p and MAC theta.
+    /// The FMM with Laplace expansions at order p and MAC theta.
     Fmm(usize, f64),
-    /// The FMM at this relative L2 error.
+    /// The FMM with Laplace expansions at this relative L2 error.
     Tol(f64),
+    /// The FMM with the kernel-independent far field (Chebyshev degree p)
+    /// and MAC theta.
+    Ki(usize, f64),
+    /// The FMM with pseudo-particles of order p and MAC theta.
+    Ppm(usize, f64),
+    /// The treecode with Chebyshev nodes of degree p at opening angle
+    /// theta.
+    TreeKi(usize, f64),
+    /// The FMM from the declaration (Auto) at this relative L2 error.
+    AutoTol(f64),
 }
 
 use How::*;
@@ -129,9 +142,13 @@ impl How {
     fn method(self) -> Method {
         match self {
             Direct => Method::direct(),
-            Tree(theta) => Method::treecode(theta),
-            Fmm(p, theta) => Method::fmm(p, theta),
-            Tol(tol) => Method::fmm_tolerance(tol),
+            Tree(theta) => tree(FarField::Monopole, 0, theta),
+            Fmm(p, theta) => fmm(FarField::Laplace, p, theta),
+            Tol(tol) => Method::Fmm(FmmOptions::tolerance(tol).with_far_field(FarField::Laplace)),
+            Ki(p, theta) => fmm(FarField::KernelIndependent, p, theta),
+            Ppm(p, theta) => fmm(FarField::Ppm, p, theta),
+            TreeKi(p, theta) => tree(FarField::KernelIndependent, p, theta),
+            AutoTol(tol) => Method::fmm_tolerance(tol),
         }
     }
 
@@ -141,8 +158,25 @@ impl How {
             Tree(theta) => format!("treecode theta {theta}"),
             Fmm(p, theta) => format!("fmm p {p} theta {theta}"),
             Tol(tol) => format!("fmm tol {tol:.0e}"),
+            Ki(p, theta) => format!("fmm ki p {p} theta {theta}"),
+            Ppm(p, theta) => format!("fmm ppm p {p} theta {theta}"),
+            TreeKi(p, theta) => format!("treecode ki p {p} theta {theta}"),
+            AutoTol(tol) => format!("fmm (auto far field) tol {tol:.0e}"),
         }
     }
+}
+
+fn tree(far_field: FarField, order: usize, theta: f64) -> Method {
+    Method::Treecode(TreeOptions {
+        theta,
+        far_field,
+        order: order.max(1),
+        ..TreeOptions::default()
+    })
+}
+
+fn fmm(far_field: FarField, p: usize, theta: f64) -> Method {
+    Method::Fmm(FmmOptions::fixed(p, theta).with_far_field(far_field))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -159,7 +193,8 @@ enum Expect {
     /// The relative L2 error of all outputs against the f64 direct sum, on
     /// the CPU, at most this.
     Within(f64),
-    /// `Error::NoFarField` from the FMM, naming it.
+    /// The FMM's refusal of a far field the kernel cannot use
+    /// (`Error::FarFieldUnusable`), naming the kernel.
     NoFarField,
 }
 
@@ -296,6 +331,40 @@ const ROWS: &[Row] = &[
     row(VelocityStretching, Tol(1e-5), F64, CUBE_SIGNED, 0.05, Within(3e-5)), // 2.3e-6
     row(HuBiotSavart, Tol(1e-4), F32, APART, 0.05, Within(3e-4)),      // 1.1e-4
     row(Yukawa, Tol(1e-4), F64, CUBE, 0.0, NoFarField),
+    // The node far fields (issue 14): Chebyshev nodes of degree 4 at theta
+    // 0.7 for every kernel, smoothing included (softening of a whole
+    // spacing, Gaussian cores of five spacings, larger than a leaf);
+    // pseudo-particles of order 6 at theta 0.6 for the Laplace family (the
+    // velocity gradient of stretching through the per-target-slot local
+    // values), refused for Yukawa; the treecode with Chebyshev nodes; and
+    // the tolerance with the far field from the declaration (Yukawa: ki).
+    row(Gravity, Ki(4, 0.7), F64, CUBE, 1.0, Within(6.4e-6)),                 // 2.1e-6
+    row(Gravity, Ki(4, 0.7), F32, CUBE, 1.0, Within(6.4e-6)),                 // 2.1e-6
+    row(Gravity, Ki(4, 0.7), F64, PLUMMER, 0.5, Within(2.3e-5)),              // 7.6e-6
+    row(Coulomb, Ki(4, 0.7), F64, APART, 0.0, Within(5.8e-6)),                // 1.9e-6
+    row(BiotSavart, Ki(4, 0.7), F64, CUBE, 5.0, Within(5.5e-6)),              // 1.8e-6
+    row(BiotSavart, Ki(4, 0.7), F32, CUBE, 5.0, Within(5.6e-6)),              // 1.8e-6
+    row(Stretching, Ki(4, 0.7), F64, APART, 1.0, Within(4.7e-5)),             // 1.6e-5
+    row(VelocityStretching, Ki(4, 0.7), F64, PLUMMER, 1.0, Within(3.3e-5)),   // 1.1e-5
+    row(VelocityStretching, Ki(4, 0.7), F32, PLUMMER, 1.0, Within(3.3e-5)),   // 1.1e-5
+    row(HuBiotSavart, Ki(4, 0.7), F64, APART, 1.0, Within(2.4e-5)),           // 8.0e-6
+    row(Yukawa, Ki(4, 0.7), F64, CUBE, 0.0, Within(6e-6)),                    // 2.0e-6
+    row(Yukawa, Ki(4, 0.7), F32, CUBE, 0.0, Within(6.1e-6)),                  // 2.0e-6
+    row(Gravity, Ppm(6, 0.6), F64, PLUMMER, 0.0, Within(7.1e-6)),             // 2.4e-6
+    row(Gravity, Ppm(6, 0.6), F32, PLUMMER, 0.0, Within(7.1e-6)),             // 2.4e-6
+    row(Coulomb, Ppm(6, 0.6), F64, CUBE_SIGNED, 0.0, Within(8.2e-6)),         // 2.7e-6
+    row(BiotSavart, Ppm(6, 0.6), F64, CUBE, 0.05, Within(4.5e-6)),            // 1.5e-6
+    row(Stretching, Ppm(6, 0.6), F64, CUBE_SIGNED, 0.05, Within(1.1e-6)),     // 3.6e-7
+    row(VelocityStretching, Ppm(6, 0.6), F64, PLUMMER, 0.05, Within(6.3e-6)), // 2.1e-6
+    row(VelocityStretching, Ppm(6, 0.6), F32, PLUMMER, 0.05, Within(6.3e-6)), // 2.1e-6
+    row(Yukawa, Ppm(6, 0.6), F64, CUBE, 0.0, NoFarField),
+    row(Yukawa, TreeKi(4, 0.5), F64, CUBE, 0.0, Within(1.3e-6)),              // 4.2e-7
+    row(Yukawa, TreeKi(4, 0.5), F32, CUBE, 0.0, Within(1.5e-6)),              // 4.7e-7
+    row(Gravity, TreeKi(4, 0.5), F64, CUBE, 1.0, Within(1e-6)),               // 3.3e-7
+    row(Stretching, TreeKi(4, 0.5), F64, CUBE_SIGNED, 1.0, Within(5.3e-5)),   // 1.8e-5
+    row(VelocityStretching, TreeKi(4, 0.5), F64, PLUMMER, 1.0, Within(4.1e-6)), // 1.4e-6
+    row(Yukawa, AutoTol(1e-5), F64, CUBE, 0.0, Within(3e-5)),                 // 5.9e-8
+    row(Gravity, AutoTol(1e-5), F64, CUBE, 0.0, Within(3e-5)),                // 3.9e-6
 ];
 
 impl Row {
@@ -425,10 +494,7 @@ fn check_row<K: Kernel, R: Real>(backend: Backend, row: &Row) -> Result<Measured
     let seconds = clock.elapsed().as_secs_f64();
     let Some(bound) = row.bound(backend) else {
         return match result {
-            Err(Error::NoFarField {
-                method: "the FMM",
-                kernel,
-            }) if kernel == K::name() => Ok(Measured {
+            Err(Error::FarFieldUnusable { kernel, .. }) if kernel == K::name() => Ok(Measured {
                 error: None,
                 naive: None,
                 outputs: vec![],
@@ -458,11 +524,13 @@ fn check_row<K: Kernel, R: Real>(backend: Backend, row: &Row) -> Result<Measured
     }
     let st = &ev.stats;
     match row.how {
-        Tree(theta) if theta > 0.0 && st.p2c == 0 => {
+        Tree(theta) | TreeKi(_, theta) if theta > 0.0 && st.p2c == 0 => {
             return Err(format!("the treecode accepted no cell: {st:?}"))
         }
-        Fmm(..) | Tol(_) if st.m2l == 0 => return Err(format!("the FMM made no M2L: {st:?}")),
-        Tol(tol) => match &ev.achieved {
+        Fmm(..) | Tol(_) | Ki(..) | Ppm(..) | AutoTol(_) if st.m2l == 0 => {
+            return Err(format!("the FMM made no M2L: {st:?}"))
+        }
+        Tol(tol) | AutoTol(tol) => match &ev.achieved {
             Some(a) if a.estimated_error <= tol => {}
             other => return Err(format!("tolerance {tol:e} not met: {other:?}")),
         },
@@ -699,17 +767,19 @@ fn degenerate_bound(backend: Backend, how: How, d: Degenerate, prec: Prec) -> f6
         (Tree(_), _) => 1e-4,     // 2.9e-5, HuBiotSavart, the line
         // A lone source's far field is all expansion: its error at p 8
         // and theta 0.5 is not averaged over many sources.
-        (Fmm(..), OneSource) => 8e-4, // 2.7e-4, Stretching
-        (Fmm(..), Twins) => 1.2e-4,   // 3.9e-5, Gravity
-        (Fmm(..), _) => 5e-9,         // 1.4e-9, HuBiotSavart, the line (f64)
-        (Tol(tol), _) => 3.0 * tol,   // 1.1e-4 at 1e-4, BiotSavart twins
+        (Fmm(..), OneSource) => 8e-4,              // 2.7e-4, Stretching
+        (Fmm(..), Twins) => 1.2e-4,                // 3.9e-5, Gravity
+        (Fmm(..), _) => 5e-9,                      // 1.4e-9, HuBiotSavart, the line (f64)
+        (Tol(tol) | AutoTol(tol), _) => 3.0 * tol, // 1.1e-4 at 1e-4, BiotSavart twins
+        (Ki(..) | Ppm(..) | TreeKi(..), Pair) => 0.0,
+        (Ki(..) | Ppm(..) | TreeKi(..), _) => 1.7e-3, // 5.5e-4, BiotSavart ppm, one source
     };
     b.max(rounding(backend, prec))
 }
 
 /// Whether `how` refuses kernel `kernel` (the FMM needs a far field).
 fn refuses(kernel: Kern, how: How) -> bool {
-    kernel == Yukawa && matches!(how, Fmm(..) | Tol(_))
+    kernel == Yukawa && matches!(how, Fmm(..) | Tol(_) | Ppm(..))
 }
 
 /// Every degenerate input through `how` on `backend` with kernel `K` in
@@ -730,7 +800,7 @@ fn degenerate<K: Kernel, R: Real>(backend: Backend, how: How, kernel: Kern) -> V
             let fatal = |what: String| (what, false);
             if refuses(kernel, how) {
                 return match result {
-                    Err(Error::NoFarField { .. }) => Ok(0.0),
+                    Err(Error::FarFieldUnusable { .. }) => Ok(0.0),
                     Err(e) => Err(fatal(format!(
                         "refused, but not for want of a far field: {e}"
                     ))),
@@ -799,7 +869,15 @@ fn degenerate_inputs(backend: Backend) {
         f
     }
     let mut failures = vec![];
-    for how in [Direct, Tree(0.5), Fmm(8, 0.5), Tol(1e-4)] {
+    // The node far fields run on the CPU so far.
+    let nodes: &[How] = match backend {
+        Backend::Cpu => &[Ki(4, 0.7), Ppm(6, 0.6), TreeKi(4, 0.5)],
+        _ => &[],
+    };
+    for &how in [Direct, Tree(0.5), Fmm(8, 0.5), Tol(1e-4)]
+        .iter()
+        .chain(nodes)
+    {
         for kernel in [
             Gravity,
             Coulomb,
@@ -848,6 +926,26 @@ fn cpu_fmm() {
 #[test]
 fn cpu_fmm_tolerance() {
     run_method(Backend::Cpu, Tol(1e-6));
+}
+
+#[test]
+fn cpu_fmm_kernel_independent() {
+    run_method(Backend::Cpu, Ki(4, 0.7));
+}
+
+#[test]
+fn cpu_fmm_pseudo_particles() {
+    run_method(Backend::Cpu, Ppm(6, 0.6));
+}
+
+#[test]
+fn cpu_treecode_kernel_independent() {
+    run_method(Backend::Cpu, TreeKi(4, 0.5));
+}
+
+#[test]
+fn cpu_fmm_tolerance_auto_far_field() {
+    run_method(Backend::Cpu, AutoTol(1e-5));
 }
 
 #[test]

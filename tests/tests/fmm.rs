@@ -56,7 +56,6 @@ fn bad_options_and_kernels_are_refused_by_name() {
         (31, 0.5, 32, "order"),
         (8, 1.0, 32, "theta"),
         (8, f64::NAN, 32, "theta"),
-        (8, 0.5, 0, "ncrit"),
     ] {
         match run(p, theta, ncrit) {
             Err(Error::BadOption(m)) => assert!(m.contains(word), "{m}"),

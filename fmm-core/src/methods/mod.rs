@@ -69,18 +69,22 @@ impl Method {
     }
 
     /// Checks the options, and that kernel `K` declares what the method
-    /// needs (a strength for the treecode, a Laplace far field for the
-    /// FMM), before any work is done.
+    /// needs (a strength, and the form its far field takes: see
+    /// [`crate::far`]), before any work is done.
     pub(crate) fn check<K: Kernel>(&self) -> Result<(), Error> {
         match self {
             Method::Direct(_) => Ok(()),
             Method::Treecode(o) => {
                 o.check()?;
-                crate::problem::strength_slots::<K>("the treecode").map(|_| ())
+                crate::far::plan::<K>(o.far_field, crate::far::Tree::Treecode).map(|_| ())
             }
             Method::Fmm(o) => {
                 o.check()?;
-                fmm::far_terms::<K>().map(|_| ())
+                crate::far::plan::<K>(o.far_field, crate::far::Tree::Fmm)?;
+                if let fmm::Accuracy::Fixed { p, .. } = o.accuracy {
+                    o.far_field.resolve::<K>(false).check_order(p)?;
+                }
+                Ok(())
             }
         }
     }

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::harmonics::{ncoef, C};
 use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, FullRange, Scratch};
-use super::traversal::{children, spheres, traverse_levels};
+use super::traversal::{children, spheres, traverse_levels, Lists};
 use super::Plan;
 use crate::error::Error;
 use crate::kernel::{Kernel, MAX_SLOTS};
@@ -55,7 +55,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let (p, strength, terms) = (plan.params, plan.strength, plan.terms);
     let no = def.n_outputs();
     let order = plan.settings.p;
-    let ncrit = plan.opts.ncrit;
+    let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);
     let nq = strength.len();
     let nc = ncoef(order);
     let block = nq * nc;
@@ -180,7 +180,6 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let leaves: Vec<usize> = (0..ttree.cells.len())
         .filter(|&c| ttree.cells[c].is_leaf())
         .collect();
-    let nt = def.n_targets();
     let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
     let far: Vec<Vec<f64>> = leaves
         .par_iter()
@@ -207,7 +206,32 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .collect();
     clock.lap(Stage::Downward)?;
 
-    let near: Vec<(Vec<R>, u64)> = leaves
+    let near = near_field::<K, R>(p, &ttree, &tgt, &stree, &src, &lists, &leaves);
+    clock.lap(Stage::P2p)?;
+    Ok(scatter::<K, R>(
+        targets.len(),
+        &ttree,
+        &leaves,
+        &far,
+        &near,
+        clock,
+    ))
+}
+
+/// P2P of every target leaf `leaves` with the source leaves of its list:
+/// per leaf, the outputs of its targets in tree order and the pairs.
+pub(crate) fn near_field<K: Kernel, R: Real>(
+    p: &[R],
+    ttree: &Octree,
+    tgt: &SoA<R>,
+    stree: &Octree,
+    src: &SoA<R>,
+    lists: &Lists,
+    leaves: &[usize],
+) -> Vec<(Vec<R>, u64)> {
+    let def = K::def();
+    let (no, nt) = (def.n_outputs(), def.n_targets());
+    leaves
         .par_iter()
         .map_init(
             || SoA::<R>::with_capacity(src.slots.len(), 4096),
@@ -216,7 +240,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
                 list.clear();
                 for &b in &lists.p2p[a] {
                     let b = &stree.cells[b as usize];
-                    list.push_from(&src, b.begin..b.end);
+                    list.push_from(src, b.begin..b.end);
                 }
                 let slices = list.slices();
                 let mut out = vec![R::zero(); cell.len() * no];
@@ -231,13 +255,23 @@ pub(crate) fn run<K: Kernel, R: Real>(
                 (out, (cell.len() * slices.len()) as u64)
             },
         )
-        .collect();
-    clock.lap(Stage::P2p)?;
+        .collect()
+}
 
-    // Back to the caller's order.
-    let m = targets.len();
+/// The far (f64) and near parts of every target leaf, added and put back
+/// in the caller's order of the `m` targets; counts the P2P pairs.
+pub(crate) fn scatter<K: Kernel, R: Real>(
+    m: usize,
+    ttree: &Octree,
+    leaves: &[usize],
+    far: &[Vec<f64>],
+    near: &[(Vec<R>, u64)],
+    clock: &mut Clock<'_>,
+) -> Outputs<R> {
+    let def = K::def();
+    let no = def.n_outputs();
     let mut slots = vec![vec![R::zero(); m]; no];
-    for ((&a, f), (n, pairs)) in leaves.iter().zip(&far).zip(&near) {
+    for ((&a, f), (n, pairs)) in leaves.iter().zip(far).zip(near) {
         let cell = &ttree.cells[a];
         for r in 0..cell.len() {
             let i = ttree.order[cell.begin + r] as usize;
@@ -247,7 +281,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         }
         clock.stats().p2p += pairs;
     }
-    Ok(Outputs::new(def.name.as_str(), &def.outputs, slots))
+    Outputs::new(def.name.as_str(), &def.outputs, slots)
 }
 
 /// What L2P gives at one target for each of the (up to 3) expansions.

@@ -14,6 +14,7 @@
 //! (Biot-Savart, hu2011).
 
 pub mod cpu;
+pub mod cpu_nodes;
 pub mod cuda;
 pub mod harmonics;
 #[cfg(target_arch = "x86_64")]
@@ -26,9 +27,8 @@ pub use cuda::{MAX_F32_M2L_ORDER, MAX_GPU_ORDER};
 pub use tolerance::Achieved;
 
 use crate::error::Error;
-use crate::kernel::Kernel;
+use crate::far::FarField;
 use fmm_codegen::kernel::FarTerm;
-use fmm_codegen::FarField;
 
 /// The highest expansion order the operators take.
 pub const MAX_ORDER: usize = 30;
@@ -50,7 +50,13 @@ pub enum Accuracy {
 #[derive(Clone, Debug, PartialEq)]
 pub struct FmmOptions {
     pub accuracy: Accuracy,
-    /// Most particles in a leaf (of both trees).
+    /// How cells' far fields are represented ([`FarField`]): from the
+    /// declaration by default. `p` is the far field's order: the expansion
+    /// order, the pseudo-particles' order (yokota2009 Table 1), or the
+    /// Chebyshev nodes' degree (`p + 1` a side).
+    pub far_field: FarField,
+    /// Most particles in a leaf (of both trees); 0: the far field's own
+    /// ([`FmmOptions::leaf_size`]).
     pub ncrit: usize,
     /// Tuning of the GPU's M2L (defaults are measured; see the fields).
     pub gpu: GpuTuning,
@@ -63,6 +69,26 @@ impl FmmOptions {
             accuracy: Accuracy::Fixed { p, theta },
             ..FmmOptions::default()
         }
+    }
+
+    /// The leaf size with the far field `far_field`: `ncrit`, or where it
+    /// is 0 what measured fastest for that far field (2 CPU cores, 5e4 to
+    /// 1e6 points, 2026-11-23): 64 for the Laplace expansions, whose M2L is
+    /// cheap; 200 for Chebyshev nodes and 128 for pseudo-particles, whose
+    /// M2L (the kernel between node sets) costs as much as a few hundred
+    /// particles' P2P.
+    pub fn leaf_size(&self, far_field: FarField) -> usize {
+        match (self.ncrit, far_field) {
+            (0, FarField::KernelIndependent) => 200,
+            (0, FarField::Ppm) => 128,
+            (0, _) => 64,
+            (n, _) => n,
+        }
+    }
+
+    /// These options with the far field `far_field`.
+    pub fn with_far_field(self, far_field: FarField) -> Self {
+        FmmOptions { far_field, ..self }
     }
 
     /// The settings chosen for the relative L2 error `tol`.
@@ -78,7 +104,9 @@ impl FmmOptions {
     /// least one particle a leaf.
     pub(crate) fn check(&self) -> Result<(), Error> {
         match self.accuracy {
-            Accuracy::Fixed { p, theta } => check_settings(p, theta)?,
+            // The order is checked against the far field the kernel
+            // resolves to (`Method::check`).
+            Accuracy::Fixed { theta, .. } => check_theta(theta)?,
             Accuracy::Tolerance(tol) => {
                 if !(tol > 0.0 && tol.is_finite()) {
                     return Err(Error::BadOption(format!(
@@ -87,32 +115,25 @@ impl FmmOptions {
                 }
             }
         }
-        if self.ncrit == 0 {
-            return Err(Error::BadOption("ncrit must be at least 1".into()));
-        }
         Ok(())
     }
 }
 
 impl Default for FmmOptions {
-    /// Order 6, theta 0.5, ncrit 64 (`docs/BENCHMARKS.md` has what they
-    /// give).
+    /// Order 6, theta 0.5, the far field from the declaration and its
+    /// leaf size (`docs/BENCHMARKS.md` has what they give).
     fn default() -> Self {
         FmmOptions {
             accuracy: Accuracy::Fixed { p: 6, theta: 0.5 },
-            ncrit: 64,
+            far_field: FarField::Auto,
+            ncrit: 0,
             gpu: GpuTuning::default(),
         }
     }
 }
 
-/// Checks an order and a MAC.
-pub(crate) fn check_settings(p: usize, theta: f64) -> Result<(), Error> {
-    if p == 0 || p > MAX_ORDER {
-        return Err(Error::BadOption(format!(
-            "the expansion order p must be 1 to {MAX_ORDER}, not {p}"
-        )));
-    }
+/// Checks a MAC.
+pub(crate) fn check_theta(theta: f64) -> Result<(), Error> {
     if !(theta > 0.0 && theta < 1.0) {
         return Err(Error::BadOption(format!(
             "theta must be above 0 and below 1 for the expansions to converge, not {theta}"
@@ -148,24 +169,6 @@ pub struct GpuTuning {
     /// default, 64 / p, keeps the scale factors in range); a negative
     /// value sends every M2L to the double one (tests use it).
     pub m2l_max_levels_apart: Option<i32>,
-}
-
-/// The far-field declaration of `K`, checked for what the FMM evaluates:
-/// the strength's slots and the terms.
-pub(crate) fn far_terms<K: Kernel>() -> Result<(Vec<usize>, Vec<FarTerm>), Error> {
-    let def = K::def();
-    let FarField::Laplace { terms } = &def.far_field else {
-        return Err(Error::NoFarField {
-            kernel: def.name.clone(),
-            method: "the FMM",
-        });
-    };
-    // Lowering refuses a Laplace far field without a strength.
-    let slots = def.strength_slots().ok_or_else(|| Error::NoStrength {
-        kernel: def.name.clone(),
-        method: "the FMM",
-    })?;
-    Ok((slots.collect(), terms.clone()))
 }
 
 /// The expansion order and MAC of one evaluation: given, or chosen for a

@@ -75,6 +75,51 @@ pub(crate) const GPU: Table = Table {
     most_p: super::MAX_GPU_ORDER,
 };
 
+/// The kernel-independent far field on the CPU (Chebyshev nodes of degree
+/// p, `p + 1` a side, leaves of 200): gravity without softening, 5e4
+/// points in a cube, f64, 2 cores (`fmm_bench --far-field ki --params 0
+/// --precision f64`, 2026-11-23). Theta 0.8 where it is cheaper for the
+/// same error, else 0.7 (p 5 at theta 0.8, 2.2e-6 in 0.91 s, loses to p 4
+/// at 0.7, 2.1e-6 in 0.46 s).
+pub(crate) const KI_CPU: Table = Table {
+    rows: &[
+        (2, 0.8, 4.5e-4),
+        (2, 0.7, 1.4e-4),
+        (3, 0.8, 7.2e-5),
+        (3, 0.7, 2.0e-5),
+        (4, 0.8, 1.1e-5),
+        (4, 0.7, 2.1e-6),
+        (5, 0.7, 3.2e-7),
+        (6, 0.7, 4.8e-8),
+        (7, 0.7, 9.3e-9),
+    ],
+    most_p: crate::far::chebyshev::MAX_ORDER,
+};
+
+/// Pseudo-particles on the CPU (order p of yokota2009 Table 1, leaves of
+/// 128, theta 0.6): measured as [`KI_CPU`].
+pub(crate) const PPM_CPU: Table = Table {
+    rows: &[
+        (3, 0.6, 1.7e-4),
+        (4, 0.6, 4.2e-5),
+        (5, 0.6, 8.3e-6),
+        (6, 0.6, 1.8e-6),
+        (7, 0.6, 6.9e-7),
+        (8, 0.6, 2.1e-7),
+    ],
+    most_p: crate::far::pseudo::MAX_ORDER,
+};
+
+/// The CPU's table for a far field.
+pub(crate) fn cpu_table(far_field: crate::far::FarField) -> &'static Table {
+    use crate::far::FarField;
+    match far_field {
+        FarField::KernelIndependent => &KI_CPU,
+        FarField::Ppm => &PPM_CPU,
+        FarField::Auto | FarField::Laplace | FarField::Monopole => &CPU,
+    }
+}
+
 impl Table {
     /// The cheapest settings whose tabled error is within `tol`; past the
     /// table, the last theta with the order extrapolated at a factor 0.5

@@ -13,9 +13,10 @@
 
 use rayon::prelude::*;
 
-use super::pseudo::{pseudo_sources, CellSources};
+use super::pseudo::{pseudo_sources, resolution, CellSources};
 use super::TreeOptions;
 use crate::error::Error;
+use crate::far::{self, nodes};
 use crate::kernel::{Kernel, MAX_SLOTS};
 use crate::outputs::Outputs;
 use crate::particles::Particles;
@@ -88,17 +89,48 @@ pub(crate) fn target_groups(tree: &Octree, cap: usize) -> Vec<(usize, usize)> {
     groups
 }
 
+/// The cells' node sources for a node far field: every cell's nodes
+/// carrying its strength ([`far::nodes`]), accepted when the group's box is
+/// farther from the cell's centre than the nodes' sphere over `theta` (and
+/// the positions' resolution: the nodes of a cell of coincident particles
+/// sit ulps apart).
+fn node_cells<R: Real>(
+    stree: &Octree,
+    src: &SoA<R>,
+    rep: &far::Representation,
+    order: usize,
+    theta: f64,
+) -> CellSources<R> {
+    let basis = nodes::basis(rep.far_field, order);
+    let b = basis.as_ref();
+    let up = nodes::upward(b, stree, src, rep);
+    CellSources {
+        soa: nodes::node_sources(b, stree, &up, &rep.strength),
+        per_cell: b.len(),
+        accept2: stree
+            .cells
+            .iter()
+            .map(|c| (b.radius() * c.half / theta + resolution(c.center, c.half)).powi(2))
+            .collect(),
+        com: stree.cells.iter().map(|c| c.center).collect(),
+    }
+}
+
 /// Builds what the CPU walk starts from.
 pub(crate) fn prepare<R: Real>(
     targets: &Particles<R>,
     sources: &Particles<R>,
-    strength: &[usize],
+    far: &far::Plan,
     opts: &TreeOptions,
 ) -> Prepared<R> {
     let spos = positions_f64(sources);
     let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
     let src = sorted(sources, &stree.order);
-    let cells = pseudo_sources(&stree, &src, strength, opts.theta);
+    let cells = match far {
+        far::Plan::Monopole { strength } => pseudo_sources(&stree, &src, strength, opts.theta),
+        far::Plan::Nodes(rep) => node_cells(&stree, &src, rep, opts.order, opts.theta),
+        far::Plan::Laplace { .. } => unreachable!("the treecode has no Laplace expansions"),
+    };
     let tpos = positions_f64(targets);
     let group = opts.group_size();
     let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], group);
@@ -115,13 +147,13 @@ pub(crate) fn prepare<R: Real>(
 }
 
 /// The Barnes-Hut treecode of kernel `K` on the CPU, with the parameters
-/// `p` and the strength slots `strength` (checked by the front door); the
-/// problem is not empty. The result approximates the direct sum, more
-/// closely for smaller `theta`.
+/// `p` and the far field `far` (checked by the front door); the problem is
+/// not empty. The result approximates the direct sum, more closely for
+/// smaller `theta` (and, with nodes, higher order).
 #[allow(clippy::needless_range_loop)]
 pub(crate) fn run<K: Kernel, R: Real>(
     p: &[R],
-    strength: &[usize],
+    far: &far::Plan,
     targets: &Particles<R>,
     sources: &Particles<R>,
     opts: &TreeOptions,
@@ -137,7 +169,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         ttree,
         tgt,
         groups,
-    } = prepare(targets, sources, strength, opts);
+    } = prepare(targets, sources, far, opts);
     clock.lap(Stage::Tree)?;
 
     let nt = def.n_targets();
@@ -183,8 +215,16 @@ pub(crate) fn run<K: Kernel, R: Real>(
                         c = cell.more;
                     }
                 }
-                list.gather_from(&cells.soa, far);
-                let far_n = far.len();
+                let per = cells.per_cell;
+                if per == 1 {
+                    list.gather_from(&cells.soa, far);
+                } else {
+                    for &c in far.iter() {
+                        let c = c as usize;
+                        list.push_from(&cells.soa, c * per..(c + 1) * per);
+                    }
+                }
+                let far_n = far.len() * per;
                 for &(b, e) in near.iter() {
                     list.push_from(&src, b..e);
                 }

@@ -10,6 +10,7 @@ pub mod cuda;
 pub mod pseudo;
 
 use crate::error::Error;
+use crate::far::FarField;
 
 /// Targets per group when the options leave it at 0: one block of the GPU
 /// walk, and on the CPU the fastest of 16 to 128 (1e6 Plummer, 2 cores).
@@ -31,6 +32,15 @@ pub struct TreeOptions {
     /// that needs more (small theta on a deep tree) runs again with four
     /// times as many; tests set it small to make that happen.
     pub walk_stack: usize,
+    /// How an accepted cell's sources are represented ([`FarField`]):
+    /// `Laplace` is the classic monopole (the summed strength at the
+    /// centre of strength); the node far fields put `order`'s nodes on
+    /// every cell (beyond a monopole, for kernels outside the Laplace
+    /// family). From the declaration by default.
+    pub far_field: FarField,
+    /// The node far fields' order (pseudo-particles: yokota2009 Table 1;
+    /// Chebyshev: `order + 1` nodes a side). The monopole ignores it.
+    pub order: usize,
 }
 
 impl TreeOptions {
@@ -51,6 +61,8 @@ impl Default for TreeOptions {
             ncrit: 32,
             group: 0,
             walk_stack: 0,
+            far_field: FarField::Auto,
+            order: 4,
         }
     }
 }

@@ -10,7 +10,11 @@ use crate::tree::{Octree, SoA};
 /// fields averaged with the strength's magnitude as weight; and the square
 /// of the acceptance distance `size / theta + delta`.
 pub(crate) struct CellSources<R> {
+    /// `per_cell` entries a cell, in cell order.
     pub(crate) soa: SoA<R>,
+    /// Sources a cell: 1 for the monopole, the nodes a cell for a node far
+    /// field.
+    pub(crate) per_cell: usize,
     pub(crate) accept2: Vec<f64>,
     /// Centre of strength, in f64 for the acceptance test.
     pub(crate) com: Vec<[f64; 3]>,
@@ -106,7 +110,12 @@ pub(crate) fn pseudo_sources<R: Real>(
         accept2.push(reach * reach);
         com.push(p);
     }
-    CellSources { soa, accept2, com }
+    CellSources {
+        soa,
+        per_cell: 1,
+        accept2,
+        com,
+    }
 }
 
 /// A floor under a cell's acceptance distance: 2^-40 of its coordinates'

@@ -397,7 +397,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // Both trees, their cells' radii, the particles in tree order. Targets
     // at the sources' points (forces on the particles themselves) have the
     // sources' tree: built once.
-    let ncrit = plan.opts.ncrit;
+    let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);
     let spos = sources
         .positions()
         .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;

@@ -1,0 +1,147 @@
+//! The FMM on the CPU with a node far field (pseudo-particles or Chebyshev
+//! nodes, [`crate::far`]): the same trees, dual tree traversal and near
+//! field as the Laplace FMM ([`super::cpu`]), with node strengths for
+//! multipoles and node values for locals, and M2L by the kernel itself.
+//!
+//! The MAC takes each cell's size as the sphere holding its nodes (radius
+//! `sqrt 3` half sides, the cube's circumscribing sphere) rather than its
+//! particles: the interpolation spans the whole cell.
+
+use rayon::prelude::*;
+
+use super::cpu::{near_field, scatter};
+use super::traversal::{traverse_levels, Sphere};
+use super::Settings;
+use crate::error::Error;
+use crate::far::nodes::{self, Basis, Local};
+use crate::far::Representation;
+use crate::kernel::Kernel;
+use crate::outputs::Outputs;
+use crate::particles::Particles;
+use crate::real::Real;
+use crate::stats::{Clock, Stage};
+use crate::tree::{positions_f64, sorted, Octree, SoA};
+
+/// The cells' node spheres: centre and the radius that holds the nodes.
+fn node_spheres(tree: &Octree, b: &dyn Basis) -> Vec<Sphere> {
+    tree.cells
+        .iter()
+        .map(|c| Sphere {
+            center: c.center,
+            radius: b.radius() * c.half,
+        })
+        .collect()
+}
+
+/// The FMM of kernel `K` with the node far field `rep` at `settings` (`p`
+/// the far field's order, `theta` the MAC), leaves of at most `ncrit`.
+pub(crate) fn run<K: Kernel, R: Real>(
+    params: &[R],
+    rep: &Representation,
+    settings: Settings,
+    ncrit: usize,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    clock: &mut Clock<'_>,
+) -> Result<Outputs<R>, Error> {
+    let def = K::def();
+    let no = def.n_outputs();
+    let basis = nodes::basis(rep.far_field, settings.p);
+    let b: &dyn Basis = basis.as_ref();
+    let k = b.len();
+
+    // Trees.
+    let spos = positions_f64(sources);
+    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], ncrit);
+    let src = sorted(sources, &stree.order);
+    let tpos = positions_f64(targets);
+    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], ncrit);
+    let tgt = sorted(targets, &ttree.order);
+    clock.stats().source_cells = stree.cells.len();
+    clock.stats().target_cells = ttree.cells.len();
+    clock.lap(Stage::Tree)?;
+
+    // Upward pass: node strengths, then as the kernel's sources.
+    let up = nodes::upward(b, &stree, &src, rep);
+    let proxies: SoA<R> = nodes::node_sources(b, &stree, &up, &rep.strength);
+    clock.lap(Stage::Upward)?;
+
+    let lists = traverse_levels(
+        &ttree,
+        &node_spheres(&ttree, b),
+        &stree,
+        &node_spheres(&stree, b),
+        settings.theta,
+    );
+    clock.stats().m2l += lists.m2l_count() as u64;
+    clock.lap(Stage::Traversal)?;
+
+    // M2L: per target cell, the kernel from its list's nodes to its own.
+    let channels = rep.channels(no);
+    let block = k * channels;
+    let mut local = Local::zeros(k, channels, ttree.cells.len());
+    local.v.par_chunks_mut(block).enumerate().for_each_init(
+        || SoA::<R>::with_capacity(proxies.slots.len(), 64 * k),
+        |list, (a, l)| {
+            if lists.m2l[a].is_empty() {
+                return;
+            }
+            list.clear();
+            for &s in &lists.m2l[a] {
+                let s = s as usize;
+                list.push_from(&proxies, s * k..(s + 1) * k);
+            }
+            let cell = &ttree.cells[a];
+            nodes::m2l::<K, R>(
+                b,
+                params,
+                cell.center,
+                cell.half,
+                &list.slices(),
+                no,
+                rep.target_slots,
+                l,
+            );
+        },
+    );
+    clock.lap(Stage::M2l)?;
+
+    // L2L down, then L2P at every target leaf.
+    nodes::downward(b, &ttree, &mut local);
+    let leaves: Vec<usize> = (0..ttree.cells.len())
+        .filter(|&c| ttree.cells[c].is_leaf())
+        .collect();
+    let nt = def.n_targets();
+    let far: Vec<Vec<f64>> = leaves
+        .par_iter()
+        .map_init(
+            || vec![0.0; k],
+            |w, &a| {
+                let cell = &ttree.cells[a];
+                let l = &local.v[a * block..(a + 1) * block];
+                let mut out = vec![0.0; cell.len() * no];
+                let mut t = vec![0.0; nt];
+                for (i, o) in (cell.begin..cell.end).zip(out.chunks_mut(no)) {
+                    for (ts, slot) in t.iter_mut().zip(&tgt.slots) {
+                        *ts = slot[i].to_f64();
+                    }
+                    let x = [0, 1, 2].map(|ax| tgt.pos[ax][i].to_f64());
+                    nodes::l2p(b, cell.center, cell.half, l, x, &t, no, w, o);
+                }
+                out
+            },
+        )
+        .collect();
+    clock.lap(Stage::Downward)?;
+
+    let near = near_field::<K, R>(params, &ttree, &tgt, &stree, &src, &lists, &leaves);
+    clock.lap(Stage::P2p)?;
+    Ok(scatter::<K, R>(
+        targets.len(),
+        &ttree,
+        &leaves,
+        &far,
+        &near,
+        clock,
+    ))
+}
