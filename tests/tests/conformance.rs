@@ -2,8 +2,10 @@
 //! every built-in kernel and a user kernel, in f32 and f64, against the f64
 //! direct sum, from one table ([`ROWS`]) and one driver ([`check_row`]).
 //!
-//! A row names a kernel (the six of `fmm_core::kernels` and [`user::Yukawa`], a
-//! kernel of the test's own with `strength q;` and no far field), a method
+//! A row names a kernel (the built-ins of `fmm_core::kernels` and
+//! [`user::Yukawa`], a kernel of the test's own with `strength q;` and no
+//! far field; the built-ins without a far field, `Stokeslet`,
+//! `StokesletSingular` and `Yukawa`, have direct-sum rows only), a method
 //! (the direct sum, the treecode at an opening angle, the FMM at an order
 //! and a MAC, or the FMM at a tolerance), a precision, a particle set
 //! (`fmm_tests::sets`: a uniform cube or a Plummer sphere of a few
@@ -29,7 +31,8 @@
 //!
 //! Besides the table, every method (the direct sum, the treecode at theta
 //! 0.5, the FMM at p 8 and theta 0.5 and at a tolerance of 1e-4) meets the
-//! degenerate inputs ([`Degenerate`]) for every kernel in f32 and f64:
+//! degenerate inputs ([`Degenerate`]) for every kernel in f32 and f64 (the
+//! direct-only built-ins through the direct sum only):
 //! zero sources (zero outputs), zero targets (empty outputs), one particle
 //! (a lone particle feels nothing: zeros), one source with many targets
 //! (nothing at the one on it), a pair, and coincident or clustered
@@ -78,12 +81,22 @@ enum Kern {
     VelocityStretching,
     HuBiotSavart,
     Yukawa,
+    /// The built-in regularised Stokeslet (direct rows only).
+    Stokeslet,
+    /// The built-in singular Stokeslet (direct rows only).
+    StokesletSingular,
+    /// The built-in `fmm_core::kernels::Yukawa` (direct rows only); `Yukawa`
+    /// is the user kernel.
+    BuiltinYukawa,
 }
 
 use Kern::*;
 
 /// Yukawa's screening: a screening length of a quarter of the unit cube.
 const KAPPA: f64 = 4.0;
+
+/// The Stokeslet's viscosity.
+const MU: f64 = 0.7;
 
 impl Kern {
     /// The kernel's parameters for smoothing length `h` (Gravity's
@@ -92,8 +105,9 @@ impl Kern {
     fn params(self, h: f64) -> Vec<f64> {
         match self {
             Gravity | HuBiotSavart => vec![h],
-            Yukawa => vec![KAPPA],
-            Coulomb | BiotSavart | Stretching | VelocityStretching => vec![],
+            Yukawa | BuiltinYukawa => vec![KAPPA],
+            Stokeslet => vec![h, MU],
+            Coulomb | BiotSavart | Stretching | VelocityStretching | StokesletSingular => vec![],
         }
     }
 
@@ -106,7 +120,9 @@ impl Kern {
             Stretching => naive::ref_stretching(c),
             VelocityStretching => naive::ref_velocity_stretching(c),
             HuBiotSavart => naive::ref_hu(params[0], c),
-            Yukawa => naive::ref_yukawa(params[0], c),
+            Yukawa | BuiltinYukawa => naive::ref_yukawa(params[0], c),
+            Stokeslet => naive::ref_stokeslet(params[0], params[1], c),
+            StokesletSingular => naive::ref_stokeslet_singular(c),
         }
     }
 }
@@ -215,7 +231,8 @@ struct Row {
     prec: Prec,
     set: Set,
     /// The smoothing (Gravity's softening, the core radius of the vortex
-    /// kernels, Hu's smoothing radius) over the set's mean spacing.
+    /// kernels, Hu's smoothing radius, the Stokeslet's blob size) over the
+    /// set's mean spacing.
     smooth: f64,
     expect: Expect,
 }
@@ -253,6 +270,12 @@ const ROWS: &[Row] = &[
     row(HuBiotSavart, Direct, F32, APART, 1.0, Within(5.5e-7)),        // 1.8e-7
     row(Yukawa, Direct, F64, CUBE, 0.0, Within(1e-12)),
     row(Yukawa, Direct, F32, CUBE, 0.0, Within(5e-7)),                 // 1.6e-7
+    row(Stokeslet, Direct, F64, CUBE_SIGNED, 0.5, Within(1e-12)),
+    row(Stokeslet, Direct, F32, CUBE_SIGNED, 0.5, Within(8.5e-7)),     // 2.8e-7
+    row(StokesletSingular, Direct, F64, APART, 0.0, Within(1e-12)),
+    row(StokesletSingular, Direct, F32, APART, 0.0, Within(7e-7)),     // 2.3e-7
+    row(BuiltinYukawa, Direct, F64, PLUMMER, 0.0, Within(1e-12)),
+    row(BuiltinYukawa, Direct, F32, PLUMMER, 0.0, Within(3e-7)),       // 1.0e-7
     // The treecode: at theta 0 the direct sum through the tree; at 0.5
     // monopole pseudo-sources, 1e-3 to 1e-4 for strengths of one sign and
     // worse for random signs.
@@ -526,6 +549,9 @@ fn run_row(backend: Backend, row: &Row) -> Result<Measured, String> {
         VelocityStretching => at_precision::<fmm_core::kernels::VelocityStretching>(backend, row),
         HuBiotSavart => at_precision::<fmm_core::kernels::HuBiotSavart>(backend, row),
         Yukawa => at_precision::<user::Yukawa>(backend, row),
+        Stokeslet => at_precision::<fmm_core::kernels::Stokeslet>(backend, row),
+        StokesletSingular => at_precision::<fmm_core::kernels::StokesletSingular>(backend, row),
+        BuiltinYukawa => at_precision::<fmm_core::kernels::Yukawa>(backend, row),
     }
 }
 
@@ -800,7 +826,7 @@ fn degenerate_inputs(backend: Backend) {
     }
     let mut failures = vec![];
     for how in [Direct, Tree(0.5), Fmm(8, 0.5), Tol(1e-4)] {
-        for kernel in [
+        let mut kernels = vec![
             Gravity,
             Coulomb,
             BiotSavart,
@@ -808,7 +834,11 @@ fn degenerate_inputs(backend: Backend) {
             VelocityStretching,
             HuBiotSavart,
             Yukawa,
-        ] {
+        ];
+        if how == Direct {
+            kernels.extend([Stokeslet, StokesletSingular, BuiltinYukawa]);
+        }
+        for kernel in kernels {
             failures.extend(match kernel {
                 Gravity => both::<fmm_core::kernels::Gravity>(backend, how, kernel),
                 Coulomb => both::<fmm_core::kernels::Coulomb>(backend, how, kernel),
@@ -819,6 +849,11 @@ fn degenerate_inputs(backend: Backend) {
                 }
                 HuBiotSavart => both::<fmm_core::kernels::HuBiotSavart>(backend, how, kernel),
                 Yukawa => both::<user::Yukawa>(backend, how, kernel),
+                Stokeslet => both::<fmm_core::kernels::Stokeslet>(backend, how, kernel),
+                StokesletSingular => {
+                    both::<fmm_core::kernels::StokesletSingular>(backend, how, kernel)
+                }
+                BuiltinYukawa => both::<fmm_core::kernels::Yukawa>(backend, how, kernel),
             });
         }
     }
