@@ -1,5 +1,6 @@
 //! A kernel of your own: the screened Coulomb (Yukawa) interaction,
-//! declared in a few lines and evaluated with no change to any crate.
+//! declared in a few lines and evaluated with no change to any crate
+//! (`fmm_core::kernels::Yukawa` is the same sum, built in).
 //!
 //! `cargo run --release --example custom_kernel`
 

@@ -51,6 +51,9 @@ pub enum KernelName {
     Stretching,
     VelocityStretching,
     HuBiotSavart,
+    Stokeslet,
+    StokesletSingular,
+    Yukawa,
 }
 
 /// Calls `$run::<K, ...>(...)` with `K` the kernel named by `$name`.
@@ -82,6 +85,18 @@ macro_rules! with_kernel {
             }
             KernelName::HuBiotSavart => {
                 type $k = HuBiotSavart;
+                $body
+            }
+            KernelName::Stokeslet => {
+                type $k = Stokeslet;
+                $body
+            }
+            KernelName::StokesletSingular => {
+                type $k = StokesletSingular;
+                $body
+            }
+            KernelName::Yukawa => {
+                type $k = Yukawa;
                 $body
             }
         }

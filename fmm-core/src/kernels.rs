@@ -1,4 +1,6 @@
-//! The kernels of the papers, each declared once with [`kernel!`].
+//! The kernels of the papers, each declared once with [`kernel!`], and
+//! three that are not Laplace derivatives (no far field): the regularised
+//! and the singular Stokeslet, and the screened Coulomb (Yukawa) kernel.
 //!
 //! Conventions (see also `shared/KERNELS.md` of the project): target `i`,
 //! source `j`, `d = x_i - x_j`, `r = |d|`. Every kernel adds exactly zero
@@ -149,5 +151,78 @@ kernel! {
         let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
         let smoothing = if r2 < eps * eps { r2 / (eps * eps) } else { 1.0 };
         v += smoothing * inv_r * inv_r * inv_r * cross(q, d);
+    }
+}
+
+kernel! {
+    /// Regularised Stokeslet (Cortez, Fauci & Medovikov 2005, blob
+    /// `phi_eps(r) = 15 eps^4 / (8 pi (r^2 + eps^2)^(7/2))`): the velocity
+    /// of point forces `f` in a fluid of viscosity `mu`,
+    /// `u_i = 1/(8 pi mu) sum_j [ f_j (r^2 + 2 eps^2) + (f_j . d) d ] / (r^2 + eps^2)^(3/2)`.
+    /// `eps >= 0` is the blob size (`eps = 0`: the singular Stokeslet, as
+    /// [`StokesletSingular`] times `1 / mu`); `mu > 0`.
+    /// The self term is excluded like every r = 0 pair: a blob's own
+    /// velocity `f_i / (4 pi mu eps)` (the kernel at r = 0) is not added;
+    /// where the targets are the sources, add `f_i / (4 pi mu eps)` to
+    /// `u_i` to include it (for `eps > 0`).
+    /// No far field is declared (not a Laplace derivative).
+    pub kernel Stokeslet {
+        param eps;
+        param mu;
+        source f: vec3;
+        output u: vec3;
+        require eps >= 0.0;
+        require mu > 0.0;
+        strength f;
+        let e2 = eps * eps;
+        let inv = select(r2 > 0.0, rsqrt(r2 + e2), 0.0);
+        let k = inv * inv * inv / (8.0 * PI * mu);
+        u += k * ((r2 + 2.0 * e2) * f + dot(f, d) * d);
+    }
+}
+
+kernel! {
+    /// Singular Stokeslet (Oseen tensor) with viscosity 1, in FMM3D's
+    /// convention (stfmm3d from FMM3D 2.1.0 on, fmm3dpy 2.1.0: "standard
+    /// definitions", `G_ij = (delta_ij / r + d_i d_j / r^3) / (8 pi)`):
+    /// `u_i = 1/(8 pi) sum_j [ f_j / r + (f_j . d) d / r^3 ]`,
+    /// which is stfmm3d's `pottarg` (or `pot`, self term omitted there
+    /// too) for `stoklet = f`. FMM3D up to 2.0.0 defined
+    /// `G_ij = (delta_ij / r + d_i d_j / r^3) / 2`, 4 pi times larger:
+    /// multiply `u` by 4 pi to compare with those versions. For viscosity
+    /// `mu`, divide `u` by `mu` (or use [`Stokeslet`] with `eps = 0`).
+    /// No far field is declared (not a Laplace derivative).
+    pub kernel StokesletSingular {
+        source f: vec3;
+        output u: vec3;
+        strength f;
+        let inv = select(r2 > 0.0, rsqrt(r2), 0.0);
+        u += inv / (8.0 * PI) * (f + dot(f, d) * inv * inv * d);
+    }
+}
+
+kernel! {
+    /// Screened Coulomb (Yukawa, modified Helmholtz) potential and field,
+    /// screening length `1 / lambda`:
+    /// `phi_i = sum_j q_j exp(-lambda r) / r`,
+    /// `e_i = -grad phi_i = sum_j q_j exp(-lambda r) (1 + lambda r) d / r^3`.
+    /// `lambda >= 0` (`lambda = 0` is [`Coulomb`]). No 1/(4 pi): exafmm-t's
+    /// modified Helmholtz kernel (`wavek = lambda`) is
+    /// `exp(-lambda r) / (4 pi r)` and returns `+grad` of it, so
+    /// `phi = 4 pi phi_exafmm` and `e = -4 pi grad_exafmm`.
+    /// No far field is declared (not a Laplace derivative).
+    pub kernel Yukawa {
+        param lambda;
+        source q;
+        output phi;
+        output e: vec3;
+        require lambda >= 0.0;
+        strength q;
+        let inv_r = select(r2 > 0.0, rsqrt(r2), 0.0);
+        // lambda r as lambda r2 / r: one rsqrt, no sqrt (0 at r = 0).
+        let lr = lambda * r2 * inv_r;
+        let screened = q * exp(-lr) * inv_r;
+        phi += screened;
+        e += screened * (1.0 + lr) * inv_r * inv_r * d;
     }
 }

@@ -23,6 +23,9 @@ fn builtins() -> Vec<Sources> {
         of::<Stretching>(),
         of::<VelocityStretching>(),
         of::<HuBiotSavart>(),
+        of::<Stokeslet>(),
+        of::<StokesletSingular>(),
+        of::<Yukawa>(),
     ]
 }
 

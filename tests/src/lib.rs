@@ -332,7 +332,8 @@ pub mod naive {
         /// Vortex strength (BiotSavart, Stretching, VelocityStretching).
         pub alpha: Vec<V3>,
         pub sigma: Vec<f64>,
-        /// Vector strength of HuBiotSavart.
+        /// Vector strength of HuBiotSavart, and the force `f` of the
+        /// Stokeslets.
         pub qv: Vec<V3>,
         /// Target vortex strength of stretching.
         pub alpha_i: Vec<V3>,
@@ -437,8 +438,47 @@ pub mod naive {
         vec![("v", flat(&v))]
     }
 
+    /// The regularised Stokeslet (Cortez, Fauci & Medovikov 2005) of blob
+    /// size `eps` and viscosity `mu` as the explicit 3x3 tensor
+    /// `S_ab = delta_ab (r^2 + 2 eps^2) / s^3 + d_a d_b / s^3`,
+    /// `s = sqrt(r^2 + eps^2)`, applied to `f` row by row, over `8 pi mu`;
+    /// `eps = 0` is the singular Stokeslet (Oseen tensor). `r` from
+    /// `hypot`, `s^3` through `powf`, the sums compensated.
+    pub fn ref_stokeslet(eps: f64, mu: f64, c: &Case) -> Named {
+        let mut u = vec![];
+        for &xi in &c.tpos {
+            let mut ui = Acc3::default();
+            for (&xj, &fj) in c.spos.iter().zip(&c.qv) {
+                let d = sub(xi, xj);
+                let r = norm(d);
+                if r == 0.0 {
+                    continue;
+                }
+                let s3 = (r * r + eps * eps).powf(1.5);
+                let mut row = [0.0; 3];
+                for (a, ra) in row.iter_mut().enumerate() {
+                    let mut acc = Acc::default();
+                    for (b, fb) in fj.iter().enumerate() {
+                        let delta = if a == b { r * r + 2.0 * eps * eps } else { 0.0 };
+                        acc.add((delta + d[a] * d[b]) / s3 * fb);
+                    }
+                    *ra = acc.get() / (8.0 * PI * mu);
+                }
+                ui.add(row);
+            }
+            u.push(ui.get());
+        }
+        vec![("u", flat(&u))]
+    }
+
+    /// The singular Stokeslet of viscosity 1 (FMM3D 2.1's stfmm3d):
+    /// [`ref_stokeslet`] at `eps = 0`, `mu = 1`.
+    pub fn ref_stokeslet_singular(c: &Case) -> Named {
+        ref_stokeslet(0.0, 1.0, c)
+    }
+
     /// Screened Coulomb (Yukawa) with screening `kappa`, the user kernel of
-    /// `examples/custom_kernel.rs`: `phi_i = sum_j q_j exp(-kappa r) / r`,
+    /// `examples/custom_kernel.rs` and the built-in `kernels::Yukawa`: `phi_i = sum_j q_j exp(-kappa r) / r`,
     /// `e_i = -grad phi_i = sum_j q_j exp(-kappa r) (1 + kappa r) d / r^3`,
     /// with `r` from `hypot` and the sums compensated.
     pub fn ref_yukawa(kappa: f64, c: &Case) -> Named {
@@ -675,6 +715,7 @@ pub mod sets {
                 ("m", Shape::Scalar) => src.set("m", &to_r(&c.m)),
                 ("q", Shape::Scalar) => src.set("q", &to_r(&c.q)),
                 ("q", Shape::Vec3) => src.set_vec3("q", &to_r3(&c.qv)),
+                ("f", Shape::Vec3) => src.set_vec3("f", &to_r3(&c.qv)),
                 ("alpha", Shape::Vec3) => src.set_vec3("alpha", &to_r3(&c.alpha)),
                 ("sigma", Shape::Scalar) => src.set("sigma", &to_r(&c.sigma)),
                 (name, _) => panic!("no data for source field `{name}` of {}", K::name()),

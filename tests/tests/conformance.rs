@@ -2,17 +2,21 @@
 //! every built-in kernel and a user kernel, in f32 and f64, against the f64
 //! direct sum, from one table ([`ROWS`]) and one driver ([`check_row`]).
 //!
-//! A row names a kernel (the six of `fmm_core::kernels` and [`user::Yukawa`], a
-//! kernel of the test's own with `strength q;` and no far field), a method
-//! (the direct sum, the treecode at an opening angle, the FMM at an order
-//! and a MAC, or the FMM at a tolerance), a precision, a particle set
+//! A row names a kernel (the built-ins of `fmm_core::kernels` and
+//! [`user::Yukawa`], a kernel of the test's own with `strength q;` and no
+//! far field; the built-ins without a Laplace far field, `Stokeslet`,
+//! `StokesletSingular` and `Yukawa`, have direct and kernel-independent
+//! rows), a method (the direct sum; the treecode at an opening angle, with
+//! its monopole or Chebyshev nodes; the FMM at an order and a MAC with
+//! Laplace expansions, pseudo-particles or Chebyshev nodes; or the FMM at a
+//! tolerance), a precision, a particle set
 //! (`fmm_tests::sets`: a uniform cube or a Plummer sphere of a few
 //! thousand points, strengths of one sign or of random signs, core radii
 //! or softening as a fraction of the mean spacing, targets at the sources
 //! or apart) and what must come out: the relative L2 error of all outputs
 //! on sampled targets against the f64 direct sum within a bound, or the
-//! refusal a kernel without a far field gets from the FMM
-//! (`Error::NoFarField`). The direct-sum rows are also compared with the
+//! refusal of a far field the kernel cannot use
+//! (`Error::FarFieldUnusable`). The direct-sum rows are also compared with the
 //! independent naive f64 loops of `fmm_tests::naive`, which also check the
 //! f64 reference itself. Every row also checks that every output of every
 //! target is finite and that the approximation was used (the treecode
@@ -29,7 +33,8 @@
 //!
 //! Besides the table, every method (the direct sum, the treecode at theta
 //! 0.5, the FMM at p 8 and theta 0.5 and at a tolerance of 1e-4) meets the
-//! degenerate inputs ([`Degenerate`]) for every kernel in f32 and f64:
+//! degenerate inputs ([`Degenerate`]) for every kernel in f32 and f64 (the
+//! direct-only built-ins through the direct sum only):
 //! zero sources (zero outputs), zero targets (empty outputs), one particle
 //! (a lone particle feels nothing: zeros), one source with many targets
 //! (nothing at the one on it), a pair, and coincident or clustered
@@ -81,12 +86,22 @@ enum Kern {
     VelocityStretching,
     HuBiotSavart,
     Yukawa,
+    /// The built-in regularised Stokeslet (direct and ki rows).
+    Stokeslet,
+    /// The built-in singular Stokeslet (direct and ki rows).
+    StokesletSingular,
+    /// The built-in `fmm_core::kernels::Yukawa` (direct and ki rows); `Yukawa`
+    /// is the user kernel.
+    BuiltinYukawa,
 }
 
 use Kern::*;
 
 /// Yukawa's screening: a screening length of a quarter of the unit cube.
 const KAPPA: f64 = 4.0;
+
+/// The Stokeslet's viscosity.
+const MU: f64 = 0.7;
 
 impl Kern {
     /// The kernel's parameters for smoothing length `h` (Gravity's
@@ -95,8 +110,9 @@ impl Kern {
     fn params(self, h: f64) -> Vec<f64> {
         match self {
             Gravity | HuBiotSavart => vec![h],
-            Yukawa => vec![KAPPA],
-            Coulomb | BiotSavart | Stretching | VelocityStretching => vec![],
+            Yukawa | BuiltinYukawa => vec![KAPPA],
+            Stokeslet => vec![h, MU],
+            Coulomb | BiotSavart | Stretching | VelocityStretching | StokesletSingular => vec![],
         }
     }
 
@@ -109,7 +125,9 @@ impl Kern {
             Stretching => naive::ref_stretching(c),
             VelocityStretching => naive::ref_velocity_stretching(c),
             HuBiotSavart => naive::ref_hu(params[0], c),
-            Yukawa => naive::ref_yukawa(params[0], c),
+            Yukawa | BuiltinYukawa => naive::ref_yukawa(params[0], c),
+            Stokeslet => naive::ref_stokeslet(params[0], params[1], c),
+            StokesletSingular => naive::ref_stokeslet_singular(c),
         }
     }
 }
@@ -250,7 +268,8 @@ struct Row {
     prec: Prec,
     set: Set,
     /// The smoothing (Gravity's softening, the core radius of the vortex
-    /// kernels, Hu's smoothing radius) over the set's mean spacing.
+    /// kernels, Hu's smoothing radius, the Stokeslet's blob size) over the
+    /// set's mean spacing.
     smooth: f64,
     expect: Expect,
 }
@@ -288,6 +307,12 @@ const ROWS: &[Row] = &[
     row(HuBiotSavart, Direct, F32, APART, 1.0, Within(5.5e-7)),        // 1.8e-7
     row(Yukawa, Direct, F64, CUBE, 0.0, Within(1e-12)),
     row(Yukawa, Direct, F32, CUBE, 0.0, Within(5e-7)),                 // 1.6e-7
+    row(Stokeslet, Direct, F64, CUBE_SIGNED, 0.5, Within(1e-12)),
+    row(Stokeslet, Direct, F32, CUBE_SIGNED, 0.5, Within(8.5e-7)),     // 2.8e-7
+    row(StokesletSingular, Direct, F64, APART, 0.0, Within(1e-12)),
+    row(StokesletSingular, Direct, F32, APART, 0.0, Within(7e-7)),     // 2.3e-7
+    row(BuiltinYukawa, Direct, F64, PLUMMER, 0.0, Within(1e-12)),
+    row(BuiltinYukawa, Direct, F32, PLUMMER, 0.0, Within(3e-7)),       // 1.0e-7
     // The treecode: at theta 0 the direct sum through the tree; at 0.5
     // monopole pseudo-sources, 1e-3 to 1e-4 for strengths of one sign and
     // worse for random signs.
@@ -349,7 +374,12 @@ const ROWS: &[Row] = &[
     row(VelocityStretching, Ki(4, 0.7), F32, PLUMMER, 1.0, Within(3.3e-5)),   // 1.1e-5
     row(HuBiotSavart, Ki(4, 0.7), F64, APART, 1.0, Within(2.4e-5)),           // 8.0e-6
     row(Yukawa, Ki(4, 0.7), F64, CUBE, 0.0, Within(6e-6)),                    // 2.0e-6
-    row(Yukawa, Ki(4, 0.7), F32, CUBE, 0.0, Within(6.1e-6)),                  // 2.0e-6
+    row(Yukawa, Ki(4, 0.7), F32, CUBE, 0.0, Within(6.1e-6)),
+    row(Stokeslet, Ki(4, 0.7), F64, CUBE_SIGNED, 1.0, Within(1.3e-4)),        // 4.3e-5
+    row(Stokeslet, Ki(4, 0.7), F32, CUBE_SIGNED, 1.0, Within(1.3e-4)),        // 4.3e-5
+    row(StokesletSingular, Ki(4, 0.7), F64, APART, 0.0, Within(5.7e-5)),      // 1.9e-5
+    row(StokesletSingular, Ki(4, 0.7), F32, APART, 0.0, Within(5.7e-5)),      // 1.9e-5
+    row(BuiltinYukawa, Ki(4, 0.7), F64, PLUMMER, 0.0, Within(6e-6)),         // 2.0e-6                  // 2.0e-6
     row(Gravity, Ppm(6, 0.6), F64, PLUMMER, 0.0, Within(7.1e-6)),             // 2.4e-6
     row(Gravity, Ppm(6, 0.6), F32, PLUMMER, 0.0, Within(7.1e-6)),             // 2.4e-6
     row(Coulomb, Ppm(6, 0.6), F64, CUBE_SIGNED, 0.0, Within(8.2e-6)),         // 2.7e-6
@@ -359,7 +389,8 @@ const ROWS: &[Row] = &[
     row(VelocityStretching, Ppm(6, 0.6), F32, PLUMMER, 0.05, Within(6.3e-6)), // 2.1e-6
     row(Yukawa, Ppm(6, 0.6), F64, CUBE, 0.0, NoFarField),
     row(Yukawa, TreeKi(4, 0.5), F64, CUBE, 0.0, Within(1.3e-6)),              // 4.2e-7
-    row(Yukawa, TreeKi(4, 0.5), F32, CUBE, 0.0, Within(1.5e-6)),              // 4.7e-7
+    row(Yukawa, TreeKi(4, 0.5), F32, CUBE, 0.0, Within(1.5e-6)),
+    row(Stokeslet, TreeKi(4, 0.5), F64, CUBE_SIGNED, 1.0, Within(1.8e-5)),    // 5.9e-6              // 4.7e-7
     row(Gravity, TreeKi(4, 0.5), F64, CUBE, 1.0, Within(1e-6)),               // 3.3e-7
     row(Stretching, TreeKi(4, 0.5), F64, CUBE_SIGNED, 1.0, Within(5.3e-5)),   // 1.8e-5
     row(VelocityStretching, TreeKi(4, 0.5), F64, PLUMMER, 1.0, Within(4.1e-6)), // 1.4e-6
@@ -594,6 +625,9 @@ fn run_row(backend: Backend, row: &Row) -> Result<Measured, String> {
         VelocityStretching => at_precision::<fmm_core::kernels::VelocityStretching>(backend, row),
         HuBiotSavart => at_precision::<fmm_core::kernels::HuBiotSavart>(backend, row),
         Yukawa => at_precision::<user::Yukawa>(backend, row),
+        Stokeslet => at_precision::<fmm_core::kernels::Stokeslet>(backend, row),
+        StokesletSingular => at_precision::<fmm_core::kernels::StokesletSingular>(backend, row),
+        BuiltinYukawa => at_precision::<fmm_core::kernels::Yukawa>(backend, row),
     }
 }
 
@@ -878,7 +912,7 @@ fn degenerate_inputs(backend: Backend) {
         .iter()
         .chain(nodes)
     {
-        for kernel in [
+        let mut kernels = vec![
             Gravity,
             Coulomb,
             BiotSavart,
@@ -886,7 +920,13 @@ fn degenerate_inputs(backend: Backend) {
             VelocityStretching,
             HuBiotSavart,
             Yukawa,
-        ] {
+        ];
+        // The kernels without a Laplace far field: the direct sum and the
+        // kernel-independent far field.
+        if matches!(how, Direct | Ki(..) | TreeKi(..)) {
+            kernels.extend([Stokeslet, StokesletSingular, BuiltinYukawa]);
+        }
+        for kernel in kernels {
             failures.extend(match kernel {
                 Gravity => both::<fmm_core::kernels::Gravity>(backend, how, kernel),
                 Coulomb => both::<fmm_core::kernels::Coulomb>(backend, how, kernel),
@@ -897,6 +937,11 @@ fn degenerate_inputs(backend: Backend) {
                 }
                 HuBiotSavart => both::<fmm_core::kernels::HuBiotSavart>(backend, how, kernel),
                 Yukawa => both::<user::Yukawa>(backend, how, kernel),
+                Stokeslet => both::<fmm_core::kernels::Stokeslet>(backend, how, kernel),
+                StokesletSingular => {
+                    both::<fmm_core::kernels::StokesletSingular>(backend, how, kernel)
+                }
+                BuiltinYukawa => both::<fmm_core::kernels::Yukawa>(backend, how, kernel),
             });
         }
     }

@@ -49,7 +49,8 @@ fn fmm_error<K: Kernel>(
 fn node_far_fields_converge_with_the_order() {
     let spec = Spec::new(Dist::Cube, 3000, Strengths::RandomSign, 5);
     let eps = sets::mean_spacing(Dist::Cube, 3000);
-    let cases: [(&str, Box<dyn Fn(usize) -> f64>, &[usize], f64); 3] = [
+    type Case<'a> = (&'a str, Box<dyn Fn(usize) -> f64 + 'a>, &'a [usize], f64);
+    let cases: [Case; 3] = [
         (
             "softened gravity, ki",
             Box::new(|p| {

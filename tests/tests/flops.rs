@@ -33,6 +33,9 @@ fn weighted_counts_follow_yokota2009_table_2() {
         ("stretching", Stretching::flops()),
         ("velocity+stretching", VelocityStretching::flops()),
         ("hu2011", HuBiotSavart::flops()),
+        ("stokeslet", Stokeslet::flops()),
+        ("stokeslet-singular", StokesletSingular::flops()),
+        ("yukawa", Yukawa::flops()),
     ] {
         let n = |op: &str| fc.by_op.get(op).copied().unwrap_or(0);
         let expected = fc.plain

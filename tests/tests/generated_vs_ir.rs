@@ -229,6 +229,9 @@ fn generated_cpu_evaluator_matches_the_ir_for_every_builtin() {
     check::<Stretching>(&[], 4);
     check::<VelocityStretching>(&[], 5);
     check::<HuBiotSavart>(&[0.3], 6);
+    check::<Stokeslet>(&[0.1, 0.7], 8);
+    check::<StokesletSingular>(&[], 9);
+    check::<Yukawa>(&[2.0], 10);
 }
 
 #[test]
@@ -245,6 +248,9 @@ fn ir_text_reads_back_exactly() {
         Stretching::def(),
         VelocityStretching::def(),
         HuBiotSavart::def(),
+        Stokeslet::def(),
+        StokesletSingular::def(),
+        Yukawa::def(),
         Everything::def(),
     ] {
         let t = text::write(def);

@@ -156,6 +156,9 @@ fn every_builtin_and_a_user_kernel_agree_with_the_cpu() {
     agrees_with_cpu::<VelocityStretching>(&[], 1e-4, 5);
     agrees_with_cpu::<HuBiotSavart>(&[0.02], 1e-4, 6);
     agrees_with_cpu::<Yukawa>(&[2.0], 1e-4, 7);
+    agrees_with_cpu::<Stokeslet>(&[0.02, 0.7], 1e-4, 8);
+    agrees_with_cpu::<StokesletSingular>(&[], 1e-4, 9);
+    agrees_with_cpu::<fmm_core::kernels::Yukawa>(&[2.0], 1e-4, 10);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Property tests of invariants every kernel of the papers has: sums do not
+//! Property tests of invariants every built-in kernel has: sums do not
 //! change when everything is translated, outputs are linear in the
 //! declared strength, and the order of the sources does not matter.
 
@@ -184,4 +184,10 @@ proptest! {
     fn velocity_stretching(c in case()) { invariants::<VelocityStretching>(&[], &c)?; }
     #[test]
     fn hu_biot_savart(c in case()) { invariants::<HuBiotSavart>(&[0.2], &c)?; }
+    #[test]
+    fn stokeslet(c in case()) { invariants::<Stokeslet>(&[0.1, 0.7], &c)?; }
+    #[test]
+    fn stokeslet_singular(c in case()) { invariants::<StokesletSingular>(&[], &c)?; }
+    #[test]
+    fn yukawa(c in case()) { invariants::<Yukawa>(&[2.0], &c)?; }
 }

@@ -50,6 +50,9 @@ fn nvrtc_compiles_every_builtin_for_hopper_and_ampere() {
         compile::<Stretching>(arch);
         compile::<VelocityStretching>(arch);
         compile::<HuBiotSavart>(arch);
+        compile::<Stokeslet>(arch);
+        compile::<StokesletSingular>(arch);
+        compile::<Yukawa>(arch);
     }
 }
 
