@@ -6,7 +6,7 @@ FMM on them; the error is measured here against an f64 numpy direct sum.
 Usage: python3 scripts/peers/exafmm_t.py --driver BIN [--n N]
        [--cases laplace:5:300,yukawa:5:64] [--k 20] [--targets separate|sources]
        [--points exafmm|numpy] [--seed S] [--samples 1000] [--repeat 3]
-       [--threads 2] [--outdir DIR]
+       [--threads 2] [--wait-idle S] [--outdir DIR]
 (run through scripts/peers/exafmm_t.sh, which builds exafmm-t and the driver).
 Needs numpy (python3 -m pip install numpy).
 
@@ -37,9 +37,11 @@ Prints one line per case: kernel, N, p, ncrit, seconds (median total of
 --repeat runs: tree + lists + precompute + M2L setup + evaluation, file I/O
 excluded; the first run computes the operators, the others load them from
 exafmm-t's cache file), the evaluation alone, the cold first run, and the
-potential and gradient relative L2 errors on --samples random targets.
+potential and gradient relative L2 errors on --samples random targets,
+and how many cores other processes kept busy during the run (from
+/proc/stat: the timings mean something only when that is about 0).
 """
-import argparse, json, os, subprocess, sys, time
+import argparse, json, os, resource, subprocess, sys, time
 
 import numpy as np
 
@@ -72,6 +74,32 @@ def drand48(seed, count):
         prev = nxt
         pos += take
     return out.astype(np.float64) * 2.0**-48
+
+
+
+def busy_seconds():
+    """CPU seconds spent busy by the whole machine (all processes), from
+    /proc/stat; with our own CPU time it tells how much else ran meanwhile
+    (the timings are only meaningful on an otherwise idle machine)."""
+    try:
+        with open("/proc/stat") as fh:
+            v = [int(s) for s in fh.readline().split()[1:]]
+        return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+
+def wait_idle(max_wait, probe=3.0, threshold=0.15):
+    """Waits (at most max_wait seconds) until the rest of the machine keeps
+    less than `threshold` cores busy over `probe` seconds; returns that load."""
+    t_end = time.perf_counter() + max_wait
+    while True:
+        b0, c0 = busy_seconds(), time.process_time()
+        time.sleep(probe)
+        load = max(0.0, (busy_seconds() - b0 - (time.process_time() - c0)) / probe)
+        if load < threshold or time.perf_counter() >= t_end:
+            return load
 
 
 def exafmm_points(n):
@@ -132,6 +160,8 @@ def main():
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--wait-idle", type=float, default=0.0,
+                    help="before each timed run, wait up to this many seconds for other processes to go idle")
     ap.add_argument("--outdir", default=os.path.join(os.environ.get("PEERS_BUILD", "/work/peers-build"), "points"))
     a = ap.parse_args()
 
@@ -160,7 +190,14 @@ def main():
         if a.targets == "separate":
             cmd += ["--targets", tpath]
         print("$ OPENBLAS_NUM_THREADS=1 " + " ".join(cmd), flush=True)
+        if a.wait_idle > 0:
+            print(f"machine load before the run: {wait_idle(a.wait_idle):.2f} cores", flush=True)
+        b0, w0 = busy_seconds(), time.perf_counter()
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ours = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+        others = max(0.0, (busy_seconds() - b0 - ours) / (time.perf_counter() - w0))
         info = json.loads(res.stdout.strip().splitlines()[-1])
         print(json.dumps(info), flush=True)
         fmm = np.load(out)
@@ -179,7 +216,8 @@ def main():
             f"exafmm-t {name:22s} N {a.n:>8d}  targets {a.targets:8s} p {p:>2s}  ncrit {ncrit:>4s}  "
             f"depth {info['depth']}  {info['median']['total']:7.3f} s  (eval {info['median']['evaluation']:.3f} s, "
             f"cold run {info['cold']['total']:.3f} s, {a.threads} threads)  "
-            f"pot err {epot:.2e}  grad err {egrad:.2e}  (kernel scale {scale:.6f})")
+            f"pot err {epot:.2e}  grad err {egrad:.2e}  (kernel scale {scale:.6f}; "
+            f"other processes used {others:.2f} cores meanwhile)")
         print(lines[-1], flush=True)
     print("\n".join(["", "summary:"] + lines))
 
