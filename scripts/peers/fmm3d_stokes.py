@@ -1,0 +1,170 @@
+"""FMM3D's Stokes FMM (fmm3dpy.stfmm3d) on points we save as .npy, for a
+side-by-side with our FMM later: singular Stokeslet, velocity at the
+sources themselves (self term excluded; no separate targets, as our
+fmm_bench evaluates at its sources), N points uniform in the unit cube
+[0, 1)^3 with force vectors uniform in [-0.5, 0.5)^3 (numpy
+default_rng(--seed)).
+
+Usage: python3 scripts/peers/fmm3d_stokes.py [--n 100000,1000000]
+       [--eps 1e-4,1e-6] [--samples 1000] [--repeat 1] [--seed 1]
+       [--wait-idle S [--retries 3]] [--outdir DIR]
+(run through scripts/peers/fmm3d_stokes.sh, which sets OMP_NUM_THREADS=2).
+Needs numpy and fmm3dpy: python3 -m pip install numpy fmm3dpy
+
+FMM3D's normalisation (FMM3D src/Stokes/stfmm3d.f, header comment of the
+current master, commit 38c0655; viscosity mu = 1): with r = x - y (target
+minus source),
+    u_i(x) = sum_m G_ij(x, y_m) f_j^(m),
+    G_ij(x, y) = (delta_ij / r + r_i r_j / r^3) / (8 pi),
+the physical Stokeslet of unit viscosity. (Older FMM3D versions documented
+G_ij = r_i r_j / (2 r^3) + delta_ij / (2 r) "without the 1/4pi scaling",
+the same kernel times 4 pi. fmm3dpy 2.1.0 from PyPI computes the 1/(8 pi)
+one: the scale fitted below against the 1/(8 pi) direct sum is 1.000000,
+against the 1/2 one 0.0795775 = 1/(4 pi).) The direct sum below uses
+1/(8 pi) and the script prints the fitted scale, so a change shows.
+
+Written (DIR = --outdir, default $PEERS_BUILD/points, PEERS_BUILD default
+/work/peers-build):
+  DIR/stokes_cube_n{N}_s{seed}.npy  float64 (N, 6): x, y, z, f_x, f_y, f_z
+        (our `--input` layout for a kernel with one vec3 source field f)
+  DIR/fmm3d_stokes_n{N}_eps{eps}.npy  FMM3D's velocity (N, 3), in FMM3D's
+        normalisation, in the points' order.
+
+Prints one line per (N, eps): seconds of the stfmm3d call (median of
+--repeat; the whole call: tree, precomputation, evaluation; the numpy
+arrays are made before), CPU time / wall time (the threads it really used:
+the PyPI wheel of fmm3dpy 2.1.0 is built without OpenMP and runs on one
+core whatever OMP_NUM_THREADS says), and the relative L2 error of the
+velocity on --samples random sources against an f64 numpy direct sum,
+and how many cores other processes kept busy during the call (from
+/proc/stat: the timings mean something only when that is about 0).
+"""
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+import argparse, sys, time
+
+import numpy as np
+import fmm3dpy
+
+
+
+def busy_seconds():
+    """CPU seconds spent busy by the whole machine (all processes), from
+    /proc/stat; with our own CPU time it tells how much else ran meanwhile
+    (the timings are only meaningful on an otherwise idle machine)."""
+    try:
+        with open("/proc/stat") as fh:
+            v = [int(s) for s in fh.readline().split()[1:]]
+        return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+
+def wait_idle(max_wait, probe=3.0, threshold=0.15):
+    """Waits (at most max_wait seconds) until the rest of the machine keeps
+    less than `threshold` cores busy over `probe` seconds; returns that load."""
+    t_end = time.perf_counter() + max_wait
+    while True:
+        b0, c0 = busy_seconds(), time.process_time()
+        time.sleep(probe)
+        load = max(0.0, (busy_seconds() - b0 - (time.process_time() - c0)) / probe)
+        if load < threshold or time.perf_counter() >= t_end:
+            return load
+
+
+def direct(x, f, idx, chunk=8):
+    """Stokeslet velocity at the points x[idx] in FMM3D's normalisation,
+    self term left out: u = sum_m (f_m / r + (f_m . r) r / r^3) / (8 pi),
+    r = x - x_m."""
+    out = np.empty((len(idx), 3))
+    c = 1.0 / (8.0 * np.pi)
+    for a in range(0, len(idx), chunk):
+        t = x[idx[a : a + chunk]]
+        dx = t[:, 0:1] - x[None, :, 0]
+        dy = t[:, 1:2] - x[None, :, 1]
+        dz = t[:, 2:3] - x[None, :, 2]
+        r2 = dx * dx + dy * dy + dz * dz
+        zero = r2 == 0
+        r2[zero] = 1.0
+        inv = 1.0 / np.sqrt(r2)
+        inv[zero] = 0.0
+        fr = (dx * f[None, :, 0] + dy * f[None, :, 1] + dz * f[None, :, 2]) * inv**3
+        out[a : a + chunk, 0] = c * ((f[None, :, 0] * inv).sum(axis=1) + (fr * dx).sum(axis=1))
+        out[a : a + chunk, 1] = c * ((f[None, :, 1] * inv).sum(axis=1) + (fr * dy).sum(axis=1))
+        out[a : a + chunk, 2] = c * ((f[None, :, 2] * inv).sum(axis=1) + (fr * dz).sum(axis=1))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", default="100000,1000000", help="comma-separated sizes")
+    ap.add_argument("--eps", default="1e-4,1e-6", help="comma-separated FMM3D tolerances")
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--wait-idle", type=float, default=0.0,
+                    help="before each timed run, wait up to this many seconds for other processes to go idle")
+    ap.add_argument("--retries", type=int, default=3,
+                    help="with --wait-idle: runs again (at most this often) when other processes were busy")
+    ap.add_argument("--outdir", default=os.path.join(os.environ.get("PEERS_BUILD", "/work/peers-build"), "points"))
+    a = ap.parse_args()
+    os.makedirs(a.outdir, exist_ok=True)
+    version = getattr(fmm3dpy, "__version__", "")
+    try:
+        from importlib.metadata import version as dist_version
+        version = version or dist_version("fmm3dpy")
+    except Exception:
+        pass
+    print(f"fmm3dpy {version} ({os.path.dirname(fmm3dpy.__file__)}), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, {os.cpu_count()} cores", flush=True)
+
+    lines = []
+    for n in [int(float(s)) for s in a.n.split(",")]:
+        rng = np.random.default_rng(a.seed)
+        x = rng.random((n, 3))
+        f = rng.random((n, 3)) - 0.5
+        path = os.path.join(a.outdir, f"stokes_cube_n{n}_s{a.seed}.npy")
+        np.save(path, np.column_stack([x, f]))
+        print(f"points: {path} (x, y, z, f_x, f_y, f_z)", flush=True)
+        sample = np.sort(np.random.default_rng(12345).choice(n, size=min(a.samples, n), replace=False))
+        t0 = time.perf_counter()
+        ref = direct(x, f, sample)
+        print(f"direct sum on {len(sample)} sources: {time.perf_counter() - t0:.1f} s", flush=True)
+        src = np.ascontiguousarray(x.T)
+        stoklet = np.ascontiguousarray(f.T)
+        for eps in [float(s) for s in a.eps.split(",")]:
+            walls, cpus, others = [], [], []
+            retries = a.retries if a.wait_idle > 0 else 0
+            while len(walls) < max(a.repeat, 1):
+                if a.wait_idle > 0:
+                    print(f"machine load before the run: {wait_idle(a.wait_idle):.2f} cores", flush=True)
+                b0, c0, t0 = busy_seconds(), time.process_time(), time.perf_counter()
+                res = fmm3dpy.stfmm3d(eps=eps, sources=src, stoklet=stoklet, ifppreg=1)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                busy = max(0.0, (busy_seconds() - b0 - cpu) / wall)
+                if busy >= 0.1 and retries > 0:
+                    retries -= 1
+                    print(f"{wall:.3f} s, but other processes used {busy:.2f} cores meanwhile: again", flush=True)
+                    continue
+                walls.append(wall)
+                cpus.append(cpu)
+                others.append(busy)
+            k = int(np.argsort(walls)[len(walls) // 2])
+            u = np.asarray(res.pot).reshape(3, n).T  # (n, 3); fmm3dpy may add an nd axis
+            np.save(os.path.join(a.outdir, f"fmm3d_stokes_n{n}_eps{eps:g}.npy"), u)
+            us = u[sample]
+            scale = float(np.sum(us * ref) / np.sum(ref * ref))
+            err = float(np.linalg.norm(us - ref) / np.linalg.norm(ref))
+            lines.append(
+                f"FMM3D stfmm3d Stokeslet  N {n:>8d}  eps {eps:.0e}  {walls[k]:8.3f} s "
+                f"(median of {len(walls)}, cpu/wall {cpus[k] / walls[k]:.2f})  "
+                f"velocity rel L2 err {err:.2e}  (kernel scale {scale:.6f}; "
+                f"other processes used {others[k]:.2f} cores meanwhile)")
+            print(lines[-1], flush=True)
+    print("\n".join(["", "summary:"] + lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
