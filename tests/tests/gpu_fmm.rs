@@ -229,45 +229,45 @@ fn the_float_m2l_of_three_expansions_is_as_accurate_as_the_double_one() {
 
 /// The node far fields on the GPU against the CPU's run (their reference:
 /// same trees, node spheres and lists, the CPU's weights and sums): in f64
-/// the same outputs to 1e-12 and the same M2L and P2P counts. Leaves of 16
+/// the same outputs to 1e-12 and the same M2L and P2P counts. Leaves of 24
 /// on a Plummer sphere make a deep tree (M2M and L2L over many levels);
 /// velocity and stretching have a vec3 strength (three node strengths), a
 /// core radius that differs between sources (the strength-weighted means)
 /// and a target field (the per-target-field local values); targets at the
-/// sources (one tree) and apart (two). Orders 1 (4 pseudo-particles, 8
-/// Chebyshev nodes) to 6; then f32 to its rounding.
+/// sources (one tree) and apart (two). Orders 1 (8 Chebyshev nodes, 4
+/// pseudo-particles) to 5; then f32 to its rounding. The CPU's runs take
+/// about 40 s on 2 cores.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn node_far_fields_on_the_gpu_are_the_cpus_on_deep_trees() {
-    let spos = plummer(20_000, 5).0;
-    let tpos = uniform_cube(3_000, 6);
+    let spos = plummer(3_000, 5).0;
+    let tpos = uniform_cube(500, 6);
     let cases = [
         (FarField::KernelIndependent, 1, 0.5),
+        (FarField::KernelIndependent, 2, 0.7),
         (FarField::KernelIndependent, 3, 0.7),
-        (FarField::KernelIndependent, 6, 0.6),
         (FarField::Ppm, 1, 0.5),
-        (FarField::Ppm, 4, 0.6),
-        (FarField::Ppm, 6, 0.6),
+        (FarField::Ppm, 3, 0.6),
+        (FarField::Ppm, 5, 0.6),
     ];
+    let sigma: Vec<f64> = (0..spos.len())
+        .map(|j| 0.01 * (1.0 + (j % 5) as f64 / 4.0))
+        .collect();
     for apart in [false, true] {
-        let (t, mut s) =
-            set::<VelocityStretching>(&spos, if apart { &tpos } else { &spos }, 0.01, 4);
-        let sigma: Vec<f64> = (0..spos.len())
-            .map(|j| 0.01 * (1.0 + (j % 5) as f64 / 4.0))
-            .collect();
+        let tp = if apart { &tpos } else { &spos };
+        let (t, mut s) = set::<VelocityStretching>(&spos, tp, 0.01, 4);
         s.set("sigma", &sigma).unwrap();
         for (far_field, p, theta) in cases {
-            let opts = fmm_options(p, theta, 16).with_far_field(far_field);
+            let opts = fmm_options(p, theta, 24).with_far_field(far_field);
             let (g, gs) = fmm_gpu::<VelocityStretching, f64>(&[], &t, &s, &opts).unwrap();
             let (c, cs) = fmm_cpu::<VelocityStretching, f64>(&[], &t, &s, &opts).unwrap();
             let e = rel_l2(&g.slots().concat(), &c.slots().concat());
+            let at = if apart { "apart" } else { "at the sources" };
             println!(
-                "{} p {p} theta {theta}, targets {}: GPU against CPU {e:.2e}, M2L {} P2P {}, {} cells",
+                "{} p {p} theta {theta}, targets {at}: GPU against CPU {e:.2e}, M2L {} P2P {}",
                 far_field.name(),
-                if apart { "apart" } else { "at the sources" },
                 gs.m2l,
                 gs.p2p,
-                gs.source_cells
             );
             assert!(gs.m2l > 0, "no M2L: {gs:?}");
             assert_eq!((gs.m2l, gs.p2p), (cs.m2l, cs.p2p), "{far_field:?} p {p}");
@@ -275,7 +275,7 @@ fn node_far_fields_on_the_gpu_are_the_cpus_on_deep_trees() {
                 (gs.source_cells, gs.target_cells),
                 (cs.source_cells, cs.target_cells)
             );
-            assert!(e < 1e-12, "{far_field:?} p {p}, apart {apart}: {e:e}");
+            assert!(e < 1e-12, "{far_field:?} p {p}, targets {at}: {e:e}");
         }
     }
     // f32: the same run to f32's rounding.
@@ -283,10 +283,10 @@ fn node_far_fields_on_the_gpu_are_the_cpus_on_deep_trees() {
     let (t32, s32) = build::<VelocityStretching, f32>(&case);
     let (t64, s64) = build::<VelocityStretching, f64>(&case);
     for (far_field, p, theta) in [
-        (FarField::KernelIndependent, 4, 0.7),
-        (FarField::Ppm, 6, 0.6),
+        (FarField::KernelIndependent, 3, 0.7),
+        (FarField::Ppm, 5, 0.6),
     ] {
-        let opts = fmm_options(p, theta, 16).with_far_field(far_field);
+        let opts = fmm_options(p, theta, 24).with_far_field(far_field);
         let (g, _) = fmm_gpu::<VelocityStretching, f32>(&[], &t32, &s32, &opts).unwrap();
         let (c, _) = fmm_cpu::<VelocityStretching, f64>(&[], &t64, &s64, &opts).unwrap();
         let g: Vec<f64> = g.slots().concat().iter().map(|&x| x as f64).collect();
