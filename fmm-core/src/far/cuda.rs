@@ -5,7 +5,7 @@
 //! `methods::fmm::cuda::nodes`.
 //!
 //! One module for every order and both far fields: the basis is passed as
-//! arguments ([`DeviceBasis`]: its kind, order, node count and the table its
+//! arguments (`DeviceBasis`: its kind, order, node count and the table its
 //! weights read, the CPU's own numbers), so no order compiles a module of
 //! its own and the NVRTC test covers every order by compiling once.
 
@@ -62,7 +62,7 @@ impl NodeOps {
     }
 }
 
-/// The most bytes the child weights ([`child_weights`]: 8 matrices of
+/// The most bytes the child weights (`nodes::child_weights`: 8 matrices of
 /// `k^2` doubles, read by M2M and L2L) may take on the device: 256 MiB,
 /// which Chebyshev nodes pass at order 12 (2197 nodes a cell, 309 MB).
 pub const MAX_CHILD_WEIGHT_BYTES: usize = 256 << 20;

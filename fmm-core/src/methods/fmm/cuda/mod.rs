@@ -9,8 +9,13 @@
 //! tree as [`super::traversal::traverse_levels`] does on the CPU: one
 //! thread per target cell of a level, a counting pass, a scan, a writing
 //! pass; the host reads three totals per level to size the lists. Same
-//! trees, same spheres, same decisions as [`super::cpu`], and expansions
-//! in f64 on both, so the two agree to rounding in f64.
+//! trees, same spheres, same decisions as [`super::cpu`] (the MAC in the
+//! CPU's rounding), and expansions in f64 on both, so the two agree to
+//! rounding in f64.
+//!
+//! The FMM with a node far field (`nodes`) runs the same trees (with
+//! other radii), traversal and P2P lists (`Trees`, `traverse`,
+//! `p2p_lists`), and its M2L through the P2P lists too.
 //!
 //! List offsets are 64-bit: at 2e8 particles (gravity, p 6, theta 0.7)
 //! the M2L list passes 2^31 entries, where 32-bit offsets wrapped and
