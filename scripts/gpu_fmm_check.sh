@@ -7,7 +7,7 @@ set -u
 export FMM_CACHE_DIR=/tmp/fmm-cache
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 echo "== GPU FMM against the CPU FMM and the direct sum"
-timeout 300 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture 2>&1 | grep -E "^test |GPU vs|f32 gravity|velocity|tolerance|panicked|result|error" | head -40
+timeout 300 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture 2>&1 | grep -E "^test |GPU vs|GPU against|f32 gravity|velocity|tolerance|panicked|result|error" | head -60
 echo "== fmm_bench (f32, uniform cube)"
 fb() {
   echo "-- $*"
@@ -25,6 +25,14 @@ fb --params 0 --n 10000000 --tol 1e-4 --repeat 1
 # The vortex target: velocity and stretching at 10^7, 1e-4 in 0.5 s.
 fb --n 10000000 --p 9 --theta 0.55 --kernel velocity-stretching --samples 256 --repeat 5
 fb --n 10000000 --p 8 --theta 0.5 --kernel velocity-stretching --samples 64 --repeat 3
+# The node far fields (the kernel's own M2L between node sets): softened
+# gravity by Chebyshev nodes, unsoftened by pseudo-particles, Yukawa (ki
+# from its declaration) at a tolerance.
+echo "node far fields"
+fb --n 1000000 --far-field ki --p 4 --theta 0.7 --samples 256 --repeat 3
+fb --n 1000000 --far-field ppm --p 6 --theta 0.6 --params 0 --samples 256 --repeat 3
+fb --n 1000000 --far-field ki --p 4 --theta 0.7 --kernel velocity-stretching --samples 64 --repeat 3
+fb --n 1000000 --far-field ki --tol 1e-6 --precision f64 --samples 256 --repeat 1
 echo "== scaling (p 6, theta 0.7)"
 FMM_SCALING_ARGS="--p 6 --theta 0.7" timeout 300 bash scripts/fmm_scaling.sh cuda .gpu/fmm_bench 100000 300000 1000000 3000000 10000000 30000000 100000000
 echo "== accuracy table on the GPU"

@@ -168,26 +168,25 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             out
         }
         Method::Fmm(o) => {
-            let (strength, terms) = match far::plan::<K>(o.far_field, far::Tree::Fmm)? {
-                far::Plan::Laplace { strength, terms } => (strength, terms),
-                far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
-                far::Plan::Nodes(rep) => {
-                    return Err(Error::BadOption(format!(
-                        "the {} far field of the FMM runs on the CPU so far, not on the GPU: \
-                         use Backend::Cpu",
-                        rep.far_field.name()
-                    )))
-                }
-            };
+            let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
             let run = |settings: Settings, stats: &mut Stats| {
-                let plan = Plan {
-                    params: &params,
-                    strength: &strength,
-                    terms: &terms,
-                    settings,
-                    opts: o,
-                };
-                fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &mut Clock::gpu(stats, gpu))
+                let mut clock = Clock::gpu(stats, gpu);
+                match &far {
+                    far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
+                    far::Plan::Laplace { strength, terms } => {
+                        let plan = Plan {
+                            params: &params,
+                            strength,
+                            terms,
+                            settings,
+                            opts: o,
+                        };
+                        fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
+                    }
+                    far::Plan::Nodes(rep) => fmm::cuda::nodes::run::<K, R>(
+                        gpu, &params, rep, settings, o, targets, sources, &mut clock,
+                    ),
+                }
             };
             match o.accuracy {
                 Accuracy::Fixed { p, theta } => {
@@ -206,8 +205,16 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
                         tolerance::ERROR_SAMPLES,
                     )?;
                     let reference_seconds = t.elapsed().as_secs_f64();
+                    // The node far fields start from the CPU's tables until
+                    // GPU ones are measured (the error of given settings is
+                    // the same on both; only the fastest settings for an
+                    // error may differ), capped at the orders the GPU takes.
+                    let table = match &far {
+                        far::Plan::Nodes(rep) => tolerance::gpu_node_table(rep.far_field),
+                        _ => tolerance::GPU,
+                    };
                     let (out, st, a) =
-                        tolerance::drive(tol, &tolerance::GPU, R::NAME == "f32", run, |out| {
+                        tolerance::drive(tol, &table, R::NAME == "f32", run, |out| {
                             estimate.error(gpu, out)
                         })?;
                     stats = st;

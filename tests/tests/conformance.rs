@@ -46,14 +46,16 @@
 //! lone source's error standing still over an order for a floor.
 //!
 //! The GPU rows are the same table through `Backend::Cuda`, one test per
-//! method (and one of the degenerate inputs), ignored here (no GPU in CI). Run them on the GPU host:
+//! method (and one of the degenerate inputs), ignored here (no GPU in CI);
+//! the treecode's node far fields (`TreeKi`) run on the CPU only so far and
+//! have none. Run them on the GPU host:
 //! `cargo test --release -p fmm-tests --test conformance -- --ignored`
 //! (add `--nocapture` for the table of errors). There the f64 rows must
 //! also equal the CPU's run of the same row to 1e-12 (the GPU builds the
-//! CPU's trees and lists: its FMM and treecode agree with the CPU's to
-//! about 1e-15 in f64, the FMM with the same M2L and P2P counts), except
-//! the tolerance rows, whose GPU table of starting settings differs from
-//! the CPU's. In f32 the GPU agrees with f64 to its rounding, 1e-5 to 1e-6
+//! CPU's trees and lists: its FMM, with every far field, and its treecode
+//! agree with the CPU's to about 1e-15 in f64, the FMM with the same M2L
+//! and P2P counts), except the tolerance rows, whose GPU table of starting
+//! settings differs from the CPU's. In f32 the GPU agrees with f64 to its rounding, 1e-5 to 1e-6
 //! for most kernels and worse where strengths of both signs cancel (6.6e-5
 //! at worst, Coulomb): so a GPU f32 row's bound is at least 3e-5, 2e-4
 //! with random signs.
@@ -681,10 +683,11 @@ fn run_method(backend: Backend, how: How) {
 }
 
 /// A GPU f64 row against the CPU's run of the same row: the same sums to
-/// 1e-12 (they are equal to about 1e-15), and for the FMM the same lists.
-/// Tolerance rows are left out: the GPU starts from other settings.
+/// 1e-12 (they are equal to about 1e-15), and for the FMM (every far field)
+/// the same lists. Tolerance rows are left out: the GPU starts from other
+/// settings.
 fn against_cpu(row: &Row, gpu: &Measured) -> Result<(), String> {
-    if let Tol(_) = row.how {
+    if let Tol(_) | AutoTol(_) = row.how {
         return Ok(());
     }
     let cpu = run_row(Backend::Cpu, row)?;
@@ -693,7 +696,7 @@ fn against_cpu(row: &Row, gpu: &Measured) -> Result<(), String> {
     if !within(e, 1e-12) {
         return Err(format!("{e:.2e} off the CPU's sums"));
     }
-    if let Fmm(..) = row.how {
+    if let Fmm(..) | Ki(..) | Ppm(..) = row.how {
         let (g, c) = (&gpu.stats, &cpu.stats);
         if (g.m2l, g.p2p) != (c.m2l, c.p2p) {
             return Err(format!(
@@ -903,10 +906,11 @@ fn degenerate_inputs(backend: Backend) {
         f
     }
     let mut failures = vec![];
-    // The node far fields run on the CPU so far.
+    // The treecode's node far fields run on the CPU so far; the FMM's on
+    // both.
     let nodes: &[How] = match backend {
         Backend::Cpu => &[Ki(4, 0.7), Ppm(6, 0.6), TreeKi(4, 0.5)],
-        _ => &[],
+        _ => &[Ki(4, 0.7), Ppm(6, 0.6)],
     };
     for &how in [Direct, Tree(0.5), Fmm(8, 0.5), Tol(1e-4)]
         .iter()
@@ -1015,6 +1019,24 @@ fn gpu_fmm() {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_fmm_tolerance() {
     run_method(Backend::Cuda, Tol(1e-6));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_fmm_kernel_independent() {
+    run_method(Backend::Cuda, Ki(4, 0.7));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_fmm_pseudo_particles() {
+    run_method(Backend::Cuda, Ppm(6, 0.6));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_fmm_tolerance_auto_far_field() {
+    run_method(Backend::Cuda, AutoTol(1e-5));
 }
 
 #[test]

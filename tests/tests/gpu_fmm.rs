@@ -4,16 +4,22 @@
 //! give what the CPU gives; a tolerance is met. That in f64 it is the CPU
 //! FMM to rounding (same trees, lists and f64 expansions) for every
 //! kernel, and its accuracy against the direct sum, are rows of the
-//! conformance matrix (`conformance.rs`, `gpu_fmm`).
+//! conformance matrix (`conformance.rs`, `gpu_fmm`, and for the node far
+//! fields `gpu_fmm_kernel_independent`, `gpu_fmm_pseudo_particles`); here
+//! the node far fields also meet the CPU on deep trees (many levels of
+//! M2M and L2L), with core radii that differ between sources, and at
+//! several orders.
 //!
 //! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu_fmm -- --ignored --nocapture`.
 
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::*;
 use fmm_core::methods::fmm::MAX_GPU_ORDER;
-use fmm_core::{evaluate, Backend, Error, FmmOptions, Kernel, M2lKind, Method, Particles};
+use fmm_core::{
+    evaluate, Backend, Error, FarField, FmmOptions, Kernel, M2lKind, Method, Particles,
+};
 use fmm_tests::sets::{build, case_at, Strengths};
-use fmm_tests::{direct_cpu, fmm_gpu, fmm_options, rel_l2};
+use fmm_tests::{direct_cpu, fmm_cpu, fmm_gpu, fmm_options, rel_l2};
 
 /// Targets and sources of kernel `K` at `tpos` and `spos`, strengths of
 /// random sign drawn from `seed`, core radii `sigma`.
@@ -219,4 +225,129 @@ fn the_float_m2l_of_three_expansions_is_as_accurate_as_the_double_one() {
         e_back < 1.5 * e64 + 5e-7,
         "double M2L {e_back:e} against f64 {e64:e}"
     );
+}
+
+/// The node far fields on the GPU against the CPU's run (their reference:
+/// same trees, node spheres and lists, the CPU's weights and sums): in f64
+/// the same outputs to 1e-12 and the same M2L and P2P counts. Leaves of 24
+/// on a Plummer sphere make a deep tree (M2M and L2L over many levels);
+/// velocity and stretching have a vec3 strength (three node strengths), a
+/// core radius that differs between sources (the strength-weighted means)
+/// and a target field (the per-target-field local values); targets at the
+/// sources (one tree) and apart (two). Orders 1 (8 Chebyshev nodes, 4
+/// pseudo-particles) to 5; then f32 to its rounding. The CPU's runs take
+/// about 40 s on 2 cores.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn node_far_fields_on_the_gpu_are_the_cpus_on_deep_trees() {
+    let spos = plummer(3_000, 5).0;
+    let tpos = uniform_cube(500, 6);
+    let cases = [
+        (FarField::KernelIndependent, 1, 0.5),
+        (FarField::KernelIndependent, 2, 0.7),
+        (FarField::KernelIndependent, 3, 0.7),
+        (FarField::Ppm, 1, 0.5),
+        (FarField::Ppm, 3, 0.6),
+        (FarField::Ppm, 5, 0.6),
+    ];
+    let sigma: Vec<f64> = (0..spos.len())
+        .map(|j| 0.01 * (1.0 + (j % 5) as f64 / 4.0))
+        .collect();
+    for apart in [false, true] {
+        let tp = if apart { &tpos } else { &spos };
+        let (t, mut s) = set::<VelocityStretching>(&spos, tp, 0.01, 4);
+        s.set("sigma", &sigma).unwrap();
+        for (far_field, p, theta) in cases {
+            let opts = fmm_options(p, theta, 24).with_far_field(far_field);
+            let (g, gs) = fmm_gpu::<VelocityStretching, f64>(&[], &t, &s, &opts).unwrap();
+            let (c, cs) = fmm_cpu::<VelocityStretching, f64>(&[], &t, &s, &opts).unwrap();
+            let e = rel_l2(&g.slots().concat(), &c.slots().concat());
+            let at = if apart { "apart" } else { "at the sources" };
+            println!(
+                "{} p {p} theta {theta}, targets {at}: GPU against CPU {e:.2e}, M2L {} P2P {}",
+                far_field.name(),
+                gs.m2l,
+                gs.p2p,
+            );
+            assert!(gs.m2l > 0, "no M2L: {gs:?}");
+            assert_eq!((gs.m2l, gs.p2p), (cs.m2l, cs.p2p), "{far_field:?} p {p}");
+            assert_eq!(
+                (gs.source_cells, gs.target_cells),
+                (cs.source_cells, cs.target_cells)
+            );
+            assert!(e < 1e-12, "{far_field:?} p {p}, targets {at}: {e:e}");
+        }
+    }
+    // f32: the same run to f32's rounding.
+    let case = case_at(spos.clone(), tpos.clone(), Strengths::RandomSign, 0.01, 4);
+    let (t32, s32) = build::<VelocityStretching, f32>(&case);
+    let (t64, s64) = build::<VelocityStretching, f64>(&case);
+    for (far_field, p, theta) in [
+        (FarField::KernelIndependent, 3, 0.7),
+        (FarField::Ppm, 5, 0.6),
+    ] {
+        let opts = fmm_options(p, theta, 24).with_far_field(far_field);
+        let (g, _) = fmm_gpu::<VelocityStretching, f32>(&[], &t32, &s32, &opts).unwrap();
+        let (c, _) = fmm_cpu::<VelocityStretching, f64>(&[], &t64, &s64, &opts).unwrap();
+        let g: Vec<f64> = g.slots().concat().iter().map(|&x| x as f64).collect();
+        let e = rel_l2(&g, &c.slots().concat());
+        println!(
+            "{} p {p}, f32 on the GPU against f64 on the CPU: {e:.2e}",
+            far_field.name()
+        );
+        assert!(e < 1e-4, "{far_field:?}: {e:e}");
+    }
+}
+
+/// The node far fields' limits and small inputs on the GPU: Chebyshev
+/// order 12 (2197 nodes a cell, 309 MB of child weights) is refused naming
+/// 11, order 11 runs; one particle, one source and a pair give what the
+/// CPU gives; a tolerance with the kernel-independent far field (Yukawa's
+/// from its declaration) is met.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn node_far_field_limits_small_inputs_and_tolerance_on_the_gpu() {
+    let pos = uniform_cube(3_000, 4);
+    let (t, s) = set::<Yukawa>(&pos, &pos, 1.0, 1);
+    let ki = |p: usize| fmm_options(p, 0.6, 0).with_far_field(FarField::KernelIndependent);
+    let e = fmm_gpu::<Yukawa, f64>(&[4.0], &t, &s, &ki(12)).unwrap_err();
+    assert!(matches!(e, Error::BadOption(_)), "{e}");
+    assert!(e.to_string().contains("orders up to 11"), "{e}");
+    let exact = direct_cpu::<Yukawa, f64>(&[4.0], &t, &s).unwrap();
+    let (got, stats) = fmm_gpu::<Yukawa, f64>(&[4.0], &t, &s, &ki(11)).unwrap();
+    let e = rel_l2(&got.slots().concat(), &exact.slots().concat());
+    println!("Yukawa ki p 11: {e:.2e}, {} M2L", stats.m2l);
+    assert!(e < 1e-8, "{e:e}");
+    // One particle and a pair: P2P alone, the direct sum. One source and
+    // 300 targets: the source's far field is its nodes' (the CPU's).
+    for far_field in [FarField::KernelIndependent, FarField::Ppm] {
+        for (np, nt) in [(1, 1), (1, 300), (2, 2)] {
+            let (t, s) = set::<Gravity>(&pos[..np], &pos[..nt], 1.0, 2);
+            let opts = FmmOptions::fixed(4, 0.6).with_far_field(far_field);
+            let (got, _) = fmm_gpu::<Gravity, f64>(&[0.0], &t, &s, &opts).unwrap();
+            let (cpu, _) = fmm_cpu::<Gravity, f64>(&[0.0], &t, &s, &opts).unwrap();
+            let e = rel_l2(&got.slots().concat(), &cpu.slots().concat());
+            assert!(
+                e < 1e-12,
+                "{far_field:?}, {np} sources, {nt} targets: {e:e}"
+            );
+            if np == nt {
+                let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
+                let e = rel_l2(&got.slots().concat(), &exact.slots().concat());
+                assert!(e < 1e-14, "{far_field:?}, {np} particles: {e:e}");
+            }
+        }
+    }
+    for tol in [1e-4, 1e-7] {
+        let method = Method::fmm_tolerance(tol);
+        let ev = evaluate::<Yukawa, f64>(Backend::Cuda, &method, &[4.0], &t, &s).unwrap();
+        let a = ev.achieved.clone().expect("a tolerance was asked for");
+        let e = rel_l2(&ev.outputs.slots().concat(), &exact.slots().concat());
+        println!(
+            "Yukawa (ki) tolerance {tol:e}: p {}, theta {}, estimated {:.2e}, whole {e:.2e}, {} run(s)",
+            a.settings.p, a.settings.theta, a.estimated_error, ev.stats.runs
+        );
+        assert!(a.estimated_error <= tol, "{tol}: {a:?}");
+        assert!(e < 3.0 * tol, "{tol}: whole error {e:e}");
+    }
 }

@@ -83,6 +83,7 @@ fn nvrtc_errors_show_the_generated_line() {
 fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares() {
     use fmm_core::cuda::module::{expand, kernels_in_cubin, EntryList};
     use fmm_core::cuda::primitives::{self, Primitives};
+    use fmm_core::far::cuda::{self as far_nodes, NodeOps};
     use fmm_core::methods::fmm::cuda::{ops_module, ops_source, Ops};
     use fmm_core::methods::fmm::MAX_GPU_ORDER;
     use fmm_core::methods::treecode::cuda::cells::{self, Cells};
@@ -95,6 +96,13 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
         ),
         (BUILD_MODULE.into(), build_source(), Kernels::ENTRIES),
         (cells::MODULE.into(), cells::source(), Cells::ENTRIES),
+        // One module for every order of both node far fields: the basis is
+        // passed as arguments.
+        (
+            far_nodes::MODULE.into(),
+            far_nodes::source(),
+            NodeOps::ENTRIES,
+        ),
     ];
     for p in [1, 4, 6, 10, 16, MAX_GPU_ORDER] {
         modules.push((ops_module(p), ops_source(p), Ops::ENTRIES));

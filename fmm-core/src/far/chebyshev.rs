@@ -65,6 +65,12 @@ impl Chebyshev {
         &self.roots
     }
 
+    /// `T_k` at the roots, `[m * n + k]` for root `m` (`n` nodes a side):
+    /// the table the GPU's weights read, so that they are the CPU's.
+    pub(crate) fn t_roots(&self) -> &[f64] {
+        &self.t_roots
+    }
+
     /// `S_n(x, root_m)` for every root, into `w` (length `n`).
     fn weights_1d(&self, x: f64, w: &mut [f64]) {
         let n = self.n;

@@ -19,9 +19,11 @@
 //! The two node far fields share everything but their weights
 //! ([`Basis`]); [`nodes`] holds the operators both run (P2M, M2M, M2L by
 //! the kernel, L2L, L2P) and [`Representation`] what they need to know
-//! of a kernel (its strength and target slots, its outputs' form).
+//! of a kernel (its strength and target slots, its outputs' form); [`cuda`]
+//! the same operators on the GPU.
 
 pub mod chebyshev;
+pub mod cuda;
 pub mod nodes;
 pub mod pseudo;
 

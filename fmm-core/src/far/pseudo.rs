@@ -90,6 +90,12 @@ impl PseudoParticles {
         let nodes = units.iter().map(|u| u.map(|c| c * RADIUS)).collect();
         PseudoParticles { p, units, nodes }
     }
+
+    /// The design's unit vectors (the nodes over the radius): what the
+    /// GPU's weights read, so that they are the CPU's.
+    pub(crate) fn units(&self) -> &[[f64; 3]] {
+        self.units
+    }
 }
 
 impl Basis for PseudoParticles {

@@ -120,6 +120,18 @@ pub(crate) fn cpu_table(far_field: crate::far::FarField) -> &'static Table {
     }
 }
 
+/// The GPU's table for a node far field: the CPU's ([`cpu_table`]) until
+/// GPU tables are measured (the error of given settings is the same on
+/// both; what is cheapest for an error may not be), capped at the orders
+/// the GPU takes (`far::cuda::max_gpu_order`: Chebyshev nodes to 11).
+pub(crate) fn gpu_node_table(far_field: crate::far::FarField) -> Table {
+    let cpu = cpu_table(far_field);
+    Table {
+        rows: cpu.rows,
+        most_p: cpu.most_p.min(crate::far::cuda::max_gpu_order(far_field)),
+    }
+}
+
 impl Table {
     /// The cheapest settings whose tabled error is within `tol`; past the
     /// table, the last theta with the order extrapolated at a factor 0.5

@@ -9,8 +9,13 @@
 //! tree as [`super::traversal::traverse_levels`] does on the CPU: one
 //! thread per target cell of a level, a counting pass, a scan, a writing
 //! pass; the host reads three totals per level to size the lists. Same
-//! trees, same spheres, same decisions as [`super::cpu`], and expansions
-//! in f64 on both, so the two agree to rounding in f64.
+//! trees, same spheres, same decisions as [`super::cpu`] (the MAC in the
+//! CPU's rounding), and expansions in f64 on both, so the two agree to
+//! rounding in f64.
+//!
+//! The FMM with a node far field (`nodes`) runs the same trees (with
+//! other radii), traversal and P2P lists (`Trees`, `traverse`,
+//! `p2p_lists`), and its M2L through the P2P lists too.
 //!
 //! List offsets are 64-bit: at 2e8 particles (gravity, p 6, theta 0.7)
 //! the M2L list passes 2^31 entries, where 32-bit offsets wrapped and
@@ -20,6 +25,7 @@
 
 pub(crate) mod estimate;
 mod m2l;
+pub(crate) mod nodes;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -39,7 +45,7 @@ use crate::kernel::Kernel;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::morton::MAX_LEVEL;
-use crate::tree::{DeviceOctree, TreeOrdered};
+use crate::tree::{DeviceGroups, DeviceOctree, TreeOrdered};
 use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 use fmm_codegen::emit::signature::Role;
 use fmm_codegen::kernel::{FarTerm, Term};
@@ -394,31 +400,11 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let s = gpu.stream();
     clock.lap(Stage::Setup)?;
 
-    // Both trees, their cells' radii, the particles in tree order. Targets
-    // at the sources' points (forces on the particles themselves) have the
-    // sources' tree: built once.
+    // Both trees, their cells' radii, the particles in tree order.
     let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);
-    let spos = sources
-        .positions()
-        .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
-    let (st, sslots) = FmmTree::of(
-        gpu,
-        &ops,
-        TreeOrdered::build(gpu, refs3(spos), sources.slots(), ncrit)?,
-    )?;
-    let built;
-    let (tt, tslots) = match targets.positions() {
-        None => (&st, st.tree.gather_all(gpu, targets.slots())?),
-        Some(tpos) => {
-            let (t, slots) = FmmTree::of(
-                gpu,
-                &ops,
-                TreeOrdered::build(gpu, refs3(tpos), targets.slots(), ncrit)?,
-            )?;
-            built = t;
-            (&built, slots)
-        }
-    };
+    let trees = Trees::build(gpu, &ops, targets, sources, ncrit, |_| Ok(()))?;
+    let (st, tt) = (&trees.source, trees.target());
+    let (sslots, tslots) = (&trees.sslots, &trees.tslots);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
     clock.stats().source_cells = snc;
     clock.stats().target_cells = tnc;
@@ -426,7 +412,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
     // Dual tree traversal, and the P2P groups (every target leaf cut into
     // pieces of a block).
-    let lists = traverse(gpu, &ops, tt, &st, plan.settings.theta)?;
+    let lists = traverse(gpu, &ops, tt, st, plan.settings.theta)?;
     clock.stats().m2l = lists.n_m2l as u64;
     let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
     clock.lap(Stage::Traversal)?;
@@ -450,7 +436,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.lap(Stage::Upward)?;
 
     // M2L, one target cell per block.
-    let (mut local, m2l_kind) = m2l::m2l(gpu, &ops, tt, &st, &lists, &mult, nq, p, &plan.opts.gpu)?;
+    let (mut local, m2l_kind) = m2l::m2l(gpu, &ops, tt, st, &lists, &mult, nq, p, &plan.opts.gpu)?;
     drop(mult);
     let DeviceLists {
         p2p_begin,
@@ -493,23 +479,83 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.lap(Stage::Downward)?;
 
     // P2P lists, added to the far field.
+    clock.stats().p2p = p2p_lists(
+        gpu,
+        &p2p,
+        plan.params,
+        &Points::of(m, &tt.pos, tslots),
+        &groups,
+        [&p2p_begin, &p2p_end],
+        &p2p_list,
+        [&st.tree.begin, &st.tree.end],
+        &Points::of(n, &st.pos, sslots),
+        &mut out,
+        true,
+    )?;
+    clock.lap(Stage::P2p)?;
+
+    drop((p2p_begin, p2p_end, p2p_list, groups));
+    // Back to the caller's order, on the device.
+    tt.tree.scatter_all(gpu, out)
+}
+
+/// Points as a P2P-list launch reads them, in their tree's order: how
+/// many, their positions and their field slots.
+struct Points<'a, R> {
+    n: usize,
+    pos: &'a [CudaSlice<R>; 3],
+    slots: Vec<&'a CudaSlice<R>>,
+}
+
+impl<'a, R> Points<'a, R> {
+    fn of(n: usize, pos: &'a [CudaSlice<R>; 3], slots: &'a [CudaSlice<R>]) -> Self {
+        Points {
+            n,
+            pos,
+            slots: slots.iter().collect(),
+        }
+    }
+}
+
+/// The kernel's P2P-list entry `entry` (`Entry::p2p_list`): every group of
+/// `targets` (`begin..end`, in cell `cell`) takes the points of `sources`
+/// in the source cells of its cell's list, `list[lists[0][c]..lists[1][c]]`,
+/// source cell `b` holding `cells[0][b]..cells[1][b]`; the sums are added
+/// to `out` (`accumulate`) or written there. The near field of both FMMs,
+/// and the node far fields' M2L (targets and sources their cells' nodes).
+/// Returns the pairs counted.
+#[allow(clippy::too_many_arguments)]
+fn p2p_lists<R: Real>(
+    gpu: &Gpu,
+    entry: &Entry,
+    params: &[R],
+    targets: &Points<'_, R>,
+    groups: &DeviceGroups,
+    lists: [&CudaSlice<i64>; 2],
+    list: &CudaSlice<i32>,
+    cells: [&CudaSlice<i32>; 2],
+    sources: &Points<'_, R>,
+    out: &mut [CudaSlice<R>],
+    accumulate: bool,
+) -> Result<u64, Error> {
+    let s = gpu.stream();
     let mut counts = zeros::<u64>(s, 1)?;
     {
         let mut a = Args::new();
-        a.int(Role::TargetCount, m as i32)
-            .read(Role::TargetPositions, &tt.pos)
-            .read(Role::TargetSlots, &tslots)
+        a.int(Role::TargetCount, targets.n as i32)
+            .read(Role::TargetPositions, targets.pos)
+            .read(Role::TargetSlots, targets.slots.iter().copied())
             .int(Role::GroupCount, groups.n as i32)
             .read(Role::Groups, [&groups.begin, &groups.end, &groups.cell])
-            .read(Role::Lists, [&p2p_begin, &p2p_end])
-            .read(Role::Lists, [&p2p_list])
-            .read(Role::Cells, [&st.tree.begin, &st.tree.end])
-            .int(Role::SourceCount, n as i32)
-            .read(Role::SourcePositions, &st.pos)
-            .read(Role::SourceSlots, &sslots)
-            .values(Role::Params, plan.params)
+            .read(Role::Lists, lists)
+            .read(Role::Lists, [list])
+            .read(Role::Cells, cells)
+            .int(Role::SourceCount, sources.n as i32)
+            .read(Role::SourcePositions, sources.pos)
+            .read(Role::SourceSlots, sources.slots.iter().copied())
+            .values(Role::Params, params)
             .write(Role::Outputs, out.iter_mut())
-            .int(Role::Accumulate, 1)
+            .int(Role::Accumulate, accumulate as i32)
             .write(Role::Counts, [&mut counts]);
         let cfg = LaunchConfig {
             grid_dim: (groups.n.clamp(1, 1 << 20) as u32, 1, 1),
@@ -518,15 +564,70 @@ pub(crate) fn run<K: Kernel, R: Real>(
         };
         // SAFETY: the arguments are checked against the P2P lists'
         // signature (`Signature::p2p_list`); the groups lie within the
-        // targets, the lists name source cells, the outputs hold `m`.
-        unsafe { p2p.launch(a, s, cfg, cuda_err("launching the P2P lists")) }?;
+        // targets, the lists name source cells, whose ranges lie within the
+        // sources, and the outputs hold a value a target.
+        unsafe { entry.launch(a, s, cfg, cuda_err("launching the P2P lists")) }?;
     }
-    clock.stats().p2p = download(s, &counts, 1)?[0];
-    clock.lap(Stage::P2p)?;
+    Ok(download(s, &counts, 1)?[0])
+}
 
-    drop((p2p_begin, p2p_end, p2p_list, groups));
-    // Back to the caller's order, on the device.
-    tt.tree.scatter_all(gpu, out)
+/// Both trees of a run, the particles in their orders. Targets at the
+/// sources' points (forces on the particles themselves) have the sources'
+/// tree: built once.
+struct Trees<R> {
+    source: FmmTree<R>,
+    /// The targets' own tree (`None`: the sources').
+    target: Option<FmmTree<R>>,
+    /// The sources' and the targets' field slots, each in its tree's order.
+    sslots: Vec<CudaSlice<R>>,
+    tslots: Vec<CudaSlice<R>>,
+}
+
+impl<R: Real> Trees<R> {
+    /// The trees of `targets` and `sources`, leaves of at most `ncrit`,
+    /// each passed to `adjust` once built (the node far fields give the
+    /// cells other radii).
+    fn build(
+        gpu: &Gpu,
+        ops: &Ops,
+        targets: &DeviceParticles<R>,
+        sources: &DeviceParticles<R>,
+        ncrit: usize,
+        adjust: impl Fn(&mut FmmTree<R>) -> Result<(), Error>,
+    ) -> Result<Self, Error> {
+        let spos = sources
+            .positions()
+            .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
+        let (mut source, sslots) = FmmTree::of(
+            gpu,
+            ops,
+            TreeOrdered::build(gpu, refs3(spos), sources.slots(), ncrit)?,
+        )?;
+        adjust(&mut source)?;
+        let (target, tslots) = match targets.positions() {
+            None => (None, source.tree.gather_all(gpu, targets.slots())?),
+            Some(tpos) => {
+                let (mut t, slots) = FmmTree::of(
+                    gpu,
+                    ops,
+                    TreeOrdered::build(gpu, refs3(tpos), targets.slots(), ncrit)?,
+                )?;
+                adjust(&mut t)?;
+                (Some(t), slots)
+            }
+        };
+        Ok(Trees {
+            source,
+            target,
+            sslots,
+            tslots,
+        })
+    }
+
+    /// The target tree.
+    fn target(&self) -> &FmmTree<R> {
+        self.target.as_ref().unwrap_or(&self.source)
+    }
 }
 
 /// The device addresses of `arrays`, for a kernel that takes a table of
@@ -539,6 +640,23 @@ fn device_addresses<R: Real>(s: &Arc<CudaStream>, arrays: &mut [CudaSlice<R>]) -
         .iter_mut()
         .map(|a| {
             let (ptr, _record) = a.device_ptr_mut(s);
+            ptr
+        })
+        .collect()
+}
+
+/// The device addresses of `arrays`, for a kernel that reads a table of
+/// them (the strength slots of a P2M, the target fields of an L2P); on
+/// this one stream, as [`device_addresses`].
+fn read_addresses<'a, R: Real>(
+    s: &Arc<CudaStream>,
+    arrays: impl IntoIterator<Item = &'a CudaSlice<R>>,
+) -> Vec<u64> {
+    use cudarc::driver::DevicePtr;
+    arrays
+        .into_iter()
+        .map(|a| {
+            let (ptr, _record) = a.device_ptr(s);
             ptr
         })
         .collect()

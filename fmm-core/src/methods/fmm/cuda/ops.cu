@@ -885,7 +885,12 @@ extern "C" __global__ void fmm_traverse(
             const double dx = ax - sx[b], dy = ay - sy[b], dz = az - sz[b];
             const double r = ra + sr[b];
             const bool leaf_b = s_nchild[b] == 0;
-            if (r * r < theta2 * (dx * dx + dy * dy + dz * dz)) {
+            // The CPU's MAC to the bit (no fused multiply-adds): the node
+            // far fields' radii are the cells' half sides times sqrt 3, so
+            // cells on the lattice meet the MAC's bound within a rounding.
+            const double d2 = __dadd_rn(__dadd_rn(__dmul_rn(dx, dx), __dmul_rn(dy, dy)),
+                                        __dmul_rn(dz, dz));
+            if (__dmul_rn(r, r) < __dmul_rn(theta2, d2)) {
                 if (emit) m2l_pool[o_m2l + c_m2l] = b;
                 ++c_m2l;
             } else if (leaf_a && leaf_b) {

@@ -1,0 +1,371 @@
+//! The FMM with a node far field (pseudo-particles or Chebyshev nodes,
+//! [`crate::far`]) entirely on the GPU, on particles already there: the
+//! device form of [`super::super::cpu_nodes`], which is its reference.
+//!
+//! - **Trees and lists**: the Laplace FMM's ([`Trees`], [`traverse`]),
+//!   with the far field's leaf size and each cell's radius replaced by its
+//!   node sphere's (`Basis::radius` half sides): the CPU's trees, spheres
+//!   and MAC, so the CPU's lists (same M2L and P2P counts).
+//! - **Upward** (`far/nodes.cu`): P2M at the leaves and M2M level by level
+//!   up through the 8 child-weight matrices, node strengths in f64; each
+//!   cell's node sources (positions `centre + half node`, the strength
+//!   slots from the node strengths, the other slots the cell's
+//!   strength-weighted means, which the treecode's pseudo-sources already
+//!   compute: `device_pseudo_sources`).
+//! - **M2L**: the kernel's own generated P2P-list entry, the near field's,
+//!   with the target cells' nodes as targets (groups of at most a block of
+//!   one cell's nodes, built on the host), the M2L lists as its lists and
+//!   the source cells' node ranges as its cells; once per target-field
+//!   basis (every target field 0, then each one at 1), the outputs going to
+//!   the local values' channels (the kernel is affine in the target's own
+//!   fields: [`crate::far::nodes`]).
+//! - **Downward**: L2L level by level down, L2P at every target written to
+//!   the outputs, then the P2P lists added ([`p2p_lists`], the Laplace
+//!   FMM's), and the outputs back to the caller's order.
+//!
+//! The weights, P2M, M2M, L2L and L2P are computed in the CPU's order with
+//! its rounding; the M2L sums in the kernel's order and the means sum a
+//! cell's children rather than its particles, so f64 runs agree with the
+//! CPU's to rounding (about 1e-15), not to the bit.
+
+use cudarc::driver::CudaSlice;
+
+use super::{
+    device_addresses, grid, p2p_lists, read_addresses, traverse, DeviceLists, FmmTree, Ops, Points,
+    Trees,
+};
+use crate::cuda::device::{alloc, launch, refs3, upload, zeros};
+use crate::cuda::launch::Entry;
+use crate::cuda::resident::DeviceParticles;
+use crate::cuda::Gpu;
+use crate::error::Error;
+use crate::far::cuda::{DeviceBasis, NodeOps};
+use crate::far::Representation;
+use crate::kernel::Kernel;
+use crate::methods::fmm::{FmmOptions, Settings};
+use crate::methods::treecode::cuda::cells::device_pseudo_sources;
+use crate::real::Real;
+use crate::stats::{Clock, Stage};
+use crate::tree::DeviceGroups;
+use fmm_codegen::emit::p2p_list::P2P_BLOCK;
+
+/// The order `ops.cu` is compiled at for the trees' operators (parents,
+/// leaves, radii, the traversal), which do not depend on it: the lowest,
+/// the quickest to compile.
+const TREE_OPS_ORDER: usize = 1;
+
+/// The FMM of kernel `K` with the node far field `rep` on `gpu`, on
+/// particles already there (input order), at `settings` (`p` the far
+/// field's order, `theta` the MAC) and leaves of `opts.leaf_size`; the
+/// problem is not empty. Returns the outputs in the targets' input order,
+/// on the device.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    params: &[R],
+    rep: &Representation,
+    settings: Settings,
+    opts: &FmmOptions,
+    targets: &DeviceParticles<R>,
+    sources: &DeviceParticles<R>,
+    clock: &mut Clock<'_>,
+) -> Result<Vec<CudaSlice<R>>, Error> {
+    let def = K::def();
+    let (m, n) = (targets.len(), sources.len());
+    let (no, nt) = (def.n_outputs(), rep.target_slots);
+    let channels = rep.channels(no);
+    let basis = DeviceBasis::upload(gpu, rep.far_field, settings.p)?;
+    let k = basis.k;
+    let ops = Ops::get::<R>(gpu, TREE_OPS_ORDER)?;
+    let nodes = NodeOps::get::<R>(gpu)?;
+    let p2p = Entry::p2p_list::<K, R>(gpu)?;
+    let s = gpu.stream();
+    clock.lap(Stage::Setup)?;
+
+    // Both trees, each cell's radius its node sphere's.
+    let ncrit = opts.leaf_size(rep.far_field);
+    let trees = Trees::build(gpu, &ops, targets, sources, ncrit, |t: &mut FmmTree<R>| {
+        let nci = t.tree.n_cells as i32;
+        launch!(s, nodes.radius, grid(t.tree.n_cells), "far_nodes_radius";
+            &nci, &basis.radius, &t.tree.half, &mut t.radius)
+    })?;
+    let (st, tt) = (&trees.source, trees.target());
+    let (sslots, tslots) = (&trees.sslots, &trees.tslots);
+    let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
+    // The P2P-list entry counts its targets and sources in `int`.
+    for (what, cells) in [("source", snc), ("target", tnc)] {
+        if cells * k > i32::MAX as usize {
+            return Err(Error::BadOption(format!(
+                "the {} far field on the GPU: {cells} {what} cells of {k} nodes pass 2^31 nodes; \
+                 use larger leaves (FmmOptions::ncrit) or a lower order",
+                rep.far_field.name()
+            )));
+        }
+    }
+    clock.stats().source_cells = snc;
+    clock.stats().target_cells = tnc;
+    clock.lap(Stage::Tree)?;
+
+    // Dual tree traversal, and the P2P groups (every target leaf cut into
+    // pieces of a block).
+    let lists = traverse(gpu, &ops, tt, st, settings.theta)?;
+    clock.stats().m2l = lists.n_m2l as u64;
+    let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
+    clock.lap(Stage::Traversal)?;
+
+    let (src_pos, src_slots) = upward(gpu, &nodes, &basis, st, sslots, rep)?;
+    clock.lap(Stage::Upward)?;
+
+    let mut local = m2l(
+        gpu, &nodes, &basis, &p2p, params, tt, st, &lists, &src_pos, &src_slots, no, nt,
+    )?;
+    drop((src_pos, src_slots));
+    let DeviceLists {
+        p2p_begin,
+        p2p_end,
+        p2p: p2p_list,
+        ..
+    } = lists;
+    clock.lap(Stage::M2l)?;
+
+    // Downward pass: L2L level by level down, L2P at every target into the
+    // output arrays (tree order), which the P2P lists then add to.
+    let (ki, chi) = (k as i32, channels as i32);
+    for l in 1..tt.levels() {
+        let (nl, cells) = tt.level(l);
+        let nli = nl as i32;
+        launch!(s, nodes.l2l, grid(nl * k * channels), "far_nodes_l2l";
+            &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
+            &tt.tree.center[2], &ki, &chi, &basis.child, &mut local)?;
+    }
+    let mut out: Vec<CudaSlice<R>> = (0..no)
+        .map(|_| alloc::<R>(s, m))
+        .collect::<Result<_, _>>()?;
+    {
+        let outs = upload(s, &device_addresses(s, &mut out))?;
+        let tfields = upload(s, &read_addresses(s, tslots))?;
+        let (mi, noi, nti) = (m as i32, no as i32, nt as i32);
+        launch!(s, nodes.l2p, grid(m), "far_nodes_l2p";
+            &mi, &tt.leaf_of, &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
+            &tt.tree.half, &tt.pos[0], &tt.pos[1], &tt.pos[2], &basis.kind, &basis.p, &ki,
+            &basis.table, &basis.radius, &chi, &noi, &nti, &tfields, &local, &outs)?;
+    }
+    drop(local);
+    clock.lap(Stage::Downward)?;
+
+    // P2P lists, added to the far field.
+    clock.stats().p2p = p2p_lists(
+        gpu,
+        &p2p,
+        params,
+        &Points::of(m, &tt.pos, tslots),
+        &groups,
+        [&p2p_begin, &p2p_end],
+        &p2p_list,
+        [&st.tree.begin, &st.tree.end],
+        &Points::of(n, &st.pos, sslots),
+        &mut out,
+        true,
+    )?;
+    clock.lap(Stage::P2p)?;
+
+    drop((p2p_begin, p2p_end, p2p_list, groups));
+    // Back to the caller's order, on the device.
+    tt.tree.scatter_all(gpu, out)
+}
+
+/// The upward pass over the source tree `st` (sources in its order, field
+/// slots `sslots`): P2M at the leaves, M2M level by level up, then every
+/// cell's node sources, `k` a cell in cell order: their positions and
+/// their field slots (`far::nodes::node_sources`).
+#[allow(clippy::type_complexity)]
+fn upward<R: Real>(
+    gpu: &Gpu,
+    nodes: &NodeOps,
+    basis: &DeviceBasis,
+    st: &FmmTree<R>,
+    sslots: &[CudaSlice<R>],
+    rep: &Representation,
+) -> Result<([CudaSlice<R>; 3], Vec<CudaSlice<R>>), Error> {
+    let s = gpu.stream();
+    let (snc, k, nq, ns) = (st.tree.n_cells, basis.k, rep.strength.len(), sslots.len());
+    let (snci, ki, nqi, nsi) = (snc as i32, k as i32, nq as i32, ns as i32);
+
+    // P2M: node strengths `[cell][node][component]`.
+    let mut q = zeros::<f64>(s, snc * k * nq)?;
+    let qs = upload(
+        s,
+        &read_addresses(s, rep.strength.iter().map(|&i| &sslots[i])),
+    )?;
+    launch!(s, nodes.p2m, grid(snc * k), "far_nodes_p2m";
+        &snci, &basis.kind, &basis.p, &ki, &basis.table, &basis.radius,
+        &st.tree.n_children, &st.tree.begin, &st.tree.end,
+        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &st.tree.half,
+        &st.pos[0], &st.pos[1], &st.pos[2], &nqi, &qs, &mut q)?;
+
+    // M2M, deepest level first.
+    for l in (0..st.levels()).rev() {
+        let (nl, cells) = st.level(l);
+        let nli = nl as i32;
+        launch!(s, nodes.m2m, grid(nl * k * nq), "far_nodes_m2m";
+            &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
+            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &ki, &nqi,
+            &basis.child, &mut q)?;
+    }
+
+    // The other slots' strength-weighted means per cell: the treecode's
+    // pseudo-sources hold exactly them (`slots[s n_cells + c]`, rounded to
+    // `R` as `node_sources` rounds them). Only where a slot is not a
+    // strength slot (a core radius).
+    let slot_q: Vec<i32> = (0..ns)
+        .map(|i| {
+            rep.strength
+                .iter()
+                .position(|&t| t == i)
+                .map_or(-1, |p| p as i32)
+        })
+        .collect();
+    let means = if slot_q.contains(&-1) {
+        let refs: Vec<&CudaSlice<R>> = sslots.iter().collect();
+        device_pseudo_sources(gpu, &st.tree, refs3(&st.pos), &refs, &rep.strength, 0.0)?.slots
+    } else {
+        alloc::<R>(s, 1)?
+    };
+
+    // The node sources.
+    let mut pos = [
+        alloc::<R>(s, snc * k)?,
+        alloc::<R>(s, snc * k)?,
+        alloc::<R>(s, snc * k)?,
+    ];
+    node_positions(gpu, nodes, basis, &st.tree, &mut pos)?;
+    let mut slots: Vec<CudaSlice<R>> = (0..ns)
+        .map(|_| alloc::<R>(s, snc * k))
+        .collect::<Result<_, _>>()?;
+    let outs = upload(s, &device_addresses(s, &mut slots))?;
+    let d_slot_q = upload(s, &slot_q)?;
+    launch!(s, nodes.sources, grid(snc * k), "far_nodes_sources";
+        &snci, &ki, &nqi, &nsi, &d_slot_q, &q, &means, &outs)?;
+    Ok((pos, slots))
+}
+
+/// The positions of every cell's nodes (`centre + half node`, cell-major)
+/// into `pos`.
+fn node_positions<R: Real>(
+    gpu: &Gpu,
+    nodes: &NodeOps,
+    basis: &DeviceBasis,
+    tree: &crate::tree::DeviceOctree<R>,
+    pos: &mut [CudaSlice<R>; 3],
+) -> Result<(), Error> {
+    let s = gpu.stream();
+    let (nci, ki) = (tree.n_cells as i32, basis.k as i32);
+    let [x, y, z] = pos;
+    launch!(s, nodes.positions, grid(tree.n_cells * basis.k), "far_nodes_positions";
+        &nci, &ki, &basis.nodes, &tree.center[0], &tree.center[1], &tree.center[2],
+        &tree.half, x, y, z)
+}
+
+/// The M2L: the kernel (`p2p`, its P2P-list entry) from the node sources
+/// (`src_pos`, `src_slots`, `k` a source cell) of each target cell's M2L
+/// list to the target cell's nodes, once per target-field basis. Returns
+/// the local values `[cell][node][channel]` (f64), channel `b no + o`.
+#[allow(clippy::too_many_arguments)]
+fn m2l<R: Real>(
+    gpu: &Gpu,
+    nodes: &NodeOps,
+    basis: &DeviceBasis,
+    p2p: &Entry,
+    params: &[R],
+    tt: &FmmTree<R>,
+    st: &FmmTree<R>,
+    lists: &DeviceLists,
+    src_pos: &[CudaSlice<R>; 3],
+    src_slots: &[CudaSlice<R>],
+    no: usize,
+    nt: usize,
+) -> Result<CudaSlice<f64>, Error> {
+    let s = gpu.stream();
+    let k = basis.k;
+    let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
+    let tn = tnc * k;
+    let channels = no * (1 + nt);
+
+    // Targets: every target cell's nodes; groups of at most a block of one
+    // cell's nodes, each naming its cell (whose M2L list it takes).
+    let mut pos = [alloc::<R>(s, tn)?, alloc::<R>(s, tn)?, alloc::<R>(s, tn)?];
+    node_positions(gpu, nodes, basis, &tt.tree, &mut pos)?;
+    let groups = node_groups(gpu, tnc, k)?;
+    // Sources: cell `c`'s node sources are `c k..(c + 1) k`.
+    let (cb, ce): (Vec<i32>, Vec<i32>) = (0..snc)
+        .map(|c| ((c * k) as i32, ((c + 1) * k) as i32))
+        .unzip();
+    let (cell_begin, cell_end) = (upload(s, &cb)?, upload(s, &ce)?);
+    // The target fields of the bases: 0, or 1 for the basis's own field.
+    let zero = zeros::<R>(s, tn)?;
+    let mut one = alloc::<R>(s, tn)?;
+    if nt > 0 {
+        let (tni, v) = (tn as i32, 1.0f64);
+        launch!(s, nodes.fill, grid(tn), "far_nodes_fill"; &tni, &v, &mut one)?;
+    }
+
+    let mut local = zeros::<f64>(s, tn * channels)?;
+    let mut out: Vec<CudaSlice<R>> = (0..no)
+        .map(|_| alloc::<R>(s, tn))
+        .collect::<Result<_, _>>()?;
+    let (tni, noi, chi) = (tn as i32, no as i32, channels as i32);
+    for b in 0..=nt {
+        let fields = (0..nt)
+            .map(|f| if b == f + 1 { &one } else { &zero })
+            .collect();
+        p2p_lists(
+            gpu,
+            p2p,
+            params,
+            &Points {
+                n: tn,
+                pos: &pos,
+                slots: fields,
+            },
+            &groups,
+            [&lists.m2l_begin, &lists.m2l_end],
+            &lists.m2l,
+            [&cell_begin, &cell_end],
+            &Points::of(snc * k, src_pos, src_slots),
+            &mut out,
+            false,
+        )?;
+        let outs = upload(s, &read_addresses(s, &out))?;
+        let bi = b as i32;
+        launch!(s, nodes.channels, grid(tn * no), "far_nodes_channels";
+            &tni, &noi, &chi, &bi, &outs, &mut local)?;
+    }
+    Ok(local)
+}
+
+/// The M2L's target groups: each of `n_cells` cells' `k` nodes
+/// (`c k..(c + 1) k`) cut into pieces of at most [`P2P_BLOCK`], naming the
+/// cell. Built on the host: three integers a piece, from the counts alone.
+fn node_groups(gpu: &Gpu, n_cells: usize, k: usize) -> Result<DeviceGroups, Error> {
+    let s = gpu.stream();
+    let block = P2P_BLOCK as usize;
+    let per = k.div_ceil(block);
+    let (mut begin, mut end, mut cell) = (
+        Vec::with_capacity(n_cells * per),
+        Vec::with_capacity(n_cells * per),
+        Vec::with_capacity(n_cells * per),
+    );
+    for c in 0..n_cells {
+        for b in (c * k..(c + 1) * k).step_by(block) {
+            begin.push(b as i32);
+            end.push((b + block).min((c + 1) * k) as i32);
+            cell.push(c as i32);
+        }
+    }
+    Ok(DeviceGroups {
+        n: begin.len(),
+        begin: upload(s, &begin)?,
+        end: upload(s, &end)?,
+        cell: upload(s, &cell)?,
+    })
+}

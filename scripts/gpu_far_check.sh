@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One GPU run for the node far fields (issue 14): their GPU tests (against
+# the CPU and the f64 direct sum), then the timings the issue asks for, side
+# by side with the Laplace FMM in the same run. Run on the GPU host from the
+# repository root after scripts/stage_gpu.sh staged .gpu/ here; logs under
+# $OUT. Usage: scripts/gpu_far_check.sh [tests|timings|all]
+set -u
+OUT=${OUT:-/tmp/fmm-out}
+mkdir -p "$OUT"
+export FMM_CACHE_DIR=/tmp/fmm-cache
+what=${1:-all}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+if [ "$what" != timings ]; then
+  echo "== conformance (node far fields)"
+  timeout 500 .gpu/conformance --ignored --test-threads=1 --nocapture gpu_ >"$OUT/conformance.log" 2>&1
+  grep -E "^test |panicked|result|FAILED" "$OUT/conformance.log"
+fi
+[ "$what" = tests ] && exit 0
+echo "== timings"
+run() { # name, then the command
+  local name=$1; shift
+  echo "-- $name: $*" | tee -a "$OUT/timings.log"
+  timeout 200 "$@" >>"$OUT/timings.log" 2>&1 || echo "   FAILED ($?)" | tee -a "$OUT/timings.log"
+  tail -n 40 "$OUT/timings.log" | grep -E "^time per|^relative|^tolerance|^  M2L|^  P2P|^  Upward|^work|cannot|error:" | tail -6
+}
+N=10000000
+# The regularised Stokeslet at 1e-4 (issue: <= 1.0 s, trees and copies included).
+run stokeslet-ki-p3 .gpu/fmm_bench --backend cuda --kernel stokeslet --n $N --far-field ki --p 3 --theta 0.8 --repeat 3 --samples 256
+run stokeslet-ki-p4 .gpu/fmm_bench --backend cuda --kernel stokeslet --n $N --far-field ki --p 4 --theta 0.8 --repeat 3 --samples 256
+# Softened gravity (eps half the mean spacing) at 1e-5 (issue: <= 0.3 s).
+run softened-ki-p4 .gpu/fmm_bench --backend cuda --n $N --far-field ki --p 4 --theta 0.7 --repeat 3 --samples 256
+run softened-laplace-p8 .gpu/fmm_bench --backend cuda --n $N --far-field laplace --p 8 --theta 0.6 --repeat 3 --samples 256
+# PPM against the Laplace expansions, gravity without softening, near 1e-4 and 1e-6.
+run laplace-p6 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field laplace --p 6 --theta 0.7 --repeat 3 --samples 256
+run ppm-p4 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field ppm --p 4 --theta 0.6 --repeat 3 --samples 256
+run ki-p3 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field ki --p 3 --theta 0.8 --repeat 3 --samples 256
+run laplace-p9 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field laplace --p 9 --theta 0.6 --repeat 3 --samples 256
+run ppm-p7 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field ppm --p 7 --theta 0.6 --repeat 3 --samples 256
+run ki-p5 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field ki --p 5 --theta 0.7 --repeat 3 --samples 256
