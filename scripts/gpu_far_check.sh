@@ -12,7 +12,10 @@ what=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ "$what" != timings ]; then
   echo "== conformance (node far fields)"
-  timeout 500 .gpu/conformance --ignored --test-threads=1 --nocapture gpu_ >"$OUT/conformance.log" 2>&1
+  timeout 240 .gpu/conformance --ignored --test-threads=1 --nocapture gpu_ >"$OUT/conformance.log" 2>&1
+  echo "== gpu_fmm"
+  timeout 200 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture >"$OUT/gpu_fmm.log" 2>&1
+  grep -E "^test |panicked|result|FAILED" "$OUT/gpu_fmm.log"
   grep -E "^test |panicked|result|FAILED" "$OUT/conformance.log"
 fi
 [ "$what" = tests ] && exit 0
@@ -20,7 +23,7 @@ echo "== timings"
 run() { # name, then the command
   local name=$1; shift
   echo "-- $name: $*" | tee -a "$OUT/timings.log"
-  timeout 200 "$@" >>"$OUT/timings.log" 2>&1 || echo "   FAILED ($?)" | tee -a "$OUT/timings.log"
+  timeout 60 "$@" >>"$OUT/timings.log" 2>&1 || echo "   FAILED ($?)" | tee -a "$OUT/timings.log"
   tail -n 40 "$OUT/timings.log" | grep -E "^time per|^relative|^tolerance|^  M2L|^  P2P|^  Upward|^work|cannot|error:" | tail -6
 }
 N=10000000
