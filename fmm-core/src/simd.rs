@@ -12,15 +12,20 @@
 //!
 //! A value of [`F32x8`] or [`F64x4`] can only be made by the `unsafe`
 //! constructors of [`Lanes`], whose contract is that the CPU has AVX2 and
-//! FMA ([`avx2_fma`]); operations on existing values are then safe. The
-//! functions the hardware lacks (`exp`, `erf`, `ln`) are evaluated lane by
-//! lane with the scalar [`Real`] functions.
+//! FMA ([`avx2_fma`]); operations on existing values are then safe. Of the
+//! functions the hardware lacks, `exp` and `erf` are computed on whole
+//! vectors (`simd/math.rs`: range reduction and polynomials, within
+//! an ulp of the scalar functions); `ln`, which no built-in kernel uses on
+//! the CPU's hot path, is evaluated lane by lane with the scalar [`Real`]
+//! function.
 
 use crate::real::Real;
 use std::arch::x86_64::*;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+
+mod math;
 
 /// Whether the vector path was turned off ([`set_vectors`]).
 static OFF: AtomicBool = AtomicBool::new(false);
@@ -384,6 +389,16 @@ impl Lanes for F32x8 {
             F32x8(_mm256_blendv_ps(r, y, special))
         }
     }
+
+    #[inline(always)]
+    fn exp(self) -> Self {
+        F32x8(unsafe { math::exp_ps(self.0) })
+    }
+
+    #[inline(always)]
+    fn erf(self) -> Self {
+        F32x8(unsafe { math::erf_ps(self.0) })
+    }
 }
 
 impl Lanes for F64x4 {
@@ -411,6 +426,16 @@ impl Lanes for F64x4 {
     #[inline(always)]
     fn rsqrt(self) -> Self {
         unsafe { F64x4(_mm256_div_pd(_mm256_set1_pd(1.0), _mm256_sqrt_pd(self.0))) }
+    }
+
+    #[inline(always)]
+    fn exp(self) -> Self {
+        F64x4(unsafe { math::exp_pd(self.0) })
+    }
+
+    #[inline(always)]
+    fn erf(self) -> Self {
+        F64x4(unsafe { math::erf_pd(self.0) })
     }
 }
 
