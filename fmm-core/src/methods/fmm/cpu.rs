@@ -177,9 +177,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     }
 
     // L2P and P2P, one target leaf at a time.
-    let leaves: Vec<usize> = (0..ttree.cells.len())
-        .filter(|&c| ttree.cells[c].is_leaf())
-        .collect();
+    let leaves: Vec<usize> = ttree.leaves().map(|(c, _)| c).collect();
     let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
     let far: Vec<Vec<f64>> = leaves
         .par_iter()

@@ -108,9 +108,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
     // L2L down, then L2P at every target leaf.
     nodes::downward(b, &ttree, &mut local);
-    let leaves: Vec<usize> = (0..ttree.cells.len())
-        .filter(|&c| ttree.cells[c].is_leaf())
-        .collect();
+    let leaves: Vec<usize> = ttree.leaves().map(|(c, _)| c).collect();
     let nt = def.n_targets();
     let far: Vec<Vec<f64>> = leaves
         .par_iter()

@@ -248,6 +248,25 @@ struct DeviceLists {
     n_m2l: usize,
 }
 
+/// The P2P part of [`DeviceLists`], kept past the M2L (whose lists are
+/// freed as soon as it has run).
+struct NearLists {
+    begin: CudaSlice<i64>,
+    end: CudaSlice<i64>,
+    list: CudaSlice<i32>,
+}
+
+impl DeviceLists {
+    /// The P2P lists; the M2L lists are dropped.
+    fn into_near(self) -> NearLists {
+        NearLists {
+            begin: self.p2p_begin,
+            end: self.p2p_end,
+            list: self.p2p,
+        }
+    }
+}
+
 /// `pool` with room for `need` entries, its first `used` kept.
 fn grow(
     s: &Arc<CudaStream>,
@@ -392,7 +411,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         )));
     }
     let table = TermTable::of(def, plan.terms)?;
-    let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
+    let (m, no) = (targets.len(), def.n_outputs());
     let nq = plan.strength.len();
     let nc = ncoef(p);
     let ops = Ops::get::<R>(gpu, p)?;
@@ -438,12 +457,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // M2L, one target cell per block.
     let (mut local, m2l_kind) = m2l::m2l(gpu, &ops, tt, st, &lists, &mult, nq, p, &plan.opts.gpu)?;
     drop(mult);
-    let DeviceLists {
-        p2p_begin,
-        p2p_end,
-        p2p: p2p_list,
-        ..
-    } = lists;
+    let near = lists.into_near();
     clock.stats().m2l_kind = Some(m2l_kind);
     clock.lap(Stage::M2l)?;
 
@@ -478,23 +492,40 @@ pub(crate) fn run<K: Kernel, R: Real>(
     drop(local);
     clock.lap(Stage::Downward)?;
 
-    // P2P lists, added to the far field.
+    near_field_and_scatter(gpu, &p2p, plan.params, &trees, groups, near, out, clock)
+}
+
+/// The near field (the P2P lists `near` over the target groups `groups`)
+/// added to the far field's outputs `out` (target tree order), then the
+/// outputs put back in the caller's order on the device: the last stage
+/// of both GPU FMMs.
+#[allow(clippy::too_many_arguments)]
+fn near_field_and_scatter<R: Real>(
+    gpu: &Gpu,
+    p2p: &Entry,
+    params: &[R],
+    trees: &Trees<R>,
+    groups: DeviceGroups,
+    near: NearLists,
+    mut out: Vec<CudaSlice<R>>,
+    clock: &mut Clock<'_>,
+) -> Result<Vec<CudaSlice<R>>, Error> {
+    let (st, tt) = (&trees.source, trees.target());
     clock.stats().p2p = p2p_lists(
         gpu,
-        &p2p,
-        plan.params,
-        &Points::of(m, &tt.pos, tslots),
+        p2p,
+        params,
+        &Points::of(tt.tree.n, &tt.pos, &trees.tslots),
         &groups,
-        [&p2p_begin, &p2p_end],
-        &p2p_list,
+        [&near.begin, &near.end],
+        &near.list,
         [&st.tree.begin, &st.tree.end],
-        &Points::of(n, &st.pos, sslots),
+        &Points::of(st.tree.n, &st.pos, &trees.sslots),
         &mut out,
         true,
     )?;
     clock.lap(Stage::P2p)?;
-
-    drop((p2p_begin, p2p_end, p2p_list, groups));
+    drop((near, groups));
     // Back to the caller's order, on the device.
     tt.tree.scatter_all(gpu, out)
 }

@@ -31,8 +31,8 @@
 use cudarc::driver::CudaSlice;
 
 use super::{
-    device_addresses, grid, p2p_lists, read_addresses, traverse, DeviceLists, FmmTree, Ops, Points,
-    Trees,
+    device_addresses, grid, near_field_and_scatter, p2p_lists, read_addresses, traverse,
+    DeviceLists, FmmTree, Ops, Points, Trees,
 };
 use crate::cuda::device::{alloc, launch, refs3, upload, zeros};
 use crate::cuda::launch::Entry;
@@ -71,7 +71,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let def = K::def();
-    let (m, n) = (targets.len(), sources.len());
+    let m = targets.len();
     let (no, nt) = (def.n_outputs(), rep.target_slots);
     let channels = rep.channels(no);
     let basis = DeviceBasis::upload(gpu, rep.far_field, settings.p)?;
@@ -120,12 +120,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         gpu, &nodes, &basis, &p2p, params, tt, st, &lists, &src_pos, &src_slots, no, nt,
     )?;
     drop((src_pos, src_slots));
-    let DeviceLists {
-        p2p_begin,
-        p2p_end,
-        p2p: p2p_list,
-        ..
-    } = lists;
+    let near = lists.into_near();
     clock.lap(Stage::M2l)?;
 
     // Downward pass: L2L level by level down, L2P at every target into the
@@ -153,25 +148,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     drop(local);
     clock.lap(Stage::Downward)?;
 
-    // P2P lists, added to the far field.
-    clock.stats().p2p = p2p_lists(
-        gpu,
-        &p2p,
-        params,
-        &Points::of(m, &tt.pos, tslots),
-        &groups,
-        [&p2p_begin, &p2p_end],
-        &p2p_list,
-        [&st.tree.begin, &st.tree.end],
-        &Points::of(n, &st.pos, sslots),
-        &mut out,
-        true,
-    )?;
-    clock.lap(Stage::P2p)?;
-
-    drop((p2p_begin, p2p_end, p2p_list, groups));
-    // Back to the caller's order, on the device.
-    tt.tree.scatter_all(gpu, out)
+    near_field_and_scatter(gpu, &p2p, params, &trees, groups, near, out, clock)
 }
 
 /// The upward pass over the source tree `st` (sources in its order, field
