@@ -12,7 +12,7 @@ use std::time::Instant;
 use clap::{Parser, ValueEnum};
 use fmm_core::{
     evaluate_on, evaluate_resident, resolve, Achieved, Device, DeviceParticles, FmmOptions,
-    GpuTuning, Kernel, M2lChoice, Method, Particles, Real, Stats, TreeOptions,
+    GpuTuning, Kernel, M2lChoice, Method, NodeM2l, Particles, Real, Stats, TreeOptions,
 };
 
 mod common;
@@ -82,6 +82,11 @@ struct Args {
     ncrit: usize,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
+    /// The CPU's M2L of the node far fields (ppm, ki): compressed
+    /// operators per cell offset where they apply, or the kernel between
+    /// node sets for every pair (to compare).
+    #[arg(long, value_enum, default_value = "compressed")]
+    node_m2l: NodeM2lName,
     /// The GPU's M2L (to compare the float one with the double one).
     #[arg(long, value_enum, default_value = "auto")]
     m2l: M2l,
@@ -120,6 +125,12 @@ struct Args {
     /// which are timed once apart.
     #[arg(long)]
     resident: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum NodeM2lName {
+    Compressed,
+    Kernel,
 }
 
 struct Report {
@@ -227,6 +238,10 @@ fn method_of(args: &Args) -> Method {
             };
             opts.ncrit = args.ncrit;
             opts.far_field = args.far_field.far_field();
+            opts.node_m2l = match args.node_m2l {
+                NodeM2lName::Compressed => NodeM2l::Compressed,
+                NodeM2lName::Kernel => NodeM2l::Kernel,
+            };
             opts.gpu = GpuTuning {
                 m2l: match args.m2l {
                     M2l::Auto => M2lChoice::Auto,

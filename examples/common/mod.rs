@@ -191,6 +191,12 @@ pub fn print_stats(s: &Stats) {
             "work                  {:.3e} M2L, {:.3e} P2P interactions",
             s.m2l as f64, s.p2p as f64
         );
+        if s.m2l_compressed > 0 {
+            println!(
+                "compressed M2L        {:.3e} translations by {} operators",
+                s.m2l_compressed as f64, s.m2l_operators
+            );
+        }
     } else if s.p2c > 0 {
         println!(
             "work                  {:.3e} P2P, {:.3e} P2C interactions",

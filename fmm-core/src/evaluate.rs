@@ -362,6 +362,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
             rep,
             settings,
             opts.leaf_size(rep.far_field),
+            opts.node_m2l == fmm::NodeM2l::Compressed,
             targets,
             sources,
             &mut Clock::cpu(stats),

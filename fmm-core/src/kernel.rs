@@ -63,6 +63,19 @@ pub trait Kernel: Copy + Default + Send + Sync + 'static {
         out: &mut [R],
     );
 
+    /// The contribution of each source of the range on its own, added at
+    /// `out[j * n_outputs + slot]` for the range's `j`-th source (`out` at
+    /// least that long): the matrix of the interaction rather than its sum,
+    /// what the node far fields' M2L operators are built from.
+    fn p2p_each<R: Real>(
+        p: &[R],
+        xi: [R; 3],
+        t: &[R],
+        src: &SourceSlices<'_, R>,
+        sources: std::ops::Range<usize>,
+        out: &mut [R],
+    );
+
     /// [`Kernel::p2p_target`] in AVX2 vectors ([`crate::simd`]).
     ///
     /// # Safety

@@ -47,7 +47,7 @@ pub use far::FarField;
 pub use fmm_codegen;
 pub use fmm_macros::kernel;
 pub use kernel::{Kernel, SourceSlices, BLOCK, LANES, MAX_SLOTS};
-pub use methods::fmm::{Accuracy, Achieved, FmmOptions, GpuTuning, M2lChoice, Settings};
+pub use methods::fmm::{Accuracy, Achieved, FmmOptions, GpuTuning, M2lChoice, NodeM2l, Settings};
 pub use methods::{DirectOptions, Method, TreeOptions};
 pub use outputs::Outputs;
 pub use particles::Particles;

@@ -107,6 +107,10 @@ pub struct Stats {
     pub target_groups: usize,
     /// M2L translations (the FMM).
     pub m2l: u64,
+    /// Of the M2L translations, those by compressed operators (the node
+    /// far fields on the CPU), and the operators computed for them.
+    pub m2l_compressed: u64,
+    pub m2l_operators: usize,
     /// Particle-particle interactions.
     pub p2p: u64,
     /// Particle-cell interactions (the treecode's far field).

@@ -9,7 +9,7 @@
 //! `fmm_core::far`.
 
 use fmm_core::kernels::*;
-use fmm_core::{Error, FarField, FmmOptions, Kernel, Method, Particles, TreeOptions};
+use fmm_core::{Error, FarField, FmmOptions, Kernel, Method, NodeM2l, Particles, TreeOptions};
 use fmm_tests::sets::{set, Dist, Spec, Strengths};
 use fmm_tests::user::Yukawa;
 use fmm_tests::{direct_cpu, fmm_cpu, rel_l2, sets, treecode_cpu};
@@ -203,4 +203,104 @@ fn unusable_far_fields_are_refused_by_name() {
         Err(Error::FarFieldUnusable { why, .. }) => assert!(why.contains("monopole"), "{why}"),
         other => panic!("{:?}", other.map(|x| x.1)),
     }
+}
+
+/// M2L by compressed operators (the CPU's default for the node far fields)
+/// against M2L by the kernel between node sets: at the sources (one tree,
+/// the same lists) the same sums to well within the far field's own error,
+/// for a scalar kernel, vector strengths, outputs that depend on the
+/// target's own fields, and pseudo-particles; with targets apart (the
+/// compressed M2L builds both trees in one root cube, M2L by the kernel
+/// each in its own, so the lists differ) an error as small. A core radius
+/// that varies between cells keeps M2L by the kernel (an operator per
+/// offset would not be one).
+#[test]
+fn compressed_m2l_matches_m2l_by_the_kernel() {
+    /// Both runs: their difference, their errors, the pairs by operators
+    /// and whether the lists were the same.
+    fn both<K: Kernel>(
+        params: &[f64],
+        t: &Particles<f64>,
+        s: &Particles<f64>,
+        far_field: FarField,
+        p: usize,
+    ) -> (f64, f64, f64, u64, bool) {
+        let opts = |node_m2l| FmmOptions {
+            ncrit: 64,
+            node_m2l,
+            ..FmmOptions::fixed(p, 0.7).with_far_field(far_field)
+        };
+        let (a, sa) = fmm_cpu::<K, f64>(params, t, s, &opts(NodeM2l::Compressed)).unwrap();
+        let (b, sb) = fmm_cpu::<K, f64>(params, t, s, &opts(NodeM2l::Kernel)).unwrap();
+        assert_eq!(sb.m2l_compressed, 0);
+        let diff = rel_l2(&a.slots().concat(), &b.slots().concat());
+        (
+            diff,
+            error_of::<K>(params, t, s, &b),
+            error_of::<K>(params, t, s, &a),
+            sa.m2l_compressed,
+            (sa.m2l, sa.p2p) == (sb.m2l, sb.p2p),
+        )
+    }
+    let n = 6000;
+    let spec = Spec::new(Dist::Cube, n, Strengths::RandomSign, 11);
+    let h = sets::mean_spacing(Dist::Cube, n);
+    let (t, s) = set::<Yukawa, f64>(&spec);
+    let yukawa = both::<Yukawa>(&[4.0], &t, &s, FarField::KernelIndependent, 4);
+    let (t, s) = set::<Stokeslet, f64>(&spec);
+    let stokeslet = both::<Stokeslet>(&[h, 1.0], &t, &s, FarField::KernelIndependent, 3);
+    let (t, s) = set::<Stretching, f64>(&Spec {
+        sigma: 2.0 * h,
+        ..spec
+    });
+    let stretching = both::<Stretching>(&[], &t, &s, FarField::KernelIndependent, 2);
+    let (t, s) = set::<Coulomb, f64>(&spec);
+    let ppm = both::<Coulomb>(&[], &t, &s, FarField::Ppm, 4);
+    for (name, (diff, err, err_c, compressed, same)) in [
+        ("yukawa ki 4", yukawa),
+        ("stokeslet ki 3", stokeslet),
+        ("stretching ki 2", stretching),
+        ("coulomb ppm 4", ppm),
+    ] {
+        println!(
+            "{name}: compressed vs kernel {diff:.2e}, errors {err:.2e} and {err_c:.2e}, \
+             {compressed} by operators"
+        );
+        assert!(same, "{name}: the same lists");
+        assert!(compressed > 0, "{name}: the compressed M2L ran");
+        assert!(
+            diff < 0.2 * err,
+            "{name}: {diff:e} against an error of {err:e}"
+        );
+    }
+
+    // Targets apart from the sources: more of them, so that offsets recur;
+    // the union cube makes other trees (errors within 2x either way).
+    let apart = Spec {
+        targets: sets::Targets::Apart(12000),
+        ..Spec::new(Dist::Cube, 12000, Strengths::RandomSign, 12)
+    };
+    let (t, s) = set::<Yukawa, f64>(&apart);
+    let (_, err, err_c, compressed, _) =
+        both::<Yukawa>(&[4.0], &t, &s, FarField::KernelIndependent, 2);
+    println!(
+        "yukawa ki 2, targets apart: errors {err:.2e} and {err_c:.2e}, {compressed} by operators"
+    );
+    assert!(
+        compressed > 0 && err_c < 1.5 * err,
+        "{err_c:e} against {err:e}"
+    );
+
+    // Core radii that differ between cells: M2L by the kernel throughout.
+    let (t, mut s) = set::<BiotSavart, f64>(&Spec {
+        sigma: 2.0 * h,
+        ..spec
+    });
+    let radii: Vec<f64> = (0..s.len())
+        .map(|i| h * (1.5 + (i % 7) as f64 / 7.0))
+        .collect();
+    s.set("sigma", &radii).unwrap();
+    let (diff, _, _, compressed, _) =
+        both::<BiotSavart>(&[], &t, &s, FarField::KernelIndependent, 3);
+    assert_eq!((diff, compressed), (0.0, 0));
 }

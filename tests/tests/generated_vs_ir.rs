@@ -107,6 +107,8 @@ fn interpret(
 #[derive(Clone, Copy, Debug)]
 enum Path {
     Portable,
+    /// `p2p_each`, its per-source contributions summed here.
+    Each,
     #[cfg(target_arch = "x86_64")]
     Wide,
 }
@@ -114,7 +116,7 @@ enum Path {
 /// The paths this machine can run.
 fn paths() -> Vec<Path> {
     #[allow(unused_mut)]
-    let mut v = vec![Path::Portable];
+    let mut v = vec![Path::Portable, Path::Each];
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         v.push(Path::Wide);
@@ -157,6 +159,16 @@ fn evaluate<K: Kernel, R: Real>(
         let mut o = vec![R::zero(); no];
         match path {
             Path::Portable => K::p2p_target_portable(&p, xi, &t, &src, skip..spos.len(), &mut o),
+            Path::Each => {
+                let n = spos.len() - skip;
+                let mut each = vec![R::zero(); n * no];
+                K::p2p_each(&p, xi, &t, &src, skip..spos.len(), &mut each);
+                for j in 0..n {
+                    for k in 0..no {
+                        o[k] += each[j * no + k];
+                    }
+                }
+            }
             // SAFETY: `paths` lists this path only where the CPU has AVX2 and FMA.
             #[cfg(target_arch = "x86_64")]
             Path::Wide => unsafe { K::p2p_target_wide(&p, xi, &t, &src, skip..spos.len(), &mut o) },

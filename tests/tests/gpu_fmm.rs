@@ -16,7 +16,7 @@ use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::*;
 use fmm_core::methods::fmm::MAX_GPU_ORDER;
 use fmm_core::{
-    evaluate, Backend, Error, FarField, FmmOptions, Kernel, M2lKind, Method, Particles,
+    evaluate, Backend, Error, FarField, FmmOptions, Kernel, M2lKind, Method, NodeM2l, Particles,
 };
 use fmm_tests::sets::{build, case_at, Strengths};
 use fmm_tests::{direct_cpu, fmm_cpu, fmm_gpu, fmm_options, rel_l2};
@@ -258,7 +258,10 @@ fn node_far_fields_on_the_gpu_are_the_cpus_on_deep_trees() {
         let (t, mut s) = set::<VelocityStretching>(&spos, tp, 0.01, 4);
         s.set("sigma", &sigma).unwrap();
         for (far_field, p, theta) in cases {
-            let opts = fmm_options(p, theta, 24).with_far_field(far_field);
+            let opts = FmmOptions {
+                node_m2l: NodeM2l::Kernel,
+                ..fmm_options(p, theta, 24).with_far_field(far_field)
+            };
             let (g, gs) = fmm_gpu::<VelocityStretching, f64>(&[], &t, &s, &opts).unwrap();
             let (c, cs) = fmm_cpu::<VelocityStretching, f64>(&[], &t, &s, &opts).unwrap();
             let e = rel_l2(&g.slots().concat(), &c.slots().concat());
@@ -323,7 +326,10 @@ fn node_far_field_limits_small_inputs_and_tolerance_on_the_gpu() {
     for far_field in [FarField::KernelIndependent, FarField::Ppm] {
         for (np, nt) in [(1, 1), (1, 300), (2, 2)] {
             let (t, s) = set::<Gravity>(&pos[..np], &pos[..nt], 1.0, 2);
-            let opts = FmmOptions::fixed(4, 0.6).with_far_field(far_field);
+            let opts = FmmOptions {
+                node_m2l: NodeM2l::Kernel,
+                ..FmmOptions::fixed(4, 0.6).with_far_field(far_field)
+            };
             let (got, _) = fmm_gpu::<Gravity, f64>(&[0.0], &t, &s, &opts).unwrap();
             let (cpu, _) = fmm_cpu::<Gravity, f64>(&[0.0], &t, &s, &opts).unwrap();
             let e = rel_l2(&got.slots().concat(), &cpu.slots().concat());

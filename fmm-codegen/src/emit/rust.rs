@@ -60,12 +60,13 @@ pub(crate) fn leaf_name(def: &KernelDef, node: Node) -> String {
     }
 }
 
-/// Emits the CPU evaluators of `fmm_core::Kernel`, `p2p_target_portable`
-/// and `p2p_target_wide`, with `core` the path of the runtime crate (for
-/// example `::fmm_core`).
+/// Emits the CPU evaluators of `fmm_core::Kernel`, `p2p_target_portable`,
+/// `p2p_target_wide` and `p2p_each`, with `core` the path of the runtime
+/// crate (for example `::fmm_core`).
 pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
     let mut o = emit_portable(def, core);
     o.push_str(&emit_wide(def, core));
+    o.push_str(&emit_each(def, core));
     o
 }
 
@@ -123,49 +124,9 @@ fn source_columns(def: &KernelDef, sch: &Schedule) -> Vec<(String, String)> {
 
 /// The portable evaluator: scalar code in the lane-loop shape.
 fn emit_portable(def: &KernelDef, core: &str) -> String {
-    let sch = Schedule::new(def);
-    let syn = RustSyntax { def };
     let no = def.n_outputs();
-    let mut o = String::new();
-    o.push_str("#[inline]\n#[allow(unused_variables, clippy::all)]\n");
-    o.push_str(&format!(
-        "fn p2p_target_portable<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
-    ));
-    o.push_str(&prologue_loads(def, &sch, &|v| v, "    "));
-    for stage in [Stage::Param, Stage::Target] {
-        for id in sch.temps(stage) {
-            o.push_str(&format!(
-                "    let {} = {};\n",
-                sch.temp_name(id),
-                sch.body(&syn, id)
-            ));
-        }
-    }
-    let cols = source_columns(def, &sch);
-    // Slices cut to one length, so the loops have no bounds checks.
-    o.push_str("    let n = sources.len();\n");
-    for (var, slice) in &cols {
-        o.push_str(&format!("    let sl_{var} = &{slice}[sources.clone()];\n"));
-    }
-    // The interaction of one source, from the declaration.
-    let args: Vec<String> = cols.iter().map(|(v, _)| format!("{v}: R")).collect();
-    o.push_str(&format!(
-        "    let pair = |{}| -> [R; {no}] {{\n",
-        args.join(", ")
-    ));
-    // Values of the source alone are computed per pair on the CPU: there is
-    // no tile to compute them once for.
-    for id in sch.temps_in(&[Stage::Source, Stage::Pair]) {
-        o.push_str(&format!(
-            "        let {} = {};\n",
-            sch.temp_name(id),
-            sch.body(&syn, id)
-        ));
-    }
-    let updates = sch.updates(&syn);
-    let values: Vec<String> = updates.iter().map(|u| u.value.clone()).collect();
-    o.push_str(&format!("        [{}]\n", values.join(", ")));
-    o.push_str("    };\n");
+    let (mut o, cols, updates) = scalar_head(def, core, "p2p_target_portable");
+
     // The source loop: blocks of BLOCK sources (each summed on its own, then
     // added to the total, which keeps f32 sums accurate), and in a block
     // runs of LANES sources with one partial sum per lane and output (what
@@ -225,6 +186,82 @@ fn emit_portable(def: &KernelDef, core: &str) -> String {
         o.push_str(&format!("    out[{}] {op} total[{}];\n", u.slot, u.slot));
     }
     o.push_str("}\n");
+    o
+}
+
+/// The shared head of the scalar evaluators: the signature of `name`, the
+/// parameter and target loads, the slices of the source columns and the
+/// closure `pair` of one source's contribution to every output slot.
+/// Returns the text, the columns and the updates.
+fn scalar_head(
+    def: &KernelDef,
+    core: &str,
+    name: &str,
+) -> (String, Vec<(String, String)>, Vec<super::Update>) {
+    let sch = Schedule::new(def);
+    let syn = RustSyntax { def };
+    let no = def.n_outputs();
+    let mut o = String::new();
+    o.push_str("#[inline]\n#[allow(unused_variables, clippy::all)]\n");
+    o.push_str(&format!(
+        "fn {name}<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
+    ));
+    o.push_str(&prologue_loads(def, &sch, &|v| v, "    "));
+    for stage in [Stage::Param, Stage::Target] {
+        for id in sch.temps(stage) {
+            o.push_str(&format!(
+                "    let {} = {};\n",
+                sch.temp_name(id),
+                sch.body(&syn, id)
+            ));
+        }
+    }
+    let cols = source_columns(def, &sch);
+    // Slices cut to one length, so the loops have no bounds checks.
+    o.push_str("    let n = sources.len();\n");
+    for (var, slice) in &cols {
+        o.push_str(&format!("    let sl_{var} = &{slice}[sources.clone()];\n"));
+    }
+    // The interaction of one source, from the declaration.
+    let args: Vec<String> = cols.iter().map(|(v, _)| format!("{v}: R")).collect();
+    o.push_str(&format!(
+        "    let pair = |{}| -> [R; {no}] {{\n",
+        args.join(", ")
+    ));
+    // Values of the source alone are computed per pair on the CPU: there is
+    // no tile to compute them once for.
+    for id in sch.temps_in(&[Stage::Source, Stage::Pair]) {
+        o.push_str(&format!(
+            "        let {} = {};\n",
+            sch.temp_name(id),
+            sch.body(&syn, id)
+        ));
+    }
+    let updates = sch.updates(&syn);
+    let values: Vec<String> = updates.iter().map(|u| u.value.clone()).collect();
+    o.push_str(&format!("        [{}]\n", values.join(", ")));
+    o.push_str("    };\n");
+    (o, cols, updates)
+}
+
+/// The per-source evaluator `p2p_each`: the contribution of every source
+/// of the range on its own, added at `out[j * n_outputs + slot]` for the
+/// range's `j`-th source. The node far fields build their M2L operators
+/// from it (a matrix entry per source and target node).
+fn emit_each(def: &KernelDef, core: &str) -> String {
+    let no = def.n_outputs();
+    let (mut o, cols, updates) = scalar_head(def, core, "p2p_each");
+    o.push_str("    for j in 0..n {\n");
+    let args: Vec<String> = cols.iter().map(|(v, _)| format!("sl_{v}[j]")).collect();
+    o.push_str(&format!("        let v = pair({});\n", args.join(", ")));
+    o.push_str(&format!(
+        "        let o = &mut out[j * {no}..(j + 1) * {no}];\n"
+    ));
+    for u in &updates {
+        let op = if u.subtract { "-=" } else { "+=" };
+        o.push_str(&format!("        o[{}] {op} v[{}];\n", u.slot, u.slot));
+    }
+    o.push_str("    }\n}\n");
     o
 }
 

@@ -23,7 +23,9 @@
 //! the same operators on the GPU.
 
 pub mod chebyshev;
+pub(crate) mod compressed;
 pub mod cuda;
+pub(crate) mod linalg;
 pub mod nodes;
 pub mod pseudo;
 

@@ -27,6 +27,7 @@
 
 use rayon::prelude::*;
 
+use super::linalg::{gemm, View};
 use super::{FarField, Representation};
 use crate::kernel::{Kernel, MAX_SLOTS};
 use crate::real::Real;
@@ -156,21 +157,13 @@ pub(crate) fn upward<R: Real>(
         let sums: Vec<Vec<f64>> = parents
             .par_iter()
             .map(|&c| {
+                // acc (nq x k) += q_child (nq x k) W_o^T, W_o[parent][child].
                 let mut acc = vec![0.0; block];
                 for ch in tree.children(c) {
                     let o = octant(tree.cells[ch].center, tree.cells[c].center);
                     let qch = &q[ch * block..(ch + 1) * block];
-                    for cn in 0..k {
-                        let row = &m[o][cn * k..(cn + 1) * k];
-                        for s in 0..nq {
-                            let v = qch[cn * nq + s];
-                            if v != 0.0 {
-                                for (n, &wn) in row.iter().enumerate() {
-                                    acc[n * nq + s] += wn * v;
-                                }
-                            }
-                        }
-                    }
+                    let w = View::new(&m[o], k).t();
+                    gemm(nq, k, k, 1.0, View::new(qch, nq), w, 1.0, &mut acc, nq);
                 }
                 acc
             })
@@ -310,18 +303,10 @@ pub(crate) fn downward(b: &dyn Basis, tree: &Octree, local: &mut Local) {
                 let pc = parent[c];
                 let o = octant(tree.cells[c].center, tree.cells[pc].center);
                 let lp = &local.v[pc * block..(pc + 1) * block];
+                // add (ch x k) = l_parent (ch x k) W_o, W_o[parent][child].
                 let mut add = vec![0.0; block];
-                for cn in 0..k {
-                    let row = &m[o][cn * k..(cn + 1) * k];
-                    let a = &mut add[cn * ch..(cn + 1) * ch];
-                    for (n, &wn) in row.iter().enumerate() {
-                        if wn != 0.0 {
-                            for (x, &y) in a.iter_mut().zip(&lp[n * ch..(n + 1) * ch]) {
-                                *x += wn * y;
-                            }
-                        }
-                    }
-                }
+                let w = View::new(&m[o], k);
+                gemm(ch, k, k, 1.0, View::new(lp, ch), w, 0.0, &mut add, ch);
                 add
             })
             .collect();

@@ -57,6 +57,22 @@ impl Bounds {
         Bounds { center, half }
     }
 
+    /// The smallest cube holding both cubes (the one cube a source tree
+    /// and a target tree are built in, so that their cells lie on one
+    /// lattice).
+    pub fn union(&self, other: &Bounds) -> Bounds {
+        if self == other {
+            return *self;
+        }
+        let lo = [0, 1, 2].map(|a| (self.center[a] - self.half).min(other.center[a] - other.half));
+        let hi = [0, 1, 2].map(|a| (self.center[a] + self.half).max(other.center[a] + other.half));
+        let center = [0, 1, 2].map(|a| 0.5 * (lo[a] + hi[a]));
+        let half = (0..3)
+            .map(|a| (0.5 * (hi[a] - lo[a])) * (1.0 + 1e-15))
+            .fold(self.half.max(other.half), f64::max);
+        Bounds { center, half }
+    }
+
     /// The corner with the smallest coordinates.
     pub fn low(&self) -> [f64; 3] {
         self.center.map(|c| c - self.half)

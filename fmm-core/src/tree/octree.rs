@@ -54,8 +54,13 @@ impl Octree {
     /// particles (except at the depth bound, where coincident points share
     /// a leaf whatever their number).
     pub fn build(pos: [&[f64]; 3], ncrit: usize) -> Octree {
+        Self::build_in(pos, ncrit, Bounds::of(pos))
+    }
+
+    /// [`Octree::build`] with the root cube `bounds`, which holds every
+    /// point (a cube shared with another tree: [`Bounds::union`]).
+    pub fn build_in(pos: [&[f64]; 3], ncrit: usize, bounds: Bounds) -> Octree {
         let ncrit = ncrit.max(1);
-        let bounds = Bounds::of(pos);
         let (keys, order) = morton::sorted_keys(pos, &bounds);
         let mut tree = Octree {
             bounds,

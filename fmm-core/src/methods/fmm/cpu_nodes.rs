@@ -10,9 +10,10 @@
 use rayon::prelude::*;
 
 use super::cpu::{near_field, scatter};
-use super::traversal::{traverse_levels, Sphere};
+use super::traversal::{traverse_levels, Lists, Sphere};
 use super::Settings;
 use crate::error::Error;
+use crate::far::compressed;
 use crate::far::nodes::{self, Basis, Local};
 use crate::far::Representation;
 use crate::kernel::Kernel;
@@ -20,6 +21,7 @@ use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
+use crate::tree::morton::Bounds;
 use crate::tree::{positions_f64, sorted, Octree, SoA};
 
 /// The cells' node spheres: centre and the radius that holds the nodes.
@@ -34,12 +36,15 @@ fn node_spheres(tree: &Octree, b: &dyn Basis) -> Vec<Sphere> {
 }
 
 /// The FMM of kernel `K` with the node far field `rep` at `settings` (`p`
-/// the far field's order, `theta` the MAC), leaves of at most `ncrit`.
+/// the far field's order, `theta` the MAC), leaves of at most `ncrit`, M2L
+/// by compressed operators where they apply if `compress`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run<K: Kernel, R: Real>(
     params: &[R],
     rep: &Representation,
     settings: Settings,
     ncrit: usize,
+    compress: bool,
     targets: &Particles<R>,
     sources: &Particles<R>,
     clock: &mut Clock<'_>,
@@ -51,11 +56,24 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let k = b.len();
 
     // Trees.
+    // For the compressed M2L both trees in one root cube, so that their
+    // cells lie on one lattice (its operators are per offset); for M2L by
+    // the kernel each tree in its own cube, as on the GPU (whose node FMM
+    // is this one's to rounding).
     let spos = positions_f64(sources);
-    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], ncrit);
-    let src = sorted(sources, &stree.order);
+    let spos = [&spos[0][..], &spos[1], &spos[2]];
     let tpos = positions_f64(targets);
-    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], ncrit);
+    let tpos = [&tpos[0][..], &tpos[1], &tpos[2]];
+    let (sroot, troot) = (Bounds::of(spos), Bounds::of(tpos));
+    let (sroot, troot) = if compress {
+        let root = sroot.union(&troot);
+        (root, root)
+    } else {
+        (sroot, troot)
+    };
+    let stree = Octree::build_in(spos, ncrit, sroot);
+    let src = sorted(sources, &stree.order);
+    let ttree = Octree::build_in(tpos, ncrit, troot);
     let tgt = sorted(targets, &ttree.order);
     clock.stats().source_cells = stree.cells.len();
     clock.stats().target_cells = ttree.cells.len();
@@ -76,33 +94,32 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.stats().m2l += lists.m2l_count() as u64;
     clock.lap(Stage::Traversal)?;
 
-    // M2L: per target cell, the kernel from its list's nodes to its own.
+    // M2L: by compressed operators where they apply, else per target cell
+    // the kernel from its list's nodes to its own.
     let channels = rep.channels(no);
     let block = k * channels;
     let mut local = Local::zeros(k, channels, ttree.cells.len());
-    local.v.par_chunks_mut(block).enumerate().for_each_init(
-        || SoA::<R>::with_capacity(proxies.slots.len(), 64 * k),
-        |list, (a, l)| {
-            if lists.m2l[a].is_empty() {
-                return;
-            }
-            list.clear();
-            for &s in &lists.m2l[a] {
-                let s = s as usize;
-                list.push_from(&proxies, s * k..(s + 1) * k);
-            }
-            let cell = &ttree.cells[a];
-            nodes::m2l::<K, R>(
-                b,
-                params,
-                cell.center,
-                cell.half,
-                &list.slices(),
-                no,
-                rep.target_slots,
-                l,
-            );
-        },
+    let params64: Vec<f64> = params.iter().map(|x| x.to_f64()).collect();
+    let done = if compress {
+        compressed::m2l::<K>(
+            b, settings.p, &params64, rep, no, &ttree, &stree, &up, &lists, &mut local,
+        )
+    } else {
+        None
+    };
+    if let Some(d) = &done {
+        clock.stats().m2l_compressed += d.pairs;
+        clock.stats().m2l_operators += d.operators;
+    }
+    m2l_by_kernel::<K, R>(
+        b,
+        params,
+        rep,
+        no,
+        &ttree,
+        &proxies,
+        done.as_ref().map_or(&lists, |d| &d.rest),
+        &mut local,
     );
     clock.lap(Stage::M2l)?;
 
@@ -142,4 +159,48 @@ pub(crate) fn run<K: Kernel, R: Real>(
         &near,
         clock,
     ))
+}
+
+/// M2L by the kernel: per target cell, from its list's node sources
+/// `proxies` to its own nodes.
+#[allow(clippy::too_many_arguments)]
+fn m2l_by_kernel<K: Kernel, R: Real>(
+    b: &dyn Basis,
+    params: &[R],
+    rep: &Representation,
+    no: usize,
+    ttree: &Octree,
+    proxies: &SoA<R>,
+    lists: &Lists,
+    local: &mut Local,
+) {
+    let k = b.len();
+    local
+        .v
+        .par_chunks_mut(k * local.channels)
+        .enumerate()
+        .for_each_init(
+            || SoA::<R>::with_capacity(proxies.slots.len(), 64 * k),
+            |list, (a, l)| {
+                if lists.m2l[a].is_empty() {
+                    return;
+                }
+                list.clear();
+                for &s in &lists.m2l[a] {
+                    let s = s as usize;
+                    list.push_from(proxies, s * k..(s + 1) * k);
+                }
+                let cell = &ttree.cells[a];
+                nodes::m2l::<K, R>(
+                    b,
+                    params,
+                    cell.center,
+                    cell.half,
+                    &list.slices(),
+                    no,
+                    rep.target_slots,
+                    l,
+                );
+            },
+        );
 }

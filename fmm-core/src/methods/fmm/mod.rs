@@ -58,8 +58,23 @@ pub struct FmmOptions {
     /// Most particles in a leaf (of both trees); 0: the far field's own
     /// ([`FmmOptions::leaf_size`]).
     pub ncrit: usize,
+    /// How the node far fields' M2L runs on the CPU.
+    pub node_m2l: NodeM2l,
     /// Tuning of the GPU's M2L (defaults are measured; see the fields).
     pub gpu: GpuTuning,
+}
+
+/// How the node far fields' (`ppm`, `ki`) M2L runs on the CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NodeM2l {
+    /// Precomputed operators per cell offset, compressed by their singular
+    /// vectors ([`crate::far`]'s `compressed`), where they apply (the
+    /// source fields other than the strength the same in every cell);
+    /// else the kernel.
+    #[default]
+    Compressed,
+    /// The kernel between node sets for every pair of cells (to compare).
+    Kernel,
 }
 
 impl FmmOptions {
@@ -127,6 +142,7 @@ impl Default for FmmOptions {
             accuracy: Accuracy::Fixed { p: 6, theta: 0.5 },
             far_field: FarField::Auto,
             ncrit: 0,
+            node_m2l: NodeM2l::default(),
             gpu: GpuTuning::default(),
         }
     }

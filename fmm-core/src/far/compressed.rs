@@ -1,0 +1,559 @@
+//! M2L by precomputed operators compressed with their singular vectors:
+//! the black-box FMM's M2L (Fong and Darve 2009, section 3.3), for both
+//! node far fields on the CPU.
+//!
+//! Why: M2L by the kernel itself ([`super::nodes::m2l`]) costs `k^2`
+//! kernel evaluations per pair of cells (`k` nodes a cell: 125 at order 4),
+//! each with an `exp` for Yukawa; it was 90% of a 10^6-particle Yukawa FMM.
+//! But the kernels are translation invariant and the two trees' cells lie
+//! on one lattice (built in the same root cube), so the operator from a
+//! source cell's node strengths to a target cell's node values depends only
+//! on the two cells' levels and their offset: a few hundred operators a
+//! level against millions of pairs. Each is computed once, by the kernel.
+//! Then all the operators into one level share a basis `U` (the leading
+//! left singular vectors of the operators set side by side) and all those
+//! out of one level a basis `V` (the leading right singular vectors of
+//! the operators stacked), so that `A ~ U C V^T` with `C = U^T A V` small
+//! (`r x r`, `r` the rank kept). A pair's M2L is then one `r x r` product,
+//! and the products of one operator are batched into one matrix product.
+//!
+//! It applies when the operator really is one per offset: the source
+//! fields other than the strength (a core radius) the same in every cell
+//! (a vortex method's uniform core), which is checked; otherwise the
+//! caller keeps M2L by the kernel. The singular vectors come from the
+//! eigenvectors of `sum A A^T` and `sum A^T A`; the rank keeps singular
+//! values above [`rank_tolerance`] of the largest.
+
+use rayon::prelude::*;
+
+use super::linalg::{gemm, par_gemm, symmetric_eigen, View};
+use super::nodes::{Basis, Local, Upward};
+use super::Representation;
+use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
+use crate::methods::fmm::traversal::Lists;
+use crate::tree::morton::MAX_LEVEL;
+use crate::tree::octree::Cell;
+use crate::tree::Octree;
+
+/// The largest operator side (nodes times channels) compressed: the
+/// eigenproblems are cubic in it.
+const MAX_SIDE: usize = 1100;
+
+/// Singular values kept, relative to the largest, at order `p`: a factor
+/// 10 to 100 below the interpolation's own error at that order (measured,
+/// `docs/FAR_FIELD.md`), so that compression adds little to it.
+pub(crate) fn rank_tolerance(p: usize) -> f64 {
+    10f64.powi(-(p as i32) - 2).max(1e-13)
+}
+
+/// Pairs of cells an offset needs for its operator to be computed: fewer
+/// are left to M2L by the kernel (measured, `docs/FAR_FIELD.md`).
+const MIN_PAIRS: usize = 32;
+
+/// Operators a level and side the bases are fitted to (those of the most
+/// pairs): the other operators' ranges are close to theirs.
+const BASIS_KEYS: usize = 100;
+
+/// Two cells' levels and their offset in units of the deepest level's
+/// half side: one M2L operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Key {
+    target_level: u8,
+    source_level: u8,
+    offset: [i32; 3],
+}
+
+/// A cell's centre in units of the deepest level's half side, from the
+/// corner of the root cube: `(2 i + 1) 2^(MAX_LEVEL - level)`.
+fn lattice(cell: &Cell, corner: [f64; 3], unit: f64) -> [i32; 3] {
+    [0, 1, 2].map(|a| ((cell.center[a] - corner[a]) / unit).round() as i32)
+}
+
+/// What the operators need to know of the kernel and the trees.
+struct Setup<'a> {
+    basis: &'a dyn Basis,
+    params: Vec<f64>,
+    /// One value per source slot: the strength slots 0 (set to 1 one at a
+    /// time), the others the cells' common mean.
+    fields: Vec<f64>,
+    strength: &'a [usize],
+    n_outputs: usize,
+    target_slots: usize,
+    /// The root's half side (both trees).
+    root_half: f64,
+}
+
+impl Setup<'_> {
+    fn k(&self) -> usize {
+        self.basis.len()
+    }
+    fn rows(&self) -> usize {
+        self.k() * self.n_outputs * (1 + self.target_slots)
+    }
+    fn cols(&self) -> usize {
+        self.k() * self.strength.len()
+    }
+    fn half(&self, level: u8) -> f64 {
+        self.root_half / (1u64 << level) as f64
+    }
+
+    /// The operator of `key`, column-major `rows x cols`: row
+    /// `node * channels + channel` of the target cell's values (as
+    /// [`Local`]), column `node * nq + component` of the source cell's
+    /// strengths (as [`Upward`]).
+    fn operator<K: Kernel>(&self, key: &Key) -> Vec<f64> {
+        let (no, nq) = (self.n_outputs, self.strength.len());
+        let channels = no * (1 + self.target_slots);
+        let (rows, cols) = (self.rows(), self.cols());
+        let unit = self.half(MAX_LEVEL as u8);
+        let d = key.offset.map(|x| x as f64 * unit);
+        let (ht, hs) = (self.half(key.target_level), self.half(key.source_level));
+        let nodes = self.basis.nodes();
+        let k = nodes.len();
+        let mut a = vec![0.0; rows * cols];
+        // The source nodes, all at once; each strength component in turn.
+        let pos: [Vec<f64>; 3] = [0, 1, 2].map(|ax| nodes.iter().map(|x| hs * x[ax]).collect());
+        let mut fields: Vec<Vec<f64>> = self.fields.iter().map(|&v| vec![v; k]).collect();
+        let mut out = vec![0.0; k * no];
+        let mut base = vec![0.0; k * no];
+        for (s, &slot) in self.strength.iter().enumerate() {
+            fields[slot].iter_mut().for_each(|v| *v = 1.0);
+            let mut sl: [&[f64]; MAX_SLOTS] = [&[]; MAX_SLOTS];
+            for (f, v) in sl.iter_mut().zip(&fields) {
+                *f = v;
+            }
+            let src = SourceSlices {
+                pos: [&pos[0], &pos[1], &pos[2]],
+                fields: sl,
+                n_fields: fields.len(),
+            };
+            for (tn, xt) in nodes.iter().enumerate() {
+                let y = [0, 1, 2].map(|ax| d[ax] + ht * xt[ax]);
+                for basis in 0..=self.target_slots {
+                    let mut t = [0.0; MAX_SLOTS];
+                    if basis > 0 {
+                        t[basis - 1] = 1.0;
+                    }
+                    out.iter_mut().for_each(|o| *o = 0.0);
+                    K::p2p_each(&self.params, y, &t, &src, 0..k, &mut out);
+                    if basis == 0 {
+                        base.copy_from_slice(&out);
+                    }
+                    for sn in 0..k {
+                        let col = &mut a[(sn * nq + s) * rows..(sn * nq + s + 1) * rows];
+                        for o in 0..no {
+                            let v = out[sn * no + o];
+                            col[tn * channels + basis * no + o] =
+                                if basis == 0 { v } else { v - base[sn * no + o] };
+                        }
+                    }
+                }
+            }
+            fields[slot].iter_mut().for_each(|v| *v = 0.0);
+        }
+        a
+    }
+}
+
+/// A level's bases: `u` (`rows x rank_t`) and `v` (`cols x rank_s`).
+#[derive(Default, Clone)]
+struct Bases {
+    u: Vec<f64>,
+    rank_t: usize,
+    v: Vec<f64>,
+    rank_s: usize,
+}
+
+/// The leading eigenvectors of the Gram matrix `g` (`n x n`): those whose
+/// singular value (the eigenvalue's root) is above `tol` of the largest.
+fn leading(n: usize, g: &[f64], tol: f64) -> (Vec<f64>, usize) {
+    let (values, vectors) = symmetric_eigen(n, g);
+    let top = values.first().copied().unwrap_or(0.0).max(0.0);
+    let r = values
+        .iter()
+        .take_while(|&&l| l > 0.0 && l >= tol * tol * top)
+        .count()
+        .max(1);
+    (vectors[..n * r].to_vec(), r)
+}
+
+/// The source fields' common values, or `None` where a field other than
+/// the strength differs between the cells `used` (relatively, past 1e-12).
+fn common_fields(up: &Upward, strength: &[usize], used: &[bool]) -> Option<Vec<f64>> {
+    let first = used.iter().position(|&u| u)?;
+    let mut fields = up.mean[first].clone();
+    for (s, f) in fields.iter_mut().enumerate() {
+        if strength.contains(&s) {
+            *f = 0.0;
+            continue;
+        }
+        let v = *f;
+        let same = up
+            .mean
+            .iter()
+            .zip(used)
+            .all(|(m, &u)| !u || (m[s] - v).abs() <= 1e-12 * v.abs().max(1e-300));
+        if !same {
+            return None;
+        }
+    }
+    Some(fields)
+}
+
+/// What [`m2l`] did: the pairs it left to the kernel (their offsets too
+/// rare to pay for an operator), and how many it translated with how many
+/// operators.
+pub(crate) struct Done {
+    pub(crate) rest: Lists,
+    pub(crate) pairs: u64,
+    pub(crate) operators: usize,
+}
+
+/// The M2L of the lists `lists` (target cells of `ttree`, source cells of
+/// `stree`) by compressed operators, adding to `local`, but for the pairs
+/// of rare offsets, which it returns. `None`, having done nothing, where
+/// it does not apply: the trees' root cubes differ, a source field other
+/// than the strength varies between cells, or the operators are too large.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn m2l<K: Kernel>(
+    basis: &dyn Basis,
+    p: usize,
+    params: &[f64],
+    rep: &Representation,
+    n_outputs: usize,
+    ttree: &Octree,
+    stree: &Octree,
+    up: &Upward,
+    lists: &Lists,
+    local: &mut Local,
+) -> Option<Done> {
+    if ttree.bounds.center != stree.bounds.center || ttree.bounds.half != stree.bounds.half {
+        return None;
+    }
+    let mut used = vec![false; stree.cells.len()];
+    for l in &lists.m2l {
+        for &s in l {
+            used[s as usize] = true;
+        }
+    }
+    let fields = common_fields(up, &rep.strength, &used)?;
+    let setup = Setup {
+        basis,
+        params: params.to_vec(),
+        fields,
+        strength: &rep.strength,
+        n_outputs,
+        target_slots: rep.target_slots,
+        root_half: ttree.bounds.half,
+    };
+    let (rows, cols) = (setup.rows(), setup.cols());
+    if rows > MAX_SIDE || cols > MAX_SIDE {
+        return None;
+    }
+
+    // The pairs by operator.
+    let unit = setup.half(MAX_LEVEL as u8);
+    let corner = ttree.bounds.center.map(|c| c - ttree.bounds.half);
+    let tl: Vec<[i32; 3]> = ttree
+        .cells
+        .iter()
+        .map(|c| lattice(c, corner, unit))
+        .collect();
+    let sl: Vec<[i32; 3]> = stree
+        .cells
+        .iter()
+        .map(|c| lattice(c, corner, unit))
+        .collect();
+    let mut pairs: Vec<(Key, u32, u32)> = lists
+        .m2l
+        .par_iter()
+        .enumerate()
+        .flat_map_iter(|(t, l)| {
+            let (tl, sl) = (&tl, &sl);
+            l.iter().map(move |&s| {
+                let key = Key {
+                    target_level: ttree.cells[t].level as u8,
+                    source_level: stree.cells[s as usize].level as u8,
+                    offset: [0, 1, 2].map(|a| tl[t][a] - sl[s as usize][a]),
+                };
+                (key, t as u32, s)
+            })
+        })
+        .collect();
+    pairs.par_sort_unstable_by_key(|x| x.0);
+    let mut groups: Vec<(Key, std::ops::Range<usize>)> = Vec::new();
+    for (i, &(key, _, _)) in pairs.iter().enumerate() {
+        match groups.last_mut() {
+            Some((g, r)) if *g == key => r.end = i + 1,
+            _ => groups.push((key, i..i + 1)),
+        }
+    }
+    // An operator pays for itself past a few dozen pairs; the pairs of
+    // rarer offsets are left to the kernel.
+    let mut rest = Lists {
+        m2l: vec![Vec::new(); lists.m2l.len()],
+        p2p: Vec::new(),
+    };
+    groups.retain(|(_, r)| {
+        if r.len() >= MIN_PAIRS {
+            return true;
+        }
+        for &(_, t, s) in &pairs[r.clone()] {
+            rest.m2l[t as usize].push(s);
+        }
+        false
+    });
+    if groups.is_empty() {
+        return Some(Done {
+            rest,
+            pairs: 0,
+            operators: 0,
+        });
+    }
+
+    // The bases of every level, from the Gram matrices of its operators.
+    let levels = MAX_LEVEL as usize + 1;
+    let tol = rank_tolerance(p);
+    type Grams = (Vec<Vec<f64>>, Vec<Vec<f64>>);
+    // The bases are fitted to the operators of the most pairs: at most
+    // BASIS_KEYS per level and side.
+    let mut fit = vec![(false, false); groups.len()];
+    for side in 0..2 {
+        let mut by: Vec<usize> = (0..groups.len()).collect();
+        by.sort_by_key(|&g| std::cmp::Reverse(groups[g].1.len()));
+        let mut taken = vec![0usize; levels];
+        for g in by {
+            let key = &groups[g].0;
+            let l = if side == 0 {
+                key.target_level
+            } else {
+                key.source_level
+            } as usize;
+            if taken[l] < BASIS_KEYS {
+                taken[l] += 1;
+                if side == 0 {
+                    fit[g].0 = true
+                } else {
+                    fit[g].1 = true
+                }
+            }
+        }
+    }
+    let (gt, gs): Grams = groups
+        .par_iter()
+        .zip(&fit)
+        .filter(|(_, f)| f.0 || f.1)
+        .map(|(g, f)| (g, *f))
+        .fold(
+            || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
+            |(mut gt, mut gs): Grams, ((key, _), (fit_t, fit_s))| {
+                let a = setup.operator::<K>(key);
+                let av = View::new(&a, rows);
+                if fit_t {
+                    let t = &mut gt[key.target_level as usize];
+                    if t.is_empty() {
+                        *t = vec![0.0; rows * rows];
+                    }
+                    gemm(rows, cols, rows, 1.0, av, av.t(), 1.0, t, rows);
+                }
+                if fit_s {
+                    let s = &mut gs[key.source_level as usize];
+                    if s.is_empty() {
+                        *s = vec![0.0; cols * cols];
+                    }
+                    gemm(cols, rows, cols, 1.0, av.t(), av, 1.0, s, cols);
+                }
+                (gt, gs)
+            },
+        )
+        .reduce(
+            || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
+            |a, b| {
+                let add = |x: Vec<Vec<f64>>, y: Vec<Vec<f64>>| {
+                    x.into_iter()
+                        .zip(y)
+                        .map(|(x, y)| match (x.is_empty(), y.is_empty()) {
+                            (true, _) => y,
+                            (_, true) => x,
+                            _ => x.iter().zip(&y).map(|(p, q)| p + q).collect(),
+                        })
+                        .collect()
+                };
+                (add(a.0, b.0), add(a.1, b.1))
+            },
+        );
+    let bases: Vec<Bases> = (0..levels)
+        .into_par_iter()
+        .map(|l| {
+            let mut b = Bases::default();
+            if !gt[l].is_empty() {
+                (b.u, b.rank_t) = leading(rows, &gt[l], tol);
+            }
+            if !gs[l].is_empty() {
+                (b.v, b.rank_s) = leading(cols, &gs[l], tol);
+            }
+            b
+        })
+        .collect();
+
+    // The compressed operators C = U^T A V.
+    let small: Vec<Vec<f64>> = groups
+        .par_iter()
+        .map(|(key, _)| {
+            let a = setup.operator::<K>(key);
+            let (bt, bs) = (
+                &bases[key.target_level as usize],
+                &bases[key.source_level as usize],
+            );
+            let mut av = vec![0.0; rows * bs.rank_s];
+            gemm(
+                rows,
+                cols,
+                bs.rank_s,
+                1.0,
+                View::new(&a, rows),
+                View::new(&bs.v, cols),
+                0.0,
+                &mut av,
+                rows,
+            );
+            let mut c = vec![0.0; bt.rank_t * bs.rank_s];
+            gemm(
+                bt.rank_t,
+                rows,
+                bs.rank_s,
+                1.0,
+                View::new(&bt.u, rows).t(),
+                View::new(&av, rows),
+                0.0,
+                &mut c,
+                bt.rank_t,
+            );
+            c
+        })
+        .collect();
+
+    // The source cells' strengths in their level's basis: V^T q.
+    let rs_max = bases.iter().map(|b| b.rank_s).max().unwrap_or(0);
+    let mut hat_q = vec![0.0; stree.cells.len() * rs_max];
+    for (l, b) in bases.iter().enumerate().filter(|(_, b)| b.rank_s > 0) {
+        let cells: Vec<usize> = (0..stree.cells.len())
+            .filter(|&c| used[c] && stree.cells[c].level as usize == l)
+            .collect();
+        let mut q = Vec::with_capacity(cells.len() * cols);
+        for &c in &cells {
+            q.extend_from_slice(&up.q[c * cols..(c + 1) * cols]);
+        }
+        let mut h = vec![0.0; cells.len() * b.rank_s];
+        par_gemm(
+            b.rank_s,
+            cols,
+            cells.len(),
+            View::new(&b.v, cols).t(),
+            &q,
+            &mut h,
+        );
+        for (i, &c) in cells.iter().enumerate() {
+            hat_q[c * rs_max..c * rs_max + b.rank_s]
+                .copy_from_slice(&h[i * b.rank_s..(i + 1) * b.rank_s]);
+        }
+    }
+
+    // The pairs, an operator's in batches: C times the gathered sources,
+    // added to the targets' compressed values (one copy per worker).
+    const BATCH: usize = 1024;
+    let items: Vec<(usize, std::ops::Range<usize>)> = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(g, (_, r))| {
+            (r.start..r.end)
+                .step_by(BATCH)
+                .map(move |a| (g, a..(a + BATCH).min(r.end)))
+        })
+        .collect();
+    let rt_max = bases.iter().map(|b| b.rank_t).max().unwrap_or(0);
+    let nt_cells = ttree.cells.len();
+    let workers = rayon::current_num_threads().max(1);
+    let hat_l = (0..workers)
+        .into_par_iter()
+        .map(|w| {
+            let mut acc = vec![0.0; nt_cells * rt_max];
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            for (g, r) in items.iter().skip(w).step_by(workers) {
+                let key = &groups[*g].0;
+                let (rt, rs) = (
+                    bases[key.target_level as usize].rank_t,
+                    bases[key.source_level as usize].rank_s,
+                );
+                let batch = &pairs[r.clone()];
+                x.clear();
+                for &(_, _, s) in batch {
+                    let s = s as usize;
+                    x.extend_from_slice(&hat_q[s * rs_max..s * rs_max + rs]);
+                }
+                y.resize(rt * batch.len(), 0.0);
+                gemm(
+                    rt,
+                    rs,
+                    batch.len(),
+                    1.0,
+                    View::new(&small[*g], rt),
+                    View::new(&x, rs),
+                    0.0,
+                    &mut y,
+                    rt,
+                );
+                for (&(_, t, _), yc) in batch.iter().zip(y.chunks(rt)) {
+                    let t = t as usize;
+                    for (a, b) in acc[t * rt_max..t * rt_max + rt].iter_mut().zip(yc) {
+                        *a += b;
+                    }
+                }
+            }
+            acc
+        })
+        .reduce_with(|mut a, b| {
+            a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+            a
+        })
+        .unwrap_or_default();
+
+    // Back to the nodes: U times the compressed values, added to `local`.
+    let mut received = vec![false; nt_cells];
+    for (_, r) in &groups {
+        for &(_, t, _) in &pairs[r.clone()] {
+            received[t as usize] = true;
+        }
+    }
+    for (l, b) in bases.iter().enumerate().filter(|(_, b)| b.rank_t > 0) {
+        let cells: Vec<usize> = (0..nt_cells)
+            .filter(|&c| received[c] && ttree.cells[c].level as usize == l)
+            .collect();
+        let mut h = Vec::with_capacity(cells.len() * b.rank_t);
+        for &c in &cells {
+            h.extend_from_slice(&hat_l[c * rt_max..c * rt_max + b.rank_t]);
+        }
+        let mut v = vec![0.0; cells.len() * rows];
+        par_gemm(
+            rows,
+            b.rank_t,
+            cells.len(),
+            View::new(&b.u, rows),
+            &h,
+            &mut v,
+        );
+        for (i, &c) in cells.iter().enumerate() {
+            for (a, x) in local.v[c * rows..(c + 1) * rows]
+                .iter_mut()
+                .zip(&v[i * rows..(i + 1) * rows])
+            {
+                *a += x;
+            }
+        }
+    }
+    Some(Done {
+        rest,
+        pairs: groups.iter().map(|(_, r)| r.len() as u64).sum(),
+        operators: groups.len(),
+    })
+}

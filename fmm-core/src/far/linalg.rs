@@ -1,0 +1,215 @@
+//! The dense linear algebra of the compressed M2L ([`super::compressed`]),
+//! in f64: matrix products by `matrixmultiply`'s blocked GEMM (the AVX2
+//! and FMA kernels chosen at run time, as BLAS would) and the symmetric
+//! eigenproblem by `nalgebra`. Matrices are column-major slices with a
+//! leading dimension, as in BLAS.
+
+use rayon::prelude::*;
+
+/// A column-major view: element `(i, j)` at `data[i + j * ld]`, or of the
+/// transpose when `t` is set (the stored matrix is then `cols x rows`).
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub(crate) data: &'a [f64],
+    pub(crate) ld: usize,
+    pub(crate) t: bool,
+}
+
+impl<'a> View<'a> {
+    /// The matrix stored in `data` with leading dimension `ld`.
+    pub(crate) fn new(data: &'a [f64], ld: usize) -> Self {
+        View { data, ld, t: false }
+    }
+
+    /// Its transpose.
+    pub(crate) fn t(self) -> Self {
+        View { t: !self.t, ..self }
+    }
+
+    /// Row and column strides of the `rows x cols` matrix this views,
+    /// after checking that it lies inside the slice.
+    fn strides(&self, rows: usize, cols: usize) -> (isize, isize) {
+        let (r, c) = if self.t { (cols, rows) } else { (rows, cols) };
+        assert!(
+            r <= self.ld || c <= 1,
+            "leading dimension {} < {r}",
+            self.ld
+        );
+        if r > 0 && c > 0 {
+            assert!(
+                (c - 1) * self.ld + r <= self.data.len(),
+                "view past its slice"
+            );
+        }
+        if self.t {
+            (self.ld as isize, 1)
+        } else {
+            (1, self.ld as isize)
+        }
+    }
+}
+
+/// `c = alpha a b + beta c` with `a` `m x k`, `b` `k x n` and `c` `m x n`
+/// column-major with leading dimension `ldc`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: f64,
+    a: View<'_>,
+    b: View<'_>,
+    beta: f64,
+    c: &mut [f64],
+    ldc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (rsa, csa) = a.strides(m, k);
+    let (rsb, csb) = b.strides(k, n);
+    assert!(
+        m <= ldc && (n - 1) * ldc + m <= c.len(),
+        "product past its slice"
+    );
+    // SAFETY: the strides and extents of all three matrices were checked
+    // against their slices above; `c` is borrowed mutably, so it cannot
+    // alias `a` or `b`.
+    unsafe {
+        matrixmultiply::dgemm(
+            m,
+            k,
+            n,
+            alpha,
+            a.data.as_ptr(),
+            rsa,
+            csa,
+            b.data.as_ptr(),
+            rsb,
+            csb,
+            beta,
+            c.as_mut_ptr(),
+            1,
+            ldc as isize,
+        );
+    }
+}
+
+/// [`gemm`] with `beta = 0` over columns of `b` and `c` in parallel
+/// blocks: `c = a b`, `b` and `c` stored with leading dimensions `k` and
+/// `m` (whole columns).
+pub(crate) fn par_gemm(m: usize, k: usize, n: usize, a: View<'_>, b: &[f64], c: &mut [f64]) {
+    const BLOCK: usize = 256;
+    c[..m * n]
+        .par_chunks_mut(m * BLOCK)
+        .zip(b[..k * n].par_chunks(k * BLOCK))
+        .for_each(|(cb, bb)| {
+            let cols = cb.len() / m.max(1);
+            gemm(m, k, cols, 1.0, a, View::new(bb, k), 0.0, cb, m);
+        });
+}
+
+/// The eigenvectors of the symmetric `n x n` matrix `g` (column-major) in
+/// order of decreasing eigenvalue, with the eigenvalues.
+pub(crate) fn symmetric_eigen(n: usize, g: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let m = nalgebra::DMatrix::from_column_slice(n, n, &g[..n * n]);
+    let e = m.symmetric_eigen();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| e.eigenvalues[b].total_cmp(&e.eigenvalues[a]));
+    let values = order.iter().map(|&i| e.eigenvalues[i]).collect();
+    let mut vectors = Vec::with_capacity(n * n);
+    for &i in &order {
+        vectors.extend(e.eigenvectors.column(i).iter());
+    }
+    (values, vectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A naive product, the reference.
+    fn naive(m: usize, k: usize, n: usize, a: impl Fn(usize, usize) -> f64, b: &[f64]) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for j in 0..n {
+            for i in 0..m {
+                c[i + j * m] = (0..k).map(|l| a(i, l) * b[l + j * k]).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn products_match_a_naive_loop_with_and_without_transposes() {
+        let (m, k, n) = (7, 5, 600);
+        let a: Vec<f64> = (0..m * k).map(|i| ((i * 37) % 11) as f64 - 5.0).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| ((i * 13) % 7) as f64 * 0.5).collect();
+        let mut c = vec![0.0; m * n];
+        par_gemm(m, k, n, View::new(&a, m), &b, &mut c);
+        assert_eq!(c, naive(m, k, n, |i, l| a[i + l * m], &b));
+        // a stored as its transpose (k x m).
+        let at: Vec<f64> = (0..k * m).map(|x| a[(x / k) + (x % k) * m]).collect();
+        let mut c2 = vec![0.0; m * n];
+        par_gemm(m, k, n, View::new(&at, k).t(), &b, &mut c2);
+        assert_eq!(c2, c);
+        // Accumulation with beta = 1.
+        gemm(
+            m,
+            k,
+            n,
+            2.0,
+            View::new(&a, m),
+            View::new(&b, k),
+            1.0,
+            &mut c2,
+            m,
+        );
+        for (x, y) in c2.iter().zip(&c) {
+            assert_eq!(*x, 3.0 * y);
+        }
+    }
+
+    #[test]
+    fn eigenvectors_diagonalise_in_decreasing_order() {
+        let n = 6;
+        let b: Vec<f64> = (0..n * n).map(|i| ((i * 29) % 13) as f64 - 6.0).collect();
+        // g = b b^T, symmetric positive semidefinite.
+        let mut g = vec![0.0; n * n];
+        gemm(
+            n,
+            n,
+            n,
+            1.0,
+            View::new(&b, n),
+            View::new(&b, n).t(),
+            0.0,
+            &mut g,
+            n,
+        );
+        let (vals, vecs) = symmetric_eigen(n, &g);
+        assert!(vals.windows(2).all(|w| w[0] >= w[1]));
+        for (j, &l) in vals.iter().enumerate() {
+            let v = &vecs[j * n..(j + 1) * n];
+            let mut gv = vec![0.0; n];
+            gemm(
+                n,
+                n,
+                1,
+                1.0,
+                View::new(&g, n),
+                View::new(v, n),
+                0.0,
+                &mut gv,
+                n,
+            );
+            for i in 0..n {
+                assert!(
+                    (gv[i] - l * v[i]).abs() < 1e-9 * vals[0],
+                    "{} {}",
+                    gv[i],
+                    l * v[i]
+                );
+            }
+        }
+    }
+}
