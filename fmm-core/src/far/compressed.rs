@@ -396,7 +396,11 @@ pub(crate) fn m2l<K: Kernel>(
         })
         .collect();
 
-    // The compressed operators C = U^T A V.
+    // The compressed operators C = U^T A V. The operators the bases were
+    // fitted to are computed again rather than kept: a few hundred of
+    // them at 500 x 125 doubles (Yukawa, order 4) would hold 100s of MB,
+    // and recomputing is a small part of the precomputation (the Gram
+    // products dominate it).
     let small: Vec<Vec<f64>> = groups
         .par_iter()
         .map(|(key, _)| {

@@ -79,9 +79,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.stats().target_cells = ttree.cells.len();
     clock.lap(Stage::Tree)?;
 
-    // Upward pass: node strengths, then as the kernel's sources.
+    // Upward pass: node strengths.
     let up = nodes::upward(b, &stree, &src, rep);
-    let proxies: SoA<R> = nodes::node_sources(b, &stree, &up, &rep.strength);
     clock.lap(Stage::Upward)?;
 
     let lists = traverse_levels(
@@ -111,16 +110,13 @@ pub(crate) fn run<K: Kernel, R: Real>(
         clock.stats().m2l_compressed += d.pairs;
         clock.stats().m2l_operators += d.operators;
     }
-    m2l_by_kernel::<K, R>(
-        b,
-        params,
-        rep,
-        no,
-        &ttree,
-        &proxies,
-        done.as_ref().map_or(&lists, |d| &d.rest),
-        &mut local,
-    );
+    // The pairs left to the kernel (all of them without compression), with
+    // the node strengths as the kernel's sources, built only if any are.
+    let rest = done.as_ref().map_or(&lists, |d| &d.rest);
+    if rest.m2l_count() > 0 {
+        let proxies: SoA<R> = nodes::node_sources(b, &stree, &up, &rep.strength);
+        m2l_by_kernel::<K, R>(b, params, rep, no, &ttree, &proxies, rest, &mut local);
+    }
     clock.lap(Stage::M2l)?;
 
     // L2L down, then L2P at every target leaf.
