@@ -115,6 +115,14 @@ struct Args {
     /// and the kernel's fields) instead of drawing them.
     #[arg(long)]
     input: Option<std::path::PathBuf>,
+    /// With --input: read the targets from this file (columns x, y, z and
+    /// the kernel's target fields) instead of evaluating at the sources.
+    #[arg(long, requires = "input")]
+    targets: Option<std::path::PathBuf>,
+    /// Write the outputs of the last evaluation to this file (`.npy` or
+    /// CSV; columns named by the kernel's output slots, targets' order).
+    #[arg(long)]
+    output: Option<std::path::PathBuf>,
     /// Draw the particles straight into the run's precision, uniform in
     /// the unit cube with masses 1 / N, without an f64 copy of the problem
     /// (for 10^8 to 10^9 particles; --dist and --strengths are ignored).
@@ -154,7 +162,7 @@ fn run<K: Kernel, R: Real>(
             (None, t, s, params)
         } else {
             let mut prob = match &args.input {
-                Some(path) => Problem::from_file::<K>(path)?,
+                Some(path) => Problem::from_files::<K>(path, args.targets.as_deref())?,
                 None => Problem::new::<K>(args.n, None, args.seed, args.dist, args.strengths),
             };
             if let Some(p) = &args.params {
@@ -203,6 +211,14 @@ fn run<K: Kernel, R: Real>(
         }
         (ev.outputs, ev.stats, ev.achieved)
     };
+    if let Some(path) = &args.output {
+        let names: Vec<String> = K::def()
+            .outputs
+            .iter()
+            .flat_map(|f| f.slot_names())
+            .collect();
+        fmm_core::io::write_outputs(path, &outputs, &names)?;
+    }
     let error = match (args.samples, &prob) {
         (0, _) => None,
         (k, Some(prob)) => Some(sampled_error::<K, R>(prob, &outputs, k, args.seed)?),

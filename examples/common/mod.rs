@@ -129,13 +129,22 @@ pub enum Switch {
     Off,
 }
 
+/// Which vectors the CPU evaluators use.
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+pub enum Simd {
+    On,
+    Avx2,
+    Off,
+}
+
 /// Process-wide switches every benchmark takes, to compare a path with the
 /// one it replaced on the same machine.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Switches {
-    /// The CPU evaluators' AVX2 path (off: the portable one).
+    /// The CPU evaluators' vector path: on (AVX-512 where the CPU has it,
+    /// else AVX2), avx2 (never AVX-512), off (the portable one).
     #[arg(long, value_enum, default_value = "on")]
-    pub simd: Switch,
+    pub simd: Simd,
     /// Long host-device copies through page-locked staging buffers (off:
     /// plain copies).
     #[arg(long, value_enum, default_value = "on")]
@@ -147,7 +156,10 @@ impl Switches {
     /// evaluation runs on one).
     pub fn apply(&self, device: fmm_core::Device<'_>) {
         #[cfg(target_arch = "x86_64")]
-        fmm_core::simd::set_vectors(self.simd == Switch::On);
+        {
+            fmm_core::simd::set_vectors(self.simd != Simd::Off);
+            fmm_core::simd::set_wide_vectors(self.simd == Simd::On);
+        }
         if let fmm_core::Device::Cuda(gpu) = device {
             gpu.set_staging(self.staging == Switch::On);
         }
@@ -296,46 +308,37 @@ impl Problem {
     /// also holds the target fields, if the kernel has any. Parameters as
     /// for random problems.
     pub fn from_file<K: Kernel>(path: &std::path::Path) -> Result<Problem, fmm_core::Error> {
+        Self::from_files::<K>(path, None)
+    }
+
+    /// Sources from `sources` and, with `targets`, the targets from that
+    /// file (columns x, y, z and the kernel's target fields); without it
+    /// as [`Problem::from_file`].
+    pub fn from_files<K: Kernel>(
+        sources: &std::path::Path,
+        targets: Option<&std::path::Path>,
+    ) -> Result<Problem, fmm_core::Error> {
         let def = K::def();
         let mut names = fmm_core::io::column_names::<K>(true);
-        names.extend(fmm_core::io::column_names::<K>(false).into_iter().skip(3));
-        let table = fmm_core::io::Table::read(path, &names)?;
-        let column = |name: &str| -> Result<Vec<f64>, fmm_core::Error> {
-            let k = table.names.iter().position(|n| n == name).ok_or_else(|| {
-                fmm_core::Error::Io(format!(
-                    "{}: no column `{name}` (the columns are: {})",
-                    path.display(),
-                    table.names.join(", ")
-                ))
-            })?;
-            Ok(table.columns[k].clone())
+        if targets.is_none() {
+            names.extend(fmm_core::io::column_names::<K>(false).into_iter().skip(3));
+        }
+        let (src_pos, src_fields, src_tgt_fields) = read_table(sources, &names, def)?;
+        let (tgt_pos, tgt_fields) = match targets {
+            None => (src_pos.clone(), src_tgt_fields),
+            Some(t) => {
+                let names = fmm_core::io::column_names::<K>(false);
+                let (pos, _, fields) = read_table(t, &names, def)?;
+                (pos, fields)
+            }
         };
-        let (x, y, z) = (column("x")?, column("y")?, column("z")?);
-        let pos: Vec<[f64; 3]> = (0..table.rows()).map(|i| [x[i], y[i], z[i]]).collect();
-        let fields =
-            |layout: &[fmm_core::fmm_codegen::Field]| -> Result<FieldValues, fmm_core::Error> {
-                layout
-                    .iter()
-                    .map(|f| {
-                        let cols = f
-                            .slot_names()
-                            .iter()
-                            .map(|n| column(n))
-                            .collect::<Result<Vec<_>, _>>()?;
-                        let values = (0..table.rows())
-                            .map(|i| [0, 1, 2].map(|c| cols[c.min(cols.len() - 1)][i]))
-                            .collect();
-                        Ok((f.name.clone(), values, cols.len() == 3))
-                    })
-                    .collect()
-            };
-        let n = pos.len();
+        let n = src_pos.len();
         Ok(Problem {
             params: vec![0.5 / (n.max(1) as f64).cbrt(); def.n_params()],
-            src_fields: fields(&def.sources)?,
-            tgt_fields: fields(&def.targets)?,
-            src_pos: pos.clone(),
-            tgt_pos: pos,
+            src_pos,
+            src_fields,
+            tgt_pos,
+            tgt_fields,
         })
     }
 
@@ -413,6 +416,47 @@ impl Problem {
         }
         Ok((tgt, src))
     }
+}
+
+/// Positions, source fields and target fields from a particle file whose
+/// `.npy` columns are named `names`; fields without columns in the file
+/// are left out when `names` leaves them out (targets read as sources).
+fn read_table(
+    path: &std::path::Path,
+    names: &[String],
+    def: &fmm_core::fmm_codegen::KernelDef,
+) -> Result<(Vec<[f64; 3]>, FieldValues, FieldValues), fmm_core::Error> {
+    let table = fmm_core::io::Table::read(path, names)?;
+    let column = |name: &str| -> Result<Vec<f64>, fmm_core::Error> {
+        let k = table.names.iter().position(|n| n == name).ok_or_else(|| {
+            fmm_core::Error::Io(format!(
+                "{}: no column `{name}` (the columns are: {})",
+                path.display(),
+                table.names.join(", ")
+            ))
+        })?;
+        Ok(table.columns[k].clone())
+    };
+    let (x, y, z) = (column("x")?, column("y")?, column("z")?);
+    let pos: Vec<[f64; 3]> = (0..table.rows()).map(|i| [x[i], y[i], z[i]]).collect();
+    let fields = |layout: &[fmm_core::fmm_codegen::Field]| -> Result<FieldValues, fmm_core::Error> {
+        layout
+            .iter()
+            .filter(|f| f.slot_names().iter().all(|n| names.contains(n)))
+            .map(|f| {
+                let cols = f
+                    .slot_names()
+                    .iter()
+                    .map(|n| column(n))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let values = (0..table.rows())
+                    .map(|i| [0, 1, 2].map(|c| cols[c.min(cols.len() - 1)][i]))
+                    .collect();
+                Ok((f.name.clone(), values, cols.len() == 3))
+            })
+            .collect()
+    };
+    Ok((pos, fields(&def.sources)?, fields(&def.targets)?))
 }
 
 fn set_field<R: Real>(

@@ -34,6 +34,9 @@ pub trait Real:
     /// The AVX2 vector of this type ([`crate::simd`]).
     #[cfg(target_arch = "x86_64")]
     type Wide: crate::simd::Lanes<Scalar = Self>;
+    /// The AVX-512 vector of this type ([`crate::simd::avx512`]).
+    #[cfg(target_arch = "x86_64")]
+    type Wide512: crate::simd::Lanes<Scalar = Self>;
     fn zero() -> Self;
     /// A constant, rounded to this precision.
     fn c(x: f64) -> Self;
@@ -60,11 +63,13 @@ pub trait Real:
 }
 
 macro_rules! impl_real {
-    ($t:ty, $name:literal, $erf:path, $wide:ident) => {
+    ($t:ty, $name:literal, $erf:path, $wide:ident, $wide512:ident) => {
         impl Real for $t {
             const NAME: &'static str = $name;
             #[cfg(target_arch = "x86_64")]
             type Wide = crate::simd::$wide;
+            #[cfg(target_arch = "x86_64")]
+            type Wide512 = crate::simd::$wide512;
             #[inline(always)]
             fn zero() -> Self {
                 0.0
@@ -117,8 +122,8 @@ macro_rules! impl_real {
     };
 }
 
-impl_real!(f32, "f32", libm::erff, F32x8);
-impl_real!(f64, "f64", libm::erf, F64x4);
+impl_real!(f32, "f32", libm::erff, F32x8, F32x16);
+impl_real!(f64, "f64", libm::erf, F64x4, F64x8);
 
 /// Only f32 and f64 are `Real`: the host-device copies read them as plain
 /// bytes (`cuda::transfer`), and the kernels are emitted for these two.

@@ -25,7 +25,13 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
+mod avx512;
 mod math;
+
+pub use avx512::{avx512, set_wide_vectors, F32x16, F64x8};
+
+/// The most lanes of any vector type here (16 f32 in 512 bits).
+pub const MAX_WIDTH: usize = 16;
 
 /// Whether the vector path was turned off ([`set_vectors`]).
 static OFF: AtomicBool = AtomicBool::new(false);
@@ -83,7 +89,7 @@ pub trait Lanes:
     /// # Safety
     /// The CPU has AVX2 and FMA.
     unsafe fn load_partial(s: &[Self::Scalar]) -> Self {
-        let mut a = [Self::Scalar::zero(); 8];
+        let mut a = [Self::Scalar::zero(); MAX_WIDTH];
         a[..s.len()].copy_from_slice(s);
         Self::load(&a)
     }
@@ -106,10 +112,10 @@ pub trait Lanes:
     /// The sum of the lanes.
     fn sum(self) -> Self::Scalar;
     /// The lanes as an array (the first `WIDTH` entries).
-    fn to_array(self) -> [Self::Scalar; 8];
+    fn to_array(self) -> [Self::Scalar; MAX_WIDTH];
     /// Lanes from an array (its first `WIDTH` entries); `self` stands for
-    /// the proof that the CPU has AVX2.
-    fn with_lanes(self, a: [Self::Scalar; 8]) -> Self;
+    /// the proof that the CPU has the vector's instructions.
+    fn with_lanes(self, a: [Self::Scalar; MAX_WIDTH]) -> Self;
 
     /// `self * b + c` in one rounding.
     fn mul_add(self, b: Self, c: Self) -> Self;
@@ -252,7 +258,7 @@ macro_rules! common_lanes {
         }
         #[inline(always)]
         unsafe fn first(k: usize) -> Self {
-            let mut a = [0.0 as $s; 8];
+            let mut a = [0.0 as $s; MAX_WIDTH];
             for x in a.iter_mut().take(k.min($width)) {
                 *x = <$s>::from_bits(!0);
             }
@@ -268,13 +274,13 @@ macro_rules! common_lanes {
             s
         }
         #[inline(always)]
-        fn to_array(self) -> [$s; 8] {
-            let mut a = [0.0; 8];
+        fn to_array(self) -> [$s; MAX_WIDTH] {
+            let mut a = [0.0; MAX_WIDTH];
             unsafe { $storeu(a.as_mut_ptr(), self.0) };
             a
         }
         #[inline(always)]
-        fn with_lanes(self, a: [$s; 8]) -> Self {
+        fn with_lanes(self, a: [$s; MAX_WIDTH]) -> Self {
             Self(unsafe { $loadu(a.as_ptr()) })
         }
         #[inline(always)]
@@ -443,9 +449,9 @@ impl Lanes for F64x4 {
 mod tests {
     use super::*;
 
-    /// Lanes from eight values (the first `WIDTH` used).
-    fn lanes<V: Lanes>(a: [f64; 8]) -> V {
-        // SAFETY: only called after `avx2_fma()`.
+    /// Lanes from sixteen values (the first `WIDTH` used).
+    fn lanes<V: Lanes>(a: [f64; MAX_WIDTH]) -> V {
+        // SAFETY: only called where the CPU has V's instructions.
         unsafe { V::load(&a.map(V::Scalar::c)[..V::WIDTH]) }
     }
 
@@ -466,8 +472,8 @@ mod tests {
         let xs = [0.0, -0.0, 1.5, -2.25, 1e-3, f64::INFINITY, f64::NAN, 3.0];
         let ys = [1.0, 0.0, 1.5, 7.0, -1e-3, 2.0, 1.0, f64::NEG_INFINITY];
         for shift in 0..8 {
-            let a: [f64; 8] = std::array::from_fn(|i| xs[(i + shift) % 8]);
-            let b: [f64; 8] = std::array::from_fn(|i| ys[(i + 3 * shift) % 8]);
+            let a: [f64; MAX_WIDTH] = std::array::from_fn(|i| xs[(i + shift) % 8]);
+            let b: [f64; MAX_WIDTH] = std::array::from_fn(|i| ys[(i + 3 * shift + i / 8) % 8]);
             let (x, y) = (lanes::<V>(a), lanes::<V>(b));
             // SAFETY: only called after `avx2_fma()`.
             let zero = unsafe { V::c(0.0) };
@@ -561,6 +567,66 @@ mod tests {
         }
         ops_match_scalar::<F32x8>();
         ops_match_scalar::<F64x4>();
+        if avx512() {
+            ops_match_scalar::<F32x16>();
+            ops_match_scalar::<F64x8>();
+        }
+    }
+
+    /// The 512-bit `1 / sqrt`: f32 as close as the AVX2 one, f64 within two
+    /// ulps of the correctly rounded value (from the estimate and two Newton
+    /// steps), and both exact at the special values.
+    #[test]
+    fn rsqrt_in_512_bits() {
+        if !avx512() {
+            eprintln!("no AVX-512 here: nothing to test");
+            return;
+        }
+        let mut worst32 = 0.0f64;
+        let mut worst64 = 0u64;
+        let mut x = 1e-300f64;
+        while x < 1e300 {
+            let a: [f64; 8] = std::array::from_fn(|i| x * (1.0 + 0.37 * i as f64));
+            // SAFETY: checked above.
+            let got = unsafe { F64x8::load(&a) }.rsqrt().to_array();
+            for i in 0..8 {
+                // 1 / sqrt(a) correctly rounded, from the f64 sqrt (exact
+                // rounding) and a division: within an ulp of it.
+                let want = 1.0 / a[i].sqrt();
+                worst64 =
+                    worst64.max((got[i].to_bits() as i64 - want.to_bits() as i64).unsigned_abs());
+            }
+            if (1e-30..1e30).contains(&x) {
+                let a32: [f32; 16] = std::array::from_fn(|i| (x * (1.0 + 0.19 * i as f64)) as f32);
+                // SAFETY: checked above.
+                let got = unsafe { F32x16::load(&a32) }.rsqrt().to_array();
+                for i in 0..16 {
+                    let want = 1.0 / (a32[i] as f64).sqrt();
+                    worst32 = worst32.max((got[i] as f64 - want).abs() / want);
+                }
+            }
+            x *= 1.37;
+        }
+        assert!(worst64 <= 2, "f64 rsqrt: {worst64} ulp");
+        assert!(
+            worst32 < 4.0 * f32::EPSILON as f64,
+            "f32 rsqrt relative error {worst32:e}"
+        );
+        let a = [0.0, -0.0, f64::INFINITY, -1.0, f64::NAN, 4.0, 0.25, 1.0];
+        // SAFETY: checked above.
+        let got = unsafe { F64x8::load(&a) }.rsqrt().to_array();
+        assert_eq!(got[0], f64::INFINITY);
+        assert_eq!(got[1], f64::NEG_INFINITY);
+        assert_eq!(got[2], 0.0);
+        assert!(got[3].is_nan() && got[4].is_nan());
+        assert_eq!(got[5..8], [0.5, 2.0, 1.0]);
+        let a32 = [0.0, -0.0, f32::INFINITY, -1.0, f32::NAN, 4.0, 0.25, 1.0].repeat(2);
+        // SAFETY: checked above.
+        let got = unsafe { F32x16::load(&a32) }.rsqrt().to_array();
+        assert_eq!(got[8], f32::INFINITY);
+        assert_eq!(got[9], f32::NEG_INFINITY);
+        assert_eq!(got[10], 0.0);
+        assert!(got[11].is_nan() && got[12].is_nan());
     }
 
     #[test]
@@ -607,7 +673,7 @@ mod tests {
         // SAFETY: checked above.
         unsafe {
             let v = F32x8::load_partial(&s);
-            assert_eq!(v.to_array(), [1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+            assert_eq!(v.to_array()[..8], [1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
             assert_eq!(v.sum(), 6.0);
             let m = F32x8::first(2);
             assert_eq!(
@@ -617,6 +683,27 @@ mod tests {
             let d = F64x4::load_partial(&[5.0, 6.0]);
             assert_eq!(d.to_array()[..4], [5.0, 6.0, 0.0, 0.0]);
             assert_eq!(F64x4::first(3).select(F64x4::c(1.0), d).sum(), 3.0);
+        }
+        if !avx512() {
+            return;
+        }
+        // SAFETY: checked above.
+        unsafe {
+            let s: Vec<f32> = (1..=11).map(|i| i as f32).collect();
+            let v = F32x16::load_partial(&s);
+            assert_eq!(
+                v.to_array()[..12],
+                [1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 0.]
+            );
+            assert_eq!(v.sum(), 66.0);
+            let m = F32x16::first(10);
+            assert_eq!(
+                m.select(v, F32x16::c(-1.0)).to_array()[9..12],
+                [10.0, -1.0, -1.0]
+            );
+            let d = F64x8::load_partial(&[5.0, 6.0, 7.0]);
+            assert_eq!(d.to_array()[..4], [5.0, 6.0, 7.0, 0.0]);
+            assert_eq!(F64x8::first(5).select(F64x8::c(1.0), d).sum(), 5.0);
         }
     }
 }

@@ -7,7 +7,15 @@ Usage: python3 scripts/peers/exafmm_t.py --driver BIN [--n N]
        [--cases laplace:5:300,yukawa:5:64] [--k 20] [--targets separate|sources]
        [--points exafmm|numpy] [--seed S] [--samples 1000] [--repeat 3]
        [--threads 2] [--wait-idle S [--retries 3]] [--outdir DIR]
+       [--ours FMM_BENCH [--ours-cases coulomb:laplace:6:0.6:64,...]]
 (run through scripts/peers/exafmm_t.sh, which builds exafmm-t and the driver).
+
+With --ours, our fmm_bench (target/release/examples/fmm_bench) runs on the
+same points right after exafmm-t, f64, with --threads worker threads
+(RAYON_NUM_THREADS), and its outputs are checked against the same sampled
+f64 direct sums: one line per --ours-cases entry
+kernel:far_field:p:theta:ncrit (kernel coulomb or yukawa, lambda = --k;
+far_field laplace, ki or ppm; ncrit 0 for the far field's default).
 Needs numpy (python3 -m pip install numpy).
 
 Points (--points exafmm, the default): exactly those of exafmm-t's own tests
@@ -42,7 +50,7 @@ potential and gradient relative L2 errors on --samples random targets,
 and how many cores other processes kept busy during the run (from
 /proc/stat: the timings mean something only when that is about 0).
 """
-import argparse, json, os, resource, subprocess, sys, time
+import argparse, json, os, re, resource, subprocess, sys, time
 
 import numpy as np
 
@@ -126,6 +134,34 @@ def direct(kernel, k, src, tgt, chunk=8):
     return pot / (4 * np.pi), grad / (4 * np.pi)
 
 
+def timed(cmd, env, a):
+    """Runs `cmd` (after waiting for an idle machine with --wait-idle,
+    again when other processes were busy); returns its stdout and the
+    cores other processes used meanwhile."""
+    for attempt in range(1 + (a.retries if a.wait_idle > 0 else 0)):
+        if a.wait_idle > 0:
+            print(f"machine load before the run: {wait_idle(a.wait_idle):.2f} cores", flush=True)
+        b0, w0 = busy_seconds(), time.perf_counter()
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ours = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+        others = max(0.0, (busy_seconds() - b0 - ours) / (time.perf_counter() - w0))
+        if others < 0.1:
+            break
+        print(f"other processes used {others:.2f} cores during the run", flush=True)
+    return res.stdout, others
+
+
+def errors(pot, grad, ref_pot, ref_grad):
+    """Relative L2 errors of the potential and the gradient, and the best
+    scale of the potential (1 when the normalisations agree)."""
+    scale = float(np.dot(pot, ref_pot) / np.dot(ref_pot, ref_pot))
+    epot = float(np.linalg.norm(pot - ref_pot) / np.linalg.norm(ref_pot))
+    egrad = float(np.linalg.norm(grad - ref_grad) / np.linalg.norm(ref_grad))
+    return epot, egrad, scale
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--driver", required=True)
@@ -144,6 +180,9 @@ def main():
     ap.add_argument("--retries", type=int, default=3,
                     help="with --wait-idle: runs again (at most this often) when other processes were busy")
     ap.add_argument("--outdir", default=os.path.join(os.environ.get("PEERS_BUILD", "/work/peers-build"), "points"))
+    ap.add_argument("--ours", help="our fmm_bench binary: run it on the same points")
+    ap.add_argument("--ours-cases", default="coulomb:laplace:6:0.6:64,yukawa:ki:5:0.8:0",
+                    help="comma-separated kernel:far_field:p:theta:ncrit for --ours")
     a = ap.parse_args()
 
     os.makedirs(a.outdir, exist_ok=True)
@@ -162,7 +201,7 @@ def main():
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS=str(a.threads))
     refs = {}
     lines = []
-    for case in a.cases.split(","):
+    for case in filter(None, a.cases.split(",")):
         kernel, p, ncrit = case.split(":")
         out = os.path.join(a.outdir, f"exafmm_t_{kernel}_p{p}_c{ncrit}_{a.targets}_n{a.n}.npy")
         cmd = [a.driver, "--kernel", kernel, "--k", str(a.k), "--p", p, "--ncrit", ncrit,
@@ -171,20 +210,9 @@ def main():
         if a.targets == "separate":
             cmd += ["--targets", tpath]
         print("$ OPENBLAS_NUM_THREADS=1 " + " ".join(cmd), flush=True)
-        for attempt in range(1 + (a.retries if a.wait_idle > 0 else 0)):
-            if a.wait_idle > 0:
-                print(f"machine load before the run: {wait_idle(a.wait_idle):.2f} cores", flush=True)
-            b0, w0 = busy_seconds(), time.perf_counter()
-            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            ours = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
-            others = max(0.0, (busy_seconds() - b0 - ours) / (time.perf_counter() - w0))
-            info = json.loads(res.stdout.strip().splitlines()[-1])
-            print(json.dumps(info), flush=True)
-            if others < 0.1:
-                break
-            print(f"other processes used {others:.2f} cores during the run", flush=True)
+        stdout, others = timed(cmd, env, a)
+        info = json.loads(stdout.strip().splitlines()[-1])
+        print(json.dumps(info), flush=True)
         fmm = np.load(out)
         key = (kernel, a.k if kernel == "yukawa" else 0.0)
         if key not in refs:
@@ -192,10 +220,7 @@ def main():
             refs[key] = direct(kernel, a.k, sources, tgt[sample])
             print(f"direct sum on {len(sample)} targets: {time.perf_counter() - t0:.1f} s", flush=True)
         ref_pot, ref_grad = refs[key]
-        pot, grad = fmm[sample, 0], fmm[sample, 1:4]
-        scale = float(np.dot(pot, ref_pot) / np.dot(ref_pot, ref_pot))
-        epot = float(np.linalg.norm(pot - ref_pot) / np.linalg.norm(ref_pot))
-        egrad = float(np.linalg.norm(grad - ref_grad) / np.linalg.norm(ref_grad))
+        epot, egrad, scale = errors(fmm[sample, 0], fmm[sample, 1:4], ref_pot, ref_grad)
         name = "laplace" if kernel == "laplace" else f"mod-helmholtz k={a.k:g}"
         lines.append(
             f"exafmm-t {name:22s} N {a.n:>8d}  targets {a.targets:8s} p {p:>2s}  ncrit {ncrit:>4s}  "
@@ -205,6 +230,37 @@ def main():
             f"pot err {epot:.2e}  grad err {egrad:.2e}  (kernel scale {scale:.6f}; "
             f"other processes used {others:.2f} cores meanwhile)")
         print(lines[-1], flush=True)
+
+    if a.ours:
+        env = dict(os.environ, RAYON_NUM_THREADS=str(a.threads))
+        for case in filter(None, a.ours_cases.split(",")):
+            kernel, far, p, theta, ncrit = case.split(":")
+            out = os.path.join(a.outdir, f"ours_{kernel}_{far}_p{p}_t{theta}_c{ncrit}_{a.targets}_n{a.n}.npy")
+            cmd = [a.ours, "--kernel", kernel, "--precision", "f64", "--far-field", far,
+                   "--p", p, "--theta", theta, "--ncrit", ncrit, "--input", spath,
+                   "--output", out, "--repeat", str(a.repeat), "--samples", "0"]
+            if kernel == "yukawa":
+                cmd += ["--params", f"{a.k:g}"]
+            if a.targets == "separate":
+                cmd += ["--targets", tpath]
+            print(f"$ RAYON_NUM_THREADS={a.threads} " + " ".join(cmd), flush=True)
+            stdout, others = timed(cmd, env, a)
+            print(stdout, end="", flush=True)
+            secs = float(re.search(r"time per evaluation\s+([0-9.]+) s", stdout).group(1))
+            key = ("laplace", 0.0) if kernel == "coulomb" else ("yukawa", a.k)
+            if key not in refs:
+                refs[key] = direct(key[0], a.k, sources, tgt[sample])
+            ref_pot, ref_grad = refs[key]
+            ours = np.load(out)
+            # ours: phi = 4 pi phi_exafmm, e = -4 pi grad_exafmm
+            pot, grad = ours[sample, 0] / (4 * np.pi), -ours[sample, 1:4] / (4 * np.pi)
+            epot, egrad, scale = errors(pot, grad, ref_pot, ref_grad)
+            lines.append(
+                f"ours     {kernel + ' ' + far:22s} N {a.n:>8d}  targets {a.targets:8s} p {p:>2s}  ncrit {ncrit:>4s}  "
+                f"theta {theta}  {secs:7.3f} s  (median of {a.repeat}, trees included, {a.threads} threads)  "
+                f"pot err {epot:.2e}  grad err {egrad:.2e}  (kernel scale {scale:.6f}; "
+                f"other processes used {others:.2f} cores meanwhile)")
+            print(lines[-1], flush=True)
     print("\n".join(["", "summary:"] + lines))
 
 

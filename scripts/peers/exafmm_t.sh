@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # exafmm-t (github.com/exafmm/exafmm-t, kernel-independent FMM in C++) on
 # points we write as .npy, for a side-by-side with our FMM:
-#   bash scripts/peers/exafmm_t.sh /path/to/exafmm-t [--own] [args of exafmm_t.py]
+#   bash scripts/peers/exafmm_t.sh /path/to/exafmm-t [--own] [--no-ours] [args of exafmm_t.py]
 # e.g. bash scripts/peers/exafmm_t.sh /work/peers-build/exafmm-t --n 1000000
+#
+# Our side runs in the same script on the same points: our fmm_bench is
+# built (cargo build --release) and run for each --ours-cases entry
+# (default: Coulomb by Laplace expansions p 6 theta 0.6, Yukawa by the
+# kernel-independent far field p 5 theta 0.8; see exafmm_t.py), unless
+# --no-ours.
 #
 # Builds exafmm-t out of tree (its autotools configure: SIMD flags for this
 # CPU, OpenMP, OpenBLAS, FFTW; -g -O2 as its default) into
@@ -27,10 +33,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 [ $# -ge 1 ] || { echo "usage: $0 EXAFMM_T_SRC_DIR [--own] [exafmm_t.py args]" >&2; exit 2; }
 src="$(cd "$1" && pwd)"; shift
 [ -x "$src/configure" ] || { echo "$src: no configure script (not an exafmm-t source folder?)" >&2; exit 2; }
-own=0; n=1000000; k=20; threads=2; args=()
+own=0; ours=1; n=1000000; k=20; threads=2; args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --own) own=1 ;;
+    --no-ours) ours=0 ;;
     --n) n="$2"; args+=("$1" "$2"); shift ;;
     --k) k="$2"; args+=("$1" "$2"); shift ;;
     --threads) threads="$2"; args+=("$1" "$2"); shift ;;
@@ -87,6 +94,12 @@ if [ $own -eq 1 ]; then
         "$(echo "$out" | awk -F': ' '/^Total/{printf "Total %.3f s", $2} /^Potential Error/{printf ", pot err %.2e", $2} /^Gradient Error/{printf ", grad err %.2e", $2} /^Tree Depth/{printf ", depth %d", $2}')"
     done
   done
+fi
+
+if [ $ours -eq 1 ]; then
+  repo="$(cd "$here/../.." && pwd)"
+  (cd "$repo" && cargo build --release -q -p fmm-examples --example fmm_bench)
+  args+=(--ours "$repo/target/release/examples/fmm_bench")
 fi
 
 python3 "$here/exafmm_t.py" --driver "$driver" "${args[@]}"

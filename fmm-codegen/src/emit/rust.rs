@@ -323,7 +323,8 @@ impl Syntax for WideSyntax<'_> {
     }
 }
 
-/// The AVX2 evaluator (`fmm_core::simd`): one source per lane, the pair's
+/// The vector evaluator (`fmm_core::simd`; AVX-512 where the CPU has it,
+/// else AVX2): one source per lane, the pair's
 /// math in vector operations, one vector partial sum per output summed in
 /// blocks of `BLOCK` sources like the portable loop. The last partial
 /// vector of a block reads zeros past the end and its lanes there are
@@ -340,12 +341,11 @@ fn emit_wide(def: &KernelDef, core: &str) -> String {
     o.push_str(&format!(
         "unsafe fn p2p_target_wide<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
     ));
-    o.push_str("    #[target_feature(enable = \"avx2,fma\")]\n");
-    o.push_str("    #[allow(unused_variables, unused_unsafe, unused_mut, clippy::all)]\n");
-    o.push_str(&format!(
-        "    unsafe fn wide<V: {core}::simd::Lanes>(p: &[V::Scalar], xi: [V::Scalar; 3], t: &[V::Scalar], src: &{core}::SourceSlices<'_, V::Scalar>, sources: ::core::ops::Range<usize>, out: &mut [V::Scalar]) {{\n"
-    ));
-    o.push_str("    unsafe {\n");
+    // The body is generic over the vector type and emitted twice, under
+    // the AVX2 and the AVX-512 target features: the features decide which
+    // instructions the vector methods inline to.
+    let header = o;
+    let mut o = String::new();
     let ind = "        ";
     o.push_str(&prologue_loads(
         def,
@@ -440,6 +440,24 @@ fn emit_wide(def: &KernelDef, core: &str) -> String {
         o.push_str(&format!("{ind}out[{}] {op} total[{}];\n", u.slot, u.slot));
     }
     o.push_str("    }\n    }\n");
-    o.push_str("    wide::<R::Wide>(p, xi, t, src, sources, out)\n}\n");
+    let body = o;
+    let mut o = header;
+    for (name, features) in [
+        ("wide", "avx2,fma"),
+        ("wide512", "avx512f,avx512dq,avx2,fma"),
+    ] {
+        o.push_str(&format!("    #[target_feature(enable = \"{features}\")]\n"));
+        o.push_str("    #[allow(unused_variables, unused_unsafe, unused_mut, clippy::all)]\n");
+        o.push_str(&format!(
+            "    unsafe fn {name}<V: {core}::simd::Lanes>(p: &[V::Scalar], xi: [V::Scalar; 3], t: &[V::Scalar], src: &{core}::SourceSlices<'_, V::Scalar>, sources: ::core::ops::Range<usize>, out: &mut [V::Scalar]) {{\n"
+        ));
+        o.push_str("    unsafe {\n");
+        o.push_str(&body);
+    }
+    o.push_str(&format!("    if {core}::simd::avx512() {{\n"));
+    o.push_str("        wide512::<R::Wide512>(p, xi, t, src, sources, out)\n");
+    o.push_str("    } else {\n");
+    o.push_str("        wide::<R::Wide>(p, xi, t, src, sources, out)\n");
+    o.push_str("    }\n}\n");
     o
 }

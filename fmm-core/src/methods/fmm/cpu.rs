@@ -82,17 +82,16 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // Upward pass: P2M at the leaves, then M2M level by level up.
     let mut mult = vec![C::ZERO; stree.cells.len() * block];
     mult.par_chunks_mut(block).enumerate().for_each_init(
-        || Scratch::new(order),
+        || Passes::new(order),
         |s, (c, m)| {
             let cell = &stree.cells[c];
             if cell.is_leaf() {
                 let (b, e) = (cell.begin, cell.end);
                 for (k, qk) in q.iter().enumerate() {
-                    p2m(
+                    s.p2m(
                         ssph[c].center,
                         &sp[b..e],
                         &qk[b..e],
-                        s,
                         &mut m[k * nc..(k + 1) * nc],
                     );
                 }
@@ -104,15 +103,17 @@ pub(crate) fn run<K: Kernel, R: Real>(
             .par_iter()
             .filter(|&&c| !stree.cells[c].is_leaf())
             .map_init(
-                || Scratch::new(order),
+                || Passes::new(order),
                 |s, &c| {
                     let mut m = vec![C::ZERO; block];
-                    for ch in children(&stree, c) {
-                        let d = sub(ssph[ch].center, ssph[c].center);
-                        for k in 0..nq {
-                            let child = &mult[ch * block + k * nc..ch * block + (k + 1) * nc];
-                            m2m(child, d, s, &mut m[k * nc..(k + 1) * nc]);
-                        }
+                    for k in 0..nq {
+                        let kids: Vec<(&[C], [f64; 3])> = children(&stree, c)
+                            .map(|ch| {
+                                let o = ch * block + k * nc;
+                                (&mult[o..o + nc], sub(ssph[ch].center, ssph[c].center))
+                            })
+                            .collect();
+                        s.m2m(&kids, &mut m[k * nc..(k + 1) * nc]);
                     }
                     (c, m)
                 },
@@ -152,26 +153,36 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // L2L level by level down.
     let tlevels = levels(&ttree);
     for level in &tlevels {
-        let shifted: Vec<(usize, Vec<C>)> = level
+        let shifted: Vec<(Vec<usize>, Vec<C>)> = level
             .par_iter()
             .filter(|&&c| !ttree.cells[c].is_leaf())
-            .flat_map_iter(|&c| children(&ttree, c).map(move |ch| (c, ch)))
             .map_init(
-                || Scratch::new(order),
-                |s, (c, ch)| {
-                    let mut l = vec![C::ZERO; block];
-                    let d = sub(tsph[ch].center, tsph[c].center);
+                || Passes::new(order),
+                |s, &c| {
+                    let kids: Vec<usize> = children(&ttree, c).collect();
+                    let d: Vec<[f64; 3]> = kids
+                        .iter()
+                        .map(|&ch| sub(tsph[ch].center, tsph[c].center))
+                        .collect();
+                    // The children's shifted expansions, child after child.
+                    let mut l = vec![C::ZERO; kids.len() * block];
                     for k in 0..nq {
                         let parent = &local[c * block + k * nc..c * block + (k + 1) * nc];
-                        l2l(parent, d, s, &mut l[k * nc..(k + 1) * nc]);
+                        let mut views: Vec<&mut [C]> = l
+                            .chunks_mut(block)
+                            .map(|b| &mut b[k * nc..(k + 1) * nc])
+                            .collect();
+                        s.l2l(parent, &d, &mut views);
                     }
-                    (ch, l)
+                    (kids, l)
                 },
             )
             .collect();
-        for (ch, l) in shifted {
-            for (x, y) in local[ch * block..(ch + 1) * block].iter_mut().zip(&l) {
-                *x += *y;
+        for (kids, l) in shifted {
+            for (&ch, l) in kids.iter().zip(l.chunks(block)) {
+                for (x, y) in local[ch * block..(ch + 1) * block].iter_mut().zip(l) {
+                    *x += *y;
+                }
             }
         }
     }
@@ -182,17 +193,26 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let far: Vec<Vec<f64>> = leaves
         .par_iter()
         .map_init(
-            || Scratch::new(order),
-            |s, &a| {
+            || (Passes::new(order), Scratch::new(order)),
+            |(passes, s), &a| {
                 let cell = &ttree.cells[a];
                 let mut out = vec![0.0; cell.len() * no];
                 let mut x = FarValues::default();
-                for (i, o) in (cell.begin..cell.end).zip(out.chunks_mut(no)) {
+                // Potential and gradient of each expansion at every target.
+                let values: Vec<Vec<(f64, [f64; 3])>> = (0..nq)
+                    .map(|k| {
+                        let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
+                        let mut v = vec![(0.0, [0.0; 3]); cell.len()];
+                        passes.l2p(l, tsph[a].center, &tp[cell.begin..cell.end], &mut v);
+                        v
+                    })
+                    .collect();
+                for (j, (i, o)) in (cell.begin..cell.end).zip(out.chunks_mut(no)).enumerate() {
                     let r = sub(tp[i], tsph[a].center);
                     for k in 0..nq {
-                        let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
-                        (x.phi[k], x.grad[k]) = l2p(l, r, s);
+                        (x.phi[k], x.grad[k]) = values[k][j];
                         if hessians {
+                            let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
                             x.hess[k] = l2p_hessian(l, r, s);
                         }
                     }
@@ -337,9 +357,103 @@ fn far_outputs(
     }
 }
 
-/// M2L of a whole list: in AVX2 lanes where the CPU has them, else one
-/// source cell at a time.
+/// P2M, M2M, L2L and L2P in AVX-512 or AVX2 lanes where the CPU has them
+/// ([`super::pass_lanes`]), else by the scalar operators.
+enum Passes {
+    #[cfg(target_arch = "x86_64")]
+    Lanes512(super::pass_lanes::PassScratch<crate::simd::F64x8>),
+    #[cfg(target_arch = "x86_64")]
+    Lanes(super::pass_lanes::PassScratch<crate::simd::F64x4>),
+    Scalar(Scratch),
+}
+
+// SAFETY (every `unsafe` block of `Passes`): a lanes variant is made only
+// where the CPU has its instructions, and its scratch is for the order of
+// the expansions passed.
+impl Passes {
+    fn new(p: usize) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx512() {
+            return Passes::Lanes512(unsafe { super::pass_lanes::PassScratch::new(p) });
+        }
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx2_fma() {
+            return Passes::Lanes(unsafe { super::pass_lanes::PassScratch::new(p) });
+        }
+        Passes::Scalar(Scratch::new(p))
+    }
+
+    fn p2m(&mut self, z: [f64; 3], x: &[[f64; 3]], q: &[f64], m: &mut [C]) {
+        #[cfg(target_arch = "x86_64")]
+        use super::pass_lanes::{avx2, avx512};
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Passes::Lanes512(s) => unsafe { avx512::p2m(z, x, q, s, m) },
+            #[cfg(target_arch = "x86_64")]
+            Passes::Lanes(s) => unsafe { avx2::p2m(z, x, q, s, m) },
+            Passes::Scalar(s) => p2m(z, x, q, s, m),
+        }
+    }
+
+    /// Potential and gradient of `local` (about `z`) at each of `x`.
+    fn l2p(&mut self, local: &[C], z: [f64; 3], x: &[[f64; 3]], out: &mut [(f64, [f64; 3])]) {
+        #[cfg(target_arch = "x86_64")]
+        use super::pass_lanes::{avx2, avx512};
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Passes::Lanes512(s) => unsafe { avx512::l2p(local, z, x, s, out) },
+            #[cfg(target_arch = "x86_64")]
+            Passes::Lanes(s) => unsafe { avx2::l2p(local, z, x, s, out) },
+            Passes::Scalar(s) => {
+                for (xi, o) in x.iter().zip(out) {
+                    *o = l2p(local, sub(*xi, z), s);
+                }
+            }
+        }
+    }
+
+    /// Adds the children's expansions `(expansion, z_child - z_parent)`
+    /// to `parent`.
+    fn m2m(&mut self, children: &[(&[C], [f64; 3])], parent: &mut [C]) {
+        #[cfg(target_arch = "x86_64")]
+        use super::pass_lanes::{avx2, avx512};
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Passes::Lanes512(s) => unsafe { avx512::m2m(children, s, parent) },
+            #[cfg(target_arch = "x86_64")]
+            Passes::Lanes(s) => unsafe { avx2::m2m(children, s, parent) },
+            Passes::Scalar(s) => {
+                for &(c, d) in children {
+                    m2m(c, d, s, parent);
+                }
+            }
+        }
+    }
+
+    /// Adds `parent` shifted by `d[i] = z_child - z_parent` to
+    /// `children[i]`.
+    fn l2l(&mut self, parent: &[C], d: &[[f64; 3]], children: &mut [&mut [C]]) {
+        #[cfg(target_arch = "x86_64")]
+        use super::pass_lanes::{avx2, avx512};
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Passes::Lanes512(s) => unsafe { avx512::l2l(parent, d, s, children) },
+            #[cfg(target_arch = "x86_64")]
+            Passes::Lanes(s) => unsafe { avx2::l2l(parent, d, s, children) },
+            Passes::Scalar(s) => {
+                for (di, c) in d.iter().zip(children.iter_mut()) {
+                    l2l(parent, *di, s, c);
+                }
+            }
+        }
+    }
+}
+
+/// M2L of a whole list: in AVX-512 or AVX2 lanes where the CPU has them,
+/// else one source cell at a time.
 enum M2lScratch {
+    #[cfg(target_arch = "x86_64")]
+    Lanes512(super::m2l_lanes::LaneScratch<crate::simd::F64x8>),
     #[cfg(target_arch = "x86_64")]
     Lanes(super::m2l_lanes::LaneScratch<crate::simd::F64x4>),
     Scalar(Scratch),
@@ -347,6 +461,11 @@ enum M2lScratch {
 
 impl M2lScratch {
     fn new(p: usize) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx512() {
+            // SAFETY: the CPU has AVX-512 F and DQ.
+            return M2lScratch::Lanes512(unsafe { super::m2l_lanes::LaneScratch::new(p) });
+        }
         #[cfg(target_arch = "x86_64")]
         if crate::simd::avx2_fma() {
             // SAFETY: the CPU has AVX2 and FMA.
@@ -357,6 +476,11 @@ impl M2lScratch {
 
     fn m2l_list(&mut self, center: [f64; 3], list: &[(&FullRange, [f64; 3])], local: &mut [C]) {
         match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: made only where the CPU has AVX-512 F and DQ.
+            M2lScratch::Lanes512(s) => unsafe {
+                super::m2l_lanes::m2l_list_avx512(center, list, s, local)
+            },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: made only where the CPU has AVX2 and FMA.
             M2lScratch::Lanes(s) => unsafe {

@@ -1,5 +1,5 @@
 //! M2L for the whole interaction list of one target cell, several source
-//! cells at once: one source cell per lane of an AVX2 vector
+//! cells at once: one source cell per lane of an AVX2 or AVX-512 vector
 //! ([`crate::simd`]), so every operation of the translation (the singular
 //! harmonics' recurrence and the double sum) is a plain lane-wise vector
 //! operation with no shuffles, and the lanes' local expansions (all about
@@ -142,35 +142,88 @@ pub unsafe fn m2l_list<V: Lanes<Scalar = f64>>(
         ];
         singular_lanes(dv, p, &mut s.ire, &mut s.iim);
         for k in 0..=p {
-            for l in 0..=k {
-                // Four independent sums, so the multiply-adds overlap.
-                let z = V::c(0.0);
-                let (mut rr, mut ri, mut ir, mut ii) = (z, z, z, z);
-                for n in 0..=p - k {
-                    let a = full(n, -(n as isize));
-                    let b = full(n + k, l as isize - n as isize);
-                    for j in 0..2 * n + 1 {
-                        let (mr, mi) = (*s.mre.get_unchecked(a + j), *s.mim.get_unchecked(a + j));
-                        let (xr, xi) = (*s.ire.get_unchecked(b + j), *s.iim.get_unchecked(b + j));
-                        rr = V::mul_add(mr, xr, rr);
-                        ii = V::mul_add(mi, xi, ii);
-                        ri = V::mul_add(mr, xi, ri);
-                        ir = V::mul_add(mi, xr, ir);
-                    }
-                }
-                let t = idx(k, l);
-                if k % 2 == 0 {
-                    s.acc_re[t] = s.acc_re[t] + (rr - ii);
-                    s.acc_im[t] = s.acc_im[t] + (ri + ir);
-                } else {
-                    s.acc_re[t] = s.acc_re[t] - (rr - ii);
-                    s.acc_im[t] = s.acc_im[t] - (ri + ir);
-                }
+            // Outputs (k, l) four at a time, then one at a time.
+            let mut l = 0;
+            while l + 2 <= k + 1 {
+                let sums = outputs_from::<V, 2>(s, k, l);
+                add_outputs(s, k, l, &sums);
+                l += 2;
+            }
+            while l <= k {
+                let sums = outputs_from::<V, 1>(s, k, l);
+                add_outputs(s, k, l, &sums);
+                l += 1;
             }
         }
     }
     for (t, l) in local.iter_mut().enumerate() {
         *l += C::new(V::sum(s.acc_re[t]), V::sum(s.acc_im[t]));
+    }
+}
+
+/// The double sums of the outputs `(k, l)` to `(k, l + B - 1)` of one
+/// M2L for the chunk in `s`: `sum_n sum_j M_n^{j-n} I_{n+k}^{l+t-n+j}`,
+/// as four real sums (re re, im im, re im, im re) per output.
+///
+/// Why `B` outputs at once: the product for output `l + t` reads the
+/// singular harmonic one place after the one for `l + t - 1`, so the `B`
+/// outputs share each multipole coefficient and a window of `B` harmonics
+/// that slides by one per term. That is two vector loads per `4 B`
+/// multiply-adds where one output at a time needs four per four, which
+/// kept the loop waiting on loads.
+#[inline(always)]
+unsafe fn outputs_from<V: Lanes<Scalar = f64>, const B: usize>(
+    s: &LaneScratch<V>,
+    k: usize,
+    l: usize,
+) -> [[V; 4]; B] {
+    let z = V::c(0.0);
+    let mut acc = [[z; 4]; B];
+    for n in 0..=s.p - k {
+        let a = full(n, -(n as isize));
+        let b = full(n + k, l as isize - n as isize);
+        let (mut wr, mut wi) = ([z; B], [z; B]);
+        for t in 1..B {
+            wr[t] = *s.ire.get_unchecked(b + t - 1);
+            wi[t] = *s.iim.get_unchecked(b + t - 1);
+        }
+        for j in 0..2 * n + 1 {
+            for t in 0..B - 1 {
+                wr[t] = wr[t + 1];
+                wi[t] = wi[t + 1];
+            }
+            wr[B - 1] = *s.ire.get_unchecked(b + j + B - 1);
+            wi[B - 1] = *s.iim.get_unchecked(b + j + B - 1);
+            let (mr, mi) = (*s.mre.get_unchecked(a + j), *s.mim.get_unchecked(a + j));
+            for t in 0..B {
+                acc[t][0] = V::mul_add(mr, wr[t], acc[t][0]);
+                acc[t][1] = V::mul_add(mi, wi[t], acc[t][1]);
+                acc[t][2] = V::mul_add(mr, wi[t], acc[t][2]);
+                acc[t][3] = V::mul_add(mi, wr[t], acc[t][3]);
+            }
+        }
+    }
+    acc
+}
+
+/// Adds the sums of [`outputs_from`] to the chunk's local expansion, with
+/// the sign `(-1)^k`.
+#[inline(always)]
+fn add_outputs<V: Lanes<Scalar = f64>, const B: usize>(
+    s: &mut LaneScratch<V>,
+    k: usize,
+    l: usize,
+    sums: &[[V; 4]; B],
+) {
+    for (t, [rr, ii, ri, ir]) in sums.iter().enumerate() {
+        let i = idx(k, l + t);
+        if k.is_multiple_of(2) {
+            s.acc_re[i] = s.acc_re[i] + (*rr - *ii);
+            s.acc_im[i] = s.acc_im[i] + (*ri + *ir);
+        } else {
+            s.acc_re[i] = s.acc_re[i] - (*rr - *ii);
+            s.acc_im[i] = s.acc_im[i] - (*ri + *ir);
+        }
     }
 }
 
@@ -188,12 +241,26 @@ pub unsafe fn m2l_list_avx2(
     m2l_list(center, sources, s, local)
 }
 
+/// [`m2l_list`] in AVX-512 lanes of eight f64.
+///
+/// # Safety
+/// The CPU has AVX-512 F and DQ ([`crate::simd::avx512`]).
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+pub unsafe fn m2l_list_avx512(
+    center: [f64; 3],
+    sources: &[(&FullRange, [f64; 3])],
+    s: &mut LaneScratch<crate::simd::F64x8>,
+    local: &mut [C],
+) {
+    m2l_list(center, sources, s, local)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::harmonics::ncoef;
     use super::super::operators::{m2l, p2m, Scratch};
     use super::*;
-    use crate::simd::{avx2_fma, F64x4};
+    use crate::simd::{avx2_fma, avx512, F64x4, F64x8};
 
     /// The lanes' M2L of a list equals the scalar M2L summed over it.
     #[test]
@@ -227,15 +294,27 @@ mod tests {
                 let mut ls = LaneScratch::<F64x4>::new(p);
                 m2l_list_avx2(center, &list, &mut ls, &mut got);
             }
+            let mut runs = vec![("AVX2", got)];
+            if avx512() {
+                let mut got = vec![C::ZERO; ncoef(p)];
+                // SAFETY: checked.
+                unsafe {
+                    let mut ls = LaneScratch::<F64x8>::new(p);
+                    m2l_list_avx512(center, &list, &mut ls, &mut got);
+                }
+                runs.push(("AVX-512", got));
+            }
             let scale = want
                 .iter()
                 .map(|c| c.re.abs() + c.im.abs())
                 .fold(0.0, f64::max);
-            for (g, w) in got.iter().zip(&want) {
-                assert!(
-                    (g.re - w.re).abs() + (g.im - w.im).abs() < 1e-13 * scale,
-                    "p = {p}: {g:?} against {w:?}"
-                );
+            for (name, got) in runs {
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g.re - w.re).abs() + (g.im - w.im).abs() < 1e-13 * scale,
+                        "{name}, p = {p}: {g:?} against {w:?}"
+                    );
+                }
             }
         }
     }

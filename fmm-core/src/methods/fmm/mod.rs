@@ -20,6 +20,8 @@ pub mod harmonics;
 #[cfg(target_arch = "x86_64")]
 pub mod m2l_lanes;
 pub mod operators;
+#[cfg(target_arch = "x86_64")]
+pub mod pass_lanes;
 pub mod tolerance;
 pub mod traversal;
 
