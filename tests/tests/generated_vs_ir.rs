@@ -109,9 +109,18 @@ enum Path {
     Portable,
     /// `p2p_each`, its per-source contributions summed here.
     Each,
+    /// The AVX2 body of `p2p_target_wide` (AVX-512 turned off around it).
     #[cfg(target_arch = "x86_64")]
     Wide,
+    /// Its AVX-512 body, where the CPU has AVX-512.
+    #[cfg(target_arch = "x86_64")]
+    Wide512,
 }
+
+/// Held while a wide path runs: `Path::Wide` turns the process-wide
+/// AVX-512 switch off, and `Path::Wide512` must not run meanwhile.
+#[cfg(target_arch = "x86_64")]
+static WIDTH_SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The paths this machine can run.
 fn paths() -> Vec<Path> {
@@ -120,6 +129,10 @@ fn paths() -> Vec<Path> {
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         v.push(Path::Wide);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if fmm_core::simd::avx512() {
+        v.push(Path::Wide512);
     }
     v
 }
@@ -171,7 +184,19 @@ fn evaluate<K: Kernel, R: Real>(
             }
             // SAFETY: `paths` lists this path only where the CPU has AVX2 and FMA.
             #[cfg(target_arch = "x86_64")]
-            Path::Wide => unsafe { K::p2p_target_wide(&p, xi, &t, &src, skip..spos.len(), &mut o) },
+            Path::Wide => {
+                let _held = WIDTH_SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+                fmm_core::simd::set_wide_vectors(false);
+                unsafe { K::p2p_target_wide(&p, xi, &t, &src, skip..spos.len(), &mut o) };
+                fmm_core::simd::set_wide_vectors(true);
+            }
+            // SAFETY: `paths` lists this path only where the CPU has AVX-512.
+            #[cfg(target_arch = "x86_64")]
+            Path::Wide512 => {
+                let _held = WIDTH_SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+                assert!(fmm_core::simd::avx512());
+                unsafe { K::p2p_target_wide(&p, xi, &t, &src, skip..spos.len(), &mut o) };
+            }
         }
         for k in 0..no {
             out[k][i] = o[k].to_f64();
