@@ -212,12 +212,7 @@ fn run<K: Kernel, R: Real>(
         (ev.outputs, ev.stats, ev.achieved)
     };
     if let Some(path) = &args.output {
-        let names: Vec<String> = K::def()
-            .outputs
-            .iter()
-            .flat_map(|f| f.slot_names())
-            .collect();
-        fmm_core::io::write_outputs(path, &outputs, &names)?;
+        common::write_outputs::<K, R>(path, &outputs)?;
     }
     let error = match (args.samples, &prob) {
         (0, _) => None,

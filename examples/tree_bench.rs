@@ -119,12 +119,7 @@ fn run<K: Kernel, R: Real>(
     }
     let (out, stats) = (ev.outputs, ev.stats);
     if let Some(path) = &args.output {
-        let names: Vec<String> = K::def()
-            .outputs
-            .iter()
-            .flat_map(|f| f.slot_names())
-            .collect();
-        fmm_core::io::write_outputs(path, &out, &names)?;
+        common::write_outputs::<K, R>(path, &out)?;
     }
     let error = (args.samples > 0)
         .then(|| sampled_error::<K, R>(&prob, &out, args.samples, args.seed))

@@ -475,6 +475,20 @@ fn set_field<R: Real>(
     Ok(())
 }
 
+/// Writes kernel `K`'s outputs to `path` (`.npy` or CSV), one column per
+/// output slot named as declared, in the targets' order.
+pub fn write_outputs<K: Kernel, R: Real>(
+    path: &std::path::Path,
+    out: &Outputs<R>,
+) -> Result<(), fmm_core::Error> {
+    let names: Vec<String> = K::def()
+        .outputs
+        .iter()
+        .flat_map(|f| f.slot_names())
+        .collect();
+    fmm_core::io::write_outputs(path, out, &names)
+}
+
 /// Relative L2 error of `out` (all targets) against an f64 direct sum on
 /// `samples` targets drawn at random.
 pub fn sampled_error<K: Kernel, R: Real>(
