@@ -205,8 +205,9 @@ pub fn print_stats(s: &Stats) {
         );
         if s.m2l_compressed > 0 {
             println!(
-                "compressed M2L        {:.3e} translations by {} operators",
-                s.m2l_compressed as f64, s.m2l_operators
+                "compressed M2L        {:.3e} translations by {} operators ({} kept from \
+                 an earlier evaluation)",
+                s.m2l_compressed as f64, s.m2l_operators, s.m2l_operators_reused
             );
         }
     } else if s.p2c > 0 {

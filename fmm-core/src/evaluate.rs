@@ -363,6 +363,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
             settings,
             opts.leaf_size(rep.far_field),
             opts.node_m2l == fmm::NodeM2l::Compressed,
+            opts.rank_tolerance,
             targets,
             sources,
             &mut Clock::cpu(stats),

@@ -108,9 +108,11 @@ pub struct Stats {
     /// M2L translations (the FMM).
     pub m2l: u64,
     /// Of the M2L translations, those by compressed operators (the node
-    /// far fields on the CPU), and the operators computed for them.
+    /// far fields on the CPU), the operators they took, and how many of
+    /// those were kept from an earlier evaluation of the same geometry.
     pub m2l_compressed: u64,
     pub m2l_operators: usize,
+    pub m2l_operators_reused: usize,
     /// Particle-particle interactions.
     pub p2p: u64,
     /// Particle-cell interactions (the treecode's far field).

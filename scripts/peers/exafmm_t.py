@@ -14,8 +14,12 @@ With --ours, our fmm_bench (target/release/examples/fmm_bench) runs on the
 same points right after exafmm-t, f64, with --threads worker threads
 (RAYON_NUM_THREADS), and its outputs are checked against the same sampled
 f64 direct sums: one line per --ours-cases entry
-kernel:far_field:p:theta:ncrit (kernel coulomb or yukawa, lambda = --k;
-far_field laplace, ki or ppm; ncrit 0 for the far field's default).
+kernel:far_field:p:theta:ncrit[:rank_tol] (kernel coulomb or yukawa,
+lambda = --k; far_field laplace, ki or ppm; ncrit 0 for the far field's
+default; rank_tol the compressed M2L's, fmm_bench --rank-tol). Our time is
+the median of --repeat evaluations after an untimed first one, whose time
+is printed too as "cold": the compressed M2L computes its operators there
+and keeps them, as exafmm-t's later runs load theirs from its file.
 Needs numpy (python3 -m pip install numpy).
 
 Points (--points exafmm, the default): exactly those of exafmm-t's own tests
@@ -181,8 +185,8 @@ def main():
                     help="with --wait-idle: runs again (at most this often) when other processes were busy")
     ap.add_argument("--outdir", default=os.path.join(os.environ.get("PEERS_BUILD", "/work/peers-build"), "points"))
     ap.add_argument("--ours", help="our fmm_bench binary: run it on the same points")
-    ap.add_argument("--ours-cases", default="coulomb:laplace:6:0.6:64,yukawa:ki:5:0.8:0",
-                    help="comma-separated kernel:far_field:p:theta:ncrit for --ours")
+    ap.add_argument("--ours-cases", default="coulomb:laplace:9:0.6:64,yukawa:ki:5:0.8:0:1e-4",
+                    help="comma-separated kernel:far_field:p:theta:ncrit[:rank_tol] for --ours")
     a = ap.parse_args()
 
     os.makedirs(a.outdir, exist_ok=True)
@@ -234,19 +238,22 @@ def main():
     if a.ours:
         env = dict(os.environ, RAYON_NUM_THREADS=str(a.threads))
         for case in filter(None, a.ours_cases.split(",")):
-            kernel, far, p, theta, ncrit = case.split(":")
+            kernel, far, p, theta, ncrit, *rank = case.split(":")
             out = os.path.join(a.outdir, f"ours_{kernel}_{far}_p{p}_t{theta}_c{ncrit}_{a.targets}_n{a.n}.npy")
             cmd = [a.ours, "--kernel", kernel, "--precision", "f64", "--far-field", far,
                    "--p", p, "--theta", theta, "--ncrit", ncrit, "--input", spath,
                    "--output", out, "--repeat", str(a.repeat), "--samples", "0"]
             if kernel == "yukawa":
                 cmd += ["--params", f"{a.k:g}"]
+            if rank:
+                cmd += ["--rank-tol", rank[0]]
             if a.targets == "separate":
                 cmd += ["--targets", tpath]
             print(f"$ RAYON_NUM_THREADS={a.threads} " + " ".join(cmd), flush=True)
             stdout, others = timed(cmd, env, a)
             print(stdout, end="", flush=True)
             secs = float(re.search(r"time per evaluation\s+([0-9.]+) s", stdout).group(1))
+            cold = float(re.search(r"first evaluation\s+([0-9.]+) s", stdout).group(1))
             key = ("laplace", 0.0) if kernel == "coulomb" else ("yukawa", a.k)
             if key not in refs:
                 refs[key] = direct(key[0], a.k, sources, tgt[sample])
@@ -257,7 +264,8 @@ def main():
             epot, egrad, scale = errors(pot, grad, ref_pot, ref_grad)
             lines.append(
                 f"ours     {kernel + ' ' + far:22s} N {a.n:>8d}  targets {a.targets:8s} p {p:>2s}  ncrit {ncrit:>4s}  "
-                f"theta {theta}  {secs:7.3f} s  (median of {a.repeat}, trees included, {a.threads} threads)  "
+                f"theta {theta}{'  rank tol ' + rank[0] if rank else ''}  {secs:7.3f} s  (median of {a.repeat}, "
+                f"cold run {cold:.3f} s, trees included, {a.threads} threads)  "
                 f"pot err {epot:.2e}  grad err {egrad:.2e}  (kernel scale {scale:.6f}; "
                 f"other processes used {others:.2f} cores meanwhile)")
             print(lines[-1], flush=True)

@@ -6,9 +6,9 @@
 #
 # Our side runs in the same script on the same points: our fmm_bench is
 # built (cargo build --release) and run for each --ours-cases entry
-# (default: Coulomb by Laplace expansions p 6 theta 0.6, Yukawa by the
-# kernel-independent far field p 5 theta 0.8; see exafmm_t.py), unless
-# --no-ours.
+# (default: Coulomb by Laplace expansions p 9 theta 0.6, Yukawa by the
+# kernel-independent far field p 5 theta 0.8, rank tolerance 1e-4; see
+# exafmm_t.py), unless --no-ours.
 #
 # Builds exafmm-t out of tree (its autotools configure: SIMD flags for this
 # CPU, OpenMP, OpenBLAS, FFTW; -g -O2 as its default) into

@@ -15,6 +15,7 @@
 //! `docs/FAR_FIELD.md`).
 
 use super::nodes::Basis;
+use super::tensor::Tensor;
 
 /// The highest order: 13 nodes a side, 2197 a cell.
 pub const MAX_ORDER: usize = 12;
@@ -30,6 +31,8 @@ pub struct Chebyshev {
     /// `T_k` at the roots, `[m * n + k]`.
     t_roots: Vec<f64>,
     nodes: Vec<[f64; 3]>,
+    /// The 1D weights for the operators by sum factorisation.
+    tensor: Tensor,
 }
 
 impl Chebyshev {
@@ -52,11 +55,21 @@ impl Chebyshev {
                 }
             }
         }
+        // A child's nodes in its parent's frame, per side: +-1/2 + x/2.
+        let child = [-0.5, 0.5].map(|off| {
+            let mut w = vec![0.0; n * n];
+            for (c, &x) in roots.iter().enumerate() {
+                weights_1d(n, &t_roots, off + 0.5 * x, &mut w[c * n..(c + 1) * n]);
+            }
+            w
+        });
+        let tensor = Tensor::new(n, child, t_roots.clone());
         Chebyshev {
             n,
             roots,
             t_roots,
             nodes,
+            tensor,
         }
     }
 
@@ -73,15 +86,20 @@ impl Chebyshev {
 
     /// `S_n(x, root_m)` for every root, into `w` (length `n`).
     fn weights_1d(&self, x: f64, w: &mut [f64]) {
-        let n = self.n;
-        let mut t = [0.0; MAX_ORDER + 1];
-        chebyshev_t(x, &mut t[..n]);
-        let inv = 1.0 / n as f64;
-        for (m, wm) in w.iter_mut().enumerate() {
-            let tm = &self.t_roots[m * n..(m + 1) * n];
-            let s: f64 = (1..n).map(|k| t[k] * tm[k]).sum();
-            *wm = inv + 2.0 * inv * s;
-        }
+        weights_1d(self.n, &self.t_roots, x, w);
+    }
+}
+
+/// `S_n(x, root_m)` for every root `m` of `n`, into `w` (length `n`), from
+/// `T_k` at the roots (`t_roots[m * n + k]`).
+pub(crate) fn weights_1d(n: usize, t_roots: &[f64], x: f64, w: &mut [f64]) {
+    let mut t = [0.0; MAX_ORDER + 1];
+    chebyshev_t(x, &mut t[..n]);
+    let inv = 1.0 / n as f64;
+    for (m, wm) in w.iter_mut().enumerate() {
+        let tm = &t_roots[m * n..(m + 1) * n];
+        let s: f64 = (1..n).map(|k| t[k] * tm[k]).sum();
+        *wm = inv + 2.0 * inv * s;
     }
 }
 
@@ -123,6 +141,10 @@ impl Basis for Chebyshev {
 
     fn radius(&self) -> f64 {
         3f64.sqrt()
+    }
+
+    fn tensor(&self) -> Option<&Tensor> {
+        Some(&self.tensor)
     }
 }
 

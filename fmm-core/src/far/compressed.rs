@@ -22,7 +22,17 @@
 //! (a vortex method's uniform core), which is checked; otherwise the
 //! caller keeps M2L by the kernel. The singular vectors come from the
 //! eigenvectors of `sum A A^T` and `sum A^T A`; the rank keeps singular
-//! values above [`rank_tolerance`] of the largest.
+//! values above [`rank_tolerance`] of the largest (or the caller's).
+//!
+//! The bases and compressed operators are kept for the next evaluation
+//! with the same kernel, parameters, nodes, root cube and tolerance (an
+//! iterative solver's or a benchmark's repeated products; exafmm-t and
+//! PVFMM keep theirs in files): only the offsets not seen before are then
+//! computed. One geometry is kept, up to [`CACHE_BYTES`];
+//! [`clear_operator_cache`] drops it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
@@ -50,6 +60,10 @@ pub(crate) fn rank_tolerance(p: usize) -> f64 {
 /// are left to M2L by the kernel (measured, `docs/FAR_FIELD.md`).
 const MIN_PAIRS: usize = 32;
 
+/// The most bytes of operators kept for the next evaluation (past it they
+/// are computed again each time).
+pub const CACHE_BYTES: usize = 1 << 30;
+
 /// Operators a level and side the bases are fitted to (those of the most
 /// pairs): the other operators' ranges are close to theirs.
 const BASIS_KEYS: usize = 100;
@@ -61,6 +75,40 @@ struct Key {
     target_level: u8,
     source_level: u8,
     offset: [i32; 3],
+}
+
+/// What the operators depend on besides the offsets: two evaluations with
+/// the same `Geometry` share their bases and operators.
+#[derive(Clone, Debug, PartialEq)]
+struct Geometry {
+    kernel: &'static str,
+    /// Bit patterns of the f64 values (parameters, fields, nodes, root,
+    /// tolerance): equal means the same operators.
+    params: Vec<u64>,
+    fields: Vec<u64>,
+    strength: Vec<usize>,
+    target_slots: usize,
+    n_outputs: usize,
+    nodes: Vec<[u64; 3]>,
+    root_half: u64,
+    tol: u64,
+}
+
+/// The operators of one geometry.
+struct Cached {
+    geometry: Geometry,
+    bases: Arc<Vec<Bases>>,
+    ops: HashMap<Key, Arc<Vec<f64>>>,
+    bytes: usize,
+}
+
+static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
+
+/// Drops the compressed M2L operators kept from the last evaluation.
+pub fn clear_operator_cache() {
+    if let Ok(mut c) = CACHE.lock() {
+        *c = None;
+    }
 }
 
 /// A cell's centre in units of the deepest level's half side, from the
@@ -201,12 +249,13 @@ fn common_fields(up: &Upward, strength: &[usize], used: &[bool]) -> Option<Vec<f
 }
 
 /// What [`m2l`] did: the pairs it left to the kernel (their offsets too
-/// rare to pay for an operator), and how many it translated with how many
-/// operators.
+/// rare to pay for an operator), how many it translated with how many
+/// operators, and how many of those were kept from an earlier evaluation.
 pub(crate) struct Done {
     pub(crate) rest: Lists,
     pub(crate) pairs: u64,
     pub(crate) operators: usize,
+    pub(crate) reused: usize,
 }
 
 /// The M2L of the lists `lists` (target cells of `ttree`, source cells of
@@ -214,10 +263,11 @@ pub(crate) struct Done {
 /// of rare offsets, which it returns. `None`, having done nothing, where
 /// it does not apply: the trees' root cubes differ, a source field other
 /// than the strength varies between cells, or the operators are too large.
+/// Singular values are kept down to `tol` of the largest.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn m2l<K: Kernel>(
     basis: &dyn Basis,
-    p: usize,
+    tol: f64,
     params: &[f64],
     rep: &Representation,
     n_outputs: usize,
@@ -315,134 +365,22 @@ pub(crate) fn m2l<K: Kernel>(
             rest,
             pairs: 0,
             operators: 0,
+            reused: 0,
         });
     }
 
-    // The bases of every level, from the Gram matrices of its operators.
-    let levels = MAX_LEVEL as usize + 1;
-    let tol = rank_tolerance(p);
-    type Grams = (Vec<Vec<f64>>, Vec<Vec<f64>>);
-    // The bases are fitted to the operators of the most pairs: at most
-    // BASIS_KEYS per level and side.
-    let mut fit = vec![(false, false); groups.len()];
-    for side in 0..2 {
-        let mut by: Vec<usize> = (0..groups.len()).collect();
-        by.sort_by_key(|&g| std::cmp::Reverse(groups[g].1.len()));
-        let mut taken = vec![0usize; levels];
-        for g in by {
-            let key = &groups[g].0;
-            let l = if side == 0 {
-                key.target_level
-            } else {
-                key.source_level
-            } as usize;
-            if taken[l] < BASIS_KEYS {
-                taken[l] += 1;
-                if side == 0 {
-                    fit[g].0 = true
-                } else {
-                    fit[g].1 = true
-                }
-            }
-        }
-    }
-    let (gt, gs): Grams = groups
-        .par_iter()
-        .zip(&fit)
-        .filter(|(_, f)| f.0 || f.1)
-        .map(|(g, f)| (g, *f))
-        .fold(
-            || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
-            |(mut gt, mut gs): Grams, ((key, _), (fit_t, fit_s))| {
-                let a = setup.operator::<K>(key);
-                let av = View::new(&a, rows);
-                if fit_t {
-                    let t = &mut gt[key.target_level as usize];
-                    if t.is_empty() {
-                        *t = vec![0.0; rows * rows];
-                    }
-                    gemm(rows, cols, rows, 1.0, av, av.t(), 1.0, t, rows);
-                }
-                if fit_s {
-                    let s = &mut gs[key.source_level as usize];
-                    if s.is_empty() {
-                        *s = vec![0.0; cols * cols];
-                    }
-                    gemm(cols, rows, cols, 1.0, av.t(), av, 1.0, s, cols);
-                }
-                (gt, gs)
-            },
-        )
-        .reduce(
-            || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
-            |a, b| {
-                let add = |x: Vec<Vec<f64>>, y: Vec<Vec<f64>>| {
-                    x.into_iter()
-                        .zip(y)
-                        .map(|(x, y)| match (x.is_empty(), y.is_empty()) {
-                            (true, _) => y,
-                            (_, true) => x,
-                            _ => x.iter().zip(&y).map(|(p, q)| p + q).collect(),
-                        })
-                        .collect()
-                };
-                (add(a.0, b.0), add(a.1, b.1))
-            },
-        );
-    let bases: Vec<Bases> = (0..levels)
-        .into_par_iter()
-        .map(|l| {
-            let mut b = Bases::default();
-            if !gt[l].is_empty() {
-                (b.u, b.rank_t) = leading(rows, &gt[l], tol);
-            }
-            if !gs[l].is_empty() {
-                (b.v, b.rank_s) = leading(cols, &gs[l], tol);
-            }
-            b
-        })
-        .collect();
-
-    // The compressed operators C = U^T A V. The operators the bases were
-    // fitted to are computed again rather than kept: a few hundred of
-    // them at 500 x 125 doubles (Yukawa, order 4) would hold 100s of MB,
-    // and recomputing is a small part of the precomputation (the Gram
-    // products dominate it).
-    let small: Vec<Vec<f64>> = groups
-        .par_iter()
-        .map(|(key, _)| {
-            let a = setup.operator::<K>(key);
-            let (bt, bs) = (
-                &bases[key.target_level as usize],
-                &bases[key.source_level as usize],
-            );
-            let mut av = vec![0.0; rows * bs.rank_s];
-            gemm(
-                rows,
-                cols,
-                bs.rank_s,
-                1.0,
-                View::new(&a, rows),
-                View::new(&bs.v, cols),
-                0.0,
-                &mut av,
-                rows,
-            );
-            let mut c = vec![0.0; bt.rank_t * bs.rank_s];
-            gemm(
-                bt.rank_t,
-                rows,
-                bs.rank_s,
-                1.0,
-                View::new(&bt.u, rows).t(),
-                View::new(&av, rows),
-                0.0,
-                &mut c,
-                bt.rank_t,
-            );
-            c
-        })
-        .collect();
+    let geometry = Geometry {
+        kernel: K::name(),
+        params: params.iter().map(|x| x.to_bits()).collect(),
+        fields: setup.fields.iter().map(|x| x.to_bits()).collect(),
+        strength: rep.strength.clone(),
+        target_slots: rep.target_slots,
+        n_outputs,
+        nodes: basis.nodes().iter().map(|x| x.map(f64::to_bits)).collect(),
+        root_half: setup.root_half.to_bits(),
+        tol: tol.to_bits(),
+    };
+    let (bases, small, reused) = operators::<K>(&setup, &groups, geometry, tol);
 
     // The source cells' strengths in their level's basis: V^T q.
     let rs_max = bases.iter().map(|b| b.rank_s).max().unwrap_or(0);
@@ -536,35 +474,259 @@ pub(crate) fn m2l<K: Kernel>(
             received[t as usize] = true;
         }
     }
-    for (l, b) in bases.iter().enumerate().filter(|(_, b)| b.rank_t > 0) {
-        let cells: Vec<usize> = (0..nt_cells)
-            .filter(|&c| received[c] && ttree.cells[c].level as usize == l)
-            .collect();
-        let mut h = Vec::with_capacity(cells.len() * b.rank_t);
-        for &c in &cells {
-            h.extend_from_slice(&hat_l[c * rt_max..c * rt_max + b.rank_t]);
-        }
-        let mut v = vec![0.0; cells.len() * rows];
-        par_gemm(
-            rows,
-            b.rank_t,
-            cells.len(),
-            View::new(&b.u, rows),
-            &h,
-            &mut v,
+    // In runs of cells, each run's cells of one level as one product (no
+    // copy of all the nodes' values at once).
+    const RUN: usize = 256;
+    local
+        .v
+        .par_chunks_mut(rows * RUN)
+        .enumerate()
+        .for_each_init(
+            || (Vec::new(), Vec::new(), Vec::new()),
+            |(cells, h, v): &mut (Vec<usize>, Vec<f64>, Vec<f64>), (i, lv)| {
+                let first = i * RUN;
+                let n = lv.len() / rows;
+                for (l, b) in bases.iter().enumerate().filter(|(_, b)| b.rank_t > 0) {
+                    cells.clear();
+                    cells.extend(
+                        (first..first + n)
+                            .filter(|&c| received[c] && ttree.cells[c].level as usize == l),
+                    );
+                    if cells.is_empty() {
+                        continue;
+                    }
+                    h.clear();
+                    for &c in cells.iter() {
+                        h.extend_from_slice(&hat_l[c * rt_max..c * rt_max + b.rank_t]);
+                    }
+                    v.resize(cells.len() * rows, 0.0);
+                    gemm(
+                        rows,
+                        b.rank_t,
+                        cells.len(),
+                        1.0,
+                        View::new(&b.u, rows),
+                        View::new(h, b.rank_t),
+                        0.0,
+                        v,
+                        rows,
+                    );
+                    for (j, &c) in cells.iter().enumerate() {
+                        let o = (c - first) * rows;
+                        for (a, x) in lv[o..o + rows].iter_mut().zip(&v[j * rows..(j + 1) * rows]) {
+                            *a += x;
+                        }
+                    }
+                }
+            },
         );
-        for (i, &c) in cells.iter().enumerate() {
-            for (a, x) in local.v[c * rows..(c + 1) * rows]
-                .iter_mut()
-                .zip(&v[i * rows..(i + 1) * rows])
-            {
-                *a += x;
-            }
-        }
-    }
     Some(Done {
         rest,
         pairs: groups.iter().map(|(_, r)| r.len() as u64).sum(),
         operators: groups.len(),
+        reused,
     })
+}
+
+/// The pairs of one offset: its key and their range in the sorted pairs.
+type Group = (Key, std::ops::Range<usize>);
+
+/// One operator `C = U^T A V` (`r_t x r_s`, column-major), shared with the
+/// cache.
+type Small = Arc<Vec<f64>>;
+
+/// The bases and the compressed operator of every group, those kept from
+/// the last evaluation of the same geometry reused (how many is the third
+/// value), the others computed and kept.
+fn operators<K: Kernel>(
+    setup: &Setup<'_>,
+    groups: &[Group],
+    geometry: Geometry,
+    tol: f64,
+) -> (Arc<Vec<Bases>>, Vec<Small>, usize) {
+    let (rows, cols) = (setup.rows(), setup.cols());
+    // The kept bases serve if they are of this geometry and cover its
+    // levels (each operator is then projected on them, as the operators
+    // the bases were not fitted to always are).
+    let kept = CACHE.lock().ok().and_then(|c| {
+        let c = c.as_ref()?;
+        let covers = groups.iter().all(|(k, _)| {
+            c.bases[k.target_level as usize].rank_t > 0
+                && c.bases[k.source_level as usize].rank_s > 0
+        });
+        (c.geometry == geometry && covers).then(|| {
+            let ops: Vec<Option<Arc<Vec<f64>>>> =
+                groups.iter().map(|(k, _)| c.ops.get(k).cloned()).collect();
+            (c.bases.clone(), ops)
+        })
+    });
+    let (bases, kept_ops) = match kept {
+        Some(k) => k,
+        None => (
+            Arc::new(fit_bases::<K>(setup, groups, tol)),
+            vec![None; groups.len()],
+        ),
+    };
+    let reused = kept_ops.iter().filter(|o| o.is_some()).count();
+
+    // The compressed operators C = U^T A V. The operators the bases were
+    // fitted to are computed again rather than kept: a few hundred of
+    // them at 500 x 125 doubles (Yukawa, order 4) would hold 100s of MB,
+    // and recomputing is a small part of the precomputation (the Gram
+    // products dominate it).
+    let small: Vec<Arc<Vec<f64>>> = groups
+        .par_iter()
+        .zip(kept_ops)
+        .map(|((key, _), kept)| {
+            if let Some(c) = kept {
+                return c;
+            }
+            let a = setup.operator::<K>(key);
+            let (bt, bs) = (
+                &bases[key.target_level as usize],
+                &bases[key.source_level as usize],
+            );
+            let mut av = vec![0.0; rows * bs.rank_s];
+            gemm(
+                rows,
+                cols,
+                bs.rank_s,
+                1.0,
+                View::new(&a, rows),
+                View::new(&bs.v, cols),
+                0.0,
+                &mut av,
+                rows,
+            );
+            let mut c = vec![0.0; bt.rank_t * bs.rank_s];
+            gemm(
+                bt.rank_t,
+                rows,
+                bs.rank_s,
+                1.0,
+                View::new(&bt.u, rows).t(),
+                View::new(&av, rows),
+                0.0,
+                &mut c,
+                bt.rank_t,
+            );
+            Arc::new(c)
+        })
+        .collect();
+
+    // Kept for the next evaluation, within the cache's bytes.
+    if let Ok(mut c) = CACHE.lock() {
+        let same = c
+            .as_ref()
+            .is_some_and(|c| c.geometry == geometry && Arc::ptr_eq(&c.bases, &bases));
+        if !same {
+            let bytes = bases.iter().map(|b| (b.u.len() + b.v.len()) * 8).sum();
+            *c = Some(Cached {
+                geometry,
+                bases: bases.clone(),
+                ops: HashMap::new(),
+                bytes,
+            });
+        }
+        let c = c.as_mut().expect("set above");
+        for ((key, _), op) in groups.iter().zip(&small) {
+            if c.bytes + op.len() * 8 > CACHE_BYTES {
+                break;
+            }
+            if !c.ops.contains_key(key) {
+                c.bytes += op.len() * 8;
+                c.ops.insert(*key, op.clone());
+            }
+        }
+    }
+    (bases, small, reused)
+}
+
+/// The bases of every level, from the Gram matrices of its operators.
+fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Group], tol: f64) -> Vec<Bases> {
+    let (rows, cols) = (setup.rows(), setup.cols());
+    let levels = MAX_LEVEL as usize + 1;
+    // The bases of every level, from the Gram matrices of its operators.
+    type Grams = (Vec<Vec<f64>>, Vec<Vec<f64>>);
+    // The bases are fitted to the operators of the most pairs: at most
+    // BASIS_KEYS per level and side.
+    let mut fit = vec![(false, false); groups.len()];
+    for side in 0..2 {
+        let mut by: Vec<usize> = (0..groups.len()).collect();
+        by.sort_by_key(|&g| std::cmp::Reverse(groups[g].1.len()));
+        let mut taken = vec![0usize; levels];
+        for g in by {
+            let key = &groups[g].0;
+            let l = if side == 0 {
+                key.target_level
+            } else {
+                key.source_level
+            } as usize;
+            if taken[l] < BASIS_KEYS {
+                taken[l] += 1;
+                if side == 0 {
+                    fit[g].0 = true
+                } else {
+                    fit[g].1 = true
+                }
+            }
+        }
+    }
+    let (gt, gs): Grams = groups
+        .par_iter()
+        .zip(&fit)
+        .filter(|(_, f)| f.0 || f.1)
+        .map(|(g, f)| (g, *f))
+        .fold(
+            || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
+            |(mut gt, mut gs): Grams, ((key, _), (fit_t, fit_s))| {
+                let a = setup.operator::<K>(key);
+                let av = View::new(&a, rows);
+                if fit_t {
+                    let t = &mut gt[key.target_level as usize];
+                    if t.is_empty() {
+                        *t = vec![0.0; rows * rows];
+                    }
+                    gemm(rows, cols, rows, 1.0, av, av.t(), 1.0, t, rows);
+                }
+                if fit_s {
+                    let s = &mut gs[key.source_level as usize];
+                    if s.is_empty() {
+                        *s = vec![0.0; cols * cols];
+                    }
+                    gemm(cols, rows, cols, 1.0, av.t(), av, 1.0, s, cols);
+                }
+                (gt, gs)
+            },
+        )
+        .reduce(
+            || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
+            |a, b| {
+                let add = |x: Vec<Vec<f64>>, y: Vec<Vec<f64>>| {
+                    x.into_iter()
+                        .zip(y)
+                        .map(|(x, y)| match (x.is_empty(), y.is_empty()) {
+                            (true, _) => y,
+                            (_, true) => x,
+                            _ => x.iter().zip(&y).map(|(p, q)| p + q).collect(),
+                        })
+                        .collect()
+                };
+                (add(a.0, b.0), add(a.1, b.1))
+            },
+        );
+    let bases: Vec<Bases> = (0..levels)
+        .into_par_iter()
+        .map(|l| {
+            let mut b = Bases::default();
+            if !gt[l].is_empty() {
+                (b.u, b.rank_t) = leading(rows, &gt[l], tol);
+            }
+            if !gs[l].is_empty() {
+                (b.v, b.rank_s) = leading(cols, &gs[l], tol);
+            }
+            b
+        })
+        .collect();
+    bases
 }

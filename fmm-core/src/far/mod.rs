@@ -28,6 +28,7 @@ pub mod cuda;
 pub(crate) mod linalg;
 pub mod nodes;
 pub mod pseudo;
+pub mod tensor;
 
 use crate::error::Error;
 use crate::kernel::Kernel;
@@ -35,6 +36,7 @@ use fmm_codegen::kernel::FarTerm;
 use fmm_codegen::FarField as Declared;
 
 pub use chebyshev::Chebyshev;
+pub use compressed::{clear_operator_cache, CACHE_BYTES};
 pub use pseudo::PseudoParticles;
 
 /// Which far field a tree method runs.

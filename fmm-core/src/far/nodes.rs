@@ -28,6 +28,7 @@
 use rayon::prelude::*;
 
 use super::linalg::{gemm, View};
+use super::tensor::{Tensor, MAX_N};
 use super::{FarField, Representation};
 use crate::kernel::{Kernel, MAX_SLOTS};
 use crate::real::Real;
@@ -57,6 +58,13 @@ pub trait Basis: Send + Sync {
     /// The radius of the sphere about the centre that holds the nodes and
     /// the cell, in the unit frame: the MAC's cell size.
     fn radius(&self) -> f64;
+
+    /// For a tensor-product basis, its 1D weights: P2M, M2M, L2L and L2P
+    /// then go one axis at a time ([`Tensor`]). `None` (pseudo-particles
+    /// on a sphere): the `k x k` weights as matrices.
+    fn tensor(&self) -> Option<&Tensor> {
+        None
+    }
 }
 
 /// The basis of a node far field at order `p` (checked).
@@ -126,21 +134,34 @@ pub(crate) fn upward<R: Real>(
     let block = k * nq;
     let nc = tree.cells.len();
     let mut q = vec![0.0; nc * block];
+    let tensor = b.tensor();
     // P2M, each leaf on its own.
     q.par_chunks_mut(block).zip(&tree.cells).for_each_init(
-        || vec![0.0; k],
-        |w, (qc, cell)| {
+        || (vec![0.0; k], [[0.0; MAX_N]; 3], vec![0.0; nq]),
+        |(w, aw, s), (qc, cell)| {
             if !cell.is_leaf() {
                 return;
             }
             for j in cell.begin..cell.end {
+                for (v, &slot) in s.iter_mut().zip(&rep.strength) {
+                    *v = src.slots[slot][j].to_f64();
+                }
+                if s.iter().all(|&v| v == 0.0) {
+                    continue;
+                }
                 let x = [0, 1, 2].map(|a| src.pos[a][j].to_f64());
-                b.weights(unit(x, cell.center, cell.half), w);
-                for (s, &slot) in rep.strength.iter().enumerate() {
-                    let v = src.slots[slot][j].to_f64();
-                    if v != 0.0 {
-                        for (n, &wn) in w.iter().enumerate() {
-                            qc[n * nq + s] += wn * v;
+                let x = unit(x, cell.center, cell.half);
+                match tensor {
+                    Some(t) => {
+                        t.axis_weights(x, aw);
+                        t.anterpolate(aw, s, qc);
+                    }
+                    None => {
+                        b.weights(x, w);
+                        for (&wn, qn) in w.iter().zip(qc.chunks_exact_mut(nq)) {
+                            for (qc, v) in qn.iter_mut().zip(s.iter()) {
+                                *qc += wn * v;
+                            }
                         }
                     }
                 }
@@ -148,7 +169,11 @@ pub(crate) fn upward<R: Real>(
         },
     );
     // M2M, deepest level first; a level's parents in parallel.
-    let m = child_weights(b);
+    let m = if tensor.is_some() {
+        Vec::new()
+    } else {
+        child_weights(b)
+    };
     let depth = tree.cells.iter().map(|c| c.level).max().unwrap_or(0);
     for level in (0..depth).rev() {
         let parents: Vec<usize> = (0..nc)
@@ -156,14 +181,19 @@ pub(crate) fn upward<R: Real>(
             .collect();
         let sums: Vec<Vec<f64>> = parents
             .par_iter()
-            .map(|&c| {
-                // acc (nq x k) += q_child (nq x k) W_o^T, W_o[parent][child].
+            .map_init(Vec::new, |scratch, &c| {
                 let mut acc = vec![0.0; block];
                 for ch in tree.children(c) {
                     let o = octant(tree.cells[ch].center, tree.cells[c].center);
                     let qch = &q[ch * block..(ch + 1) * block];
-                    let w = View::new(&m[o], k).t();
-                    gemm(nq, k, k, 1.0, View::new(qch, nq), w, 1.0, &mut acc, nq);
+                    match tensor {
+                        Some(t) => t.m2m(o, nq, qch, &mut acc, scratch),
+                        None => {
+                            // acc (nq x k) += q_child (nq x k) W_o^T, W_o[parent][child].
+                            let w = View::new(&m[o], k).t();
+                            gemm(nq, k, k, 1.0, View::new(qch, nq), w, 1.0, &mut acc, nq);
+                        }
+                    }
                 }
                 acc
             })
@@ -205,19 +235,21 @@ fn means<R: Real>(tree: &Octree, src: &SoA<R>, strength: &[usize]) -> Vec<Vec<f6
         .collect()
 }
 
-/// The node strengths as sources of kernel `K`: `k` entries a cell, in cell
-/// order, at the nodes' positions, strength slots from `up` and the other
-/// slots the cell's means.
+/// The node strengths of the cells `cells` as sources of kernel `K`: `k`
+/// entries a cell, in the order of `cells`, at the nodes' positions,
+/// strength slots from `up` and the other slots the cell's means.
 pub(crate) fn node_sources<R: Real>(
     b: &dyn Basis,
     tree: &Octree,
     up: &Upward,
     strength: &[usize],
+    cells: &[usize],
 ) -> SoA<R> {
     let ns = up.mean.first().map_or(0, Vec::len);
     let k = up.k;
-    let mut soa = SoA::with_capacity(ns, tree.cells.len() * k);
-    for (c, cell) in tree.cells.iter().enumerate() {
+    let mut soa = SoA::with_capacity(ns, cells.len() * k);
+    for &c in cells {
+        let cell = &tree.cells[c];
         for (n, x) in b.nodes().iter().enumerate() {
             for ((pos, c), xa) in soa.pos.iter_mut().zip(cell.center).zip(x) {
                 pos.push(R::c(c + cell.half * xa));
@@ -290,7 +322,12 @@ pub(crate) fn m2l<K: Kernel, R: Real>(
 pub(crate) fn downward(b: &dyn Basis, tree: &Octree, local: &mut Local) {
     let (k, ch) = (local.k, local.channels);
     let block = k * ch;
-    let m = child_weights(b);
+    let tensor = b.tensor();
+    let m = if tensor.is_some() {
+        Vec::new()
+    } else {
+        child_weights(b)
+    };
     let depth = tree.cells.iter().map(|c| c.level).max().unwrap_or(0);
     let parent = parents(tree);
     for level in 1..=depth {
@@ -299,14 +336,19 @@ pub(crate) fn downward(b: &dyn Basis, tree: &Octree, local: &mut Local) {
             .collect();
         let adds: Vec<Vec<f64>> = cells
             .par_iter()
-            .map(|&c| {
+            .map_init(Vec::new, |scratch, &c| {
                 let pc = parent[c];
                 let o = octant(tree.cells[c].center, tree.cells[pc].center);
                 let lp = &local.v[pc * block..(pc + 1) * block];
-                // add (ch x k) = l_parent (ch x k) W_o, W_o[parent][child].
                 let mut add = vec![0.0; block];
-                let w = View::new(&m[o], k);
-                gemm(ch, k, k, 1.0, View::new(lp, ch), w, 0.0, &mut add, ch);
+                match tensor {
+                    Some(t) => t.l2l(o, ch, lp, &mut add, scratch),
+                    None => {
+                        // add (ch x k) = l_parent (ch x k) W_o, W_o[parent][child].
+                        let w = View::new(&m[o], k);
+                        gemm(ch, k, k, 1.0, View::new(lp, ch), w, 0.0, &mut add, ch);
+                    }
+                }
                 add
             })
             .collect();
@@ -344,16 +386,38 @@ pub(crate) fn l2p(
     out: &mut [f64],
 ) {
     let ch = local.len() / b.len();
-    b.weights(unit(x, center, half), w);
-    for (n, &wn) in w.iter().enumerate() {
-        let ln = &local[n * ch..(n + 1) * ch];
-        for o in 0..n_outputs {
-            let mut v = ln[o];
-            for (s, ts) in t.iter().enumerate() {
-                v += ts * ln[(s + 1) * n_outputs + o];
-            }
-            out[o] += wn * v;
+    // The values of every channel at `x`, then contracted with the
+    // target's fields.
+    const MAX_CH: usize = 64;
+    let (mut buf, mut heap) = ([0.0; MAX_CH], Vec::new());
+    let v: &mut [f64] = if ch <= MAX_CH {
+        &mut buf[..ch]
+    } else {
+        heap.resize(ch, 0.0);
+        &mut heap
+    };
+    let u = unit(x, center, half);
+    match b.tensor() {
+        Some(tn) => {
+            let mut aw = [[0.0; MAX_N]; 3];
+            tn.axis_weights(u, &mut aw);
+            tn.interpolate(&aw, local, v);
         }
+        None => {
+            b.weights(u, w);
+            for (&wn, ln) in w.iter().zip(local.chunks_exact(ch)) {
+                for (a, l) in v.iter_mut().zip(ln) {
+                    *a += wn * l;
+                }
+            }
+        }
+    }
+    for o in 0..n_outputs {
+        let mut s = v[o];
+        for (slot, ts) in t.iter().enumerate() {
+            s += ts * v[(slot + 1) * n_outputs + o];
+        }
+        out[o] += s;
     }
 }
 

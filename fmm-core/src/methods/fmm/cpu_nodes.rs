@@ -37,7 +37,8 @@ fn node_spheres(tree: &Octree, b: &dyn Basis) -> Vec<Sphere> {
 
 /// The FMM of kernel `K` with the node far field `rep` at `settings` (`p`
 /// the far field's order, `theta` the MAC), leaves of at most `ncrit`, M2L
-/// by compressed operators where they apply if `compress`.
+/// by compressed operators where they apply if `compress` (singular values
+/// kept down to `rank_tolerance`, by default that of the order).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<K: Kernel, R: Real>(
     params: &[R],
@@ -45,6 +46,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     settings: Settings,
     ncrit: usize,
     compress: bool,
+    rank_tolerance: Option<f64>,
     targets: &Particles<R>,
     sources: &Particles<R>,
     clock: &mut Clock<'_>,
@@ -101,7 +103,16 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let params64: Vec<f64> = params.iter().map(|x| x.to_f64()).collect();
     let done = if compress {
         compressed::m2l::<K>(
-            b, settings.p, &params64, rep, no, &ttree, &stree, &up, &lists, &mut local,
+            b,
+            rank_tolerance.unwrap_or_else(|| compressed::rank_tolerance(settings.p)),
+            &params64,
+            rep,
+            no,
+            &ttree,
+            &stree,
+            &up,
+            &lists,
+            &mut local,
         )
     } else {
         None
@@ -109,13 +120,23 @@ pub(crate) fn run<K: Kernel, R: Real>(
     if let Some(d) = &done {
         clock.stats().m2l_compressed += d.pairs;
         clock.stats().m2l_operators += d.operators;
+        clock.stats().m2l_operators_reused += d.reused;
     }
     // The pairs left to the kernel (all of them without compression), with
-    // the node strengths as the kernel's sources, built only if any are.
+    // the node strengths as the kernel's sources, built for the source
+    // cells of those pairs only (`at[c]`: where cell `c`'s are).
     let rest = done.as_ref().map_or(&lists, |d| &d.rest);
     if rest.m2l_count() > 0 {
-        let proxies: SoA<R> = nodes::node_sources(b, &stree, &up, &rep.strength);
-        m2l_by_kernel::<K, R>(b, params, rep, no, &ttree, &proxies, rest, &mut local);
+        let mut at = vec![u32::MAX; stree.cells.len()];
+        let mut used = Vec::new();
+        for &s in rest.m2l.iter().flatten() {
+            if at[s as usize] == u32::MAX {
+                at[s as usize] = used.len() as u32;
+                used.push(s as usize);
+            }
+        }
+        let proxies: SoA<R> = nodes::node_sources(b, &stree, &up, &rep.strength, &used);
+        m2l_by_kernel::<K, R>(b, params, rep, no, &ttree, &proxies, &at, rest, &mut local);
     }
     clock.lap(Stage::M2l)?;
 
@@ -158,7 +179,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 }
 
 /// M2L by the kernel: per target cell, from its list's node sources
-/// `proxies` to its own nodes.
+/// `proxies` (source cell `s`'s at `at[s]`) to its own nodes.
 #[allow(clippy::too_many_arguments)]
 fn m2l_by_kernel<K: Kernel, R: Real>(
     b: &dyn Basis,
@@ -167,6 +188,7 @@ fn m2l_by_kernel<K: Kernel, R: Real>(
     no: usize,
     ttree: &Octree,
     proxies: &SoA<R>,
+    at: &[u32],
     lists: &Lists,
     local: &mut Local,
 ) {
@@ -183,7 +205,7 @@ fn m2l_by_kernel<K: Kernel, R: Real>(
                 }
                 list.clear();
                 for &s in &lists.m2l[a] {
-                    let s = s as usize;
+                    let s = at[s as usize] as usize;
                     list.push_from(proxies, s * k..(s + 1) * k);
                 }
                 let cell = &ttree.cells[a];

@@ -62,6 +62,12 @@ pub struct FmmOptions {
     pub ncrit: usize,
     /// How the node far fields' M2L runs on the CPU.
     pub node_m2l: NodeM2l,
+    /// The compressed M2L's rank: singular values kept down to this
+    /// fraction of the largest. `None`: `10^-(p+2)`, 10 to 100 below the
+    /// interpolation's own error (`docs/FAR_FIELD.md`); a larger one is
+    /// faster where the error has room (Yukawa: 1e-4 at order 5 leaves
+    /// the error as it is).
+    pub rank_tolerance: Option<f64>,
     /// Tuning of the GPU's M2L (defaults are measured; see the fields).
     pub gpu: GpuTuning,
 }
@@ -120,6 +126,14 @@ impl FmmOptions {
     /// the expansions convergent (`theta < 1`), a tolerance above 0, at
     /// least one particle a leaf.
     pub(crate) fn check(&self) -> Result<(), Error> {
+        if let Some(t) = self.rank_tolerance {
+            if !(t > 0.0 && t < 1.0) {
+                return Err(Error::BadOption(format!(
+                    "the rank tolerance is a fraction of the largest singular value, above 0 \
+                     and below 1, not {t}"
+                )));
+            }
+        }
         match self.accuracy {
             // The order is checked against the far field the kernel
             // resolves to (`Method::check`).
@@ -145,6 +159,7 @@ impl Default for FmmOptions {
             far_field: FarField::Auto,
             ncrit: 0,
             node_m2l: NodeM2l::default(),
+            rank_tolerance: None,
             gpu: GpuTuning::default(),
         }
     }

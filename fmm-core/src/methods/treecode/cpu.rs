@@ -105,7 +105,13 @@ fn node_cells<R: Real>(
     let b = basis.as_ref();
     let up = nodes::upward(b, stree, src, rep);
     CellSources {
-        soa: nodes::node_sources(b, stree, &up, &rep.strength),
+        soa: nodes::node_sources(
+            b,
+            stree,
+            &up,
+            &rep.strength,
+            &(0..stree.cells.len()).collect::<Vec<_>>(),
+        ),
         per_cell: b.len(),
         accept2: stree
             .cells
