@@ -343,6 +343,16 @@ impl Problem {
         })
     }
 
+    /// Core radii (fields named `sigma`) `factor` times what they are: an
+    /// overlap other than 1.
+    pub fn scale_cores(&mut self, factor: f64) {
+        for (name, values, _) in &mut self.src_fields {
+            if name == "sigma" {
+                values.iter_mut().for_each(|v| *v = v.map(|x| x * factor));
+            }
+        }
+    }
+
     pub fn new<K: Kernel>(
         n: usize,
         m: Option<usize>,
