@@ -283,29 +283,27 @@ mod tests {
                 for (o, dense) in dense.iter().enumerate() {
                     let input = values(k * ch, (p * 100 + ch * 10 + o) as u64);
                     let mut scratch = Vec::new();
-                    // M2M: parent[n][c] = sum_child w[child][n] in[child][c].
+                    // The dense product: child node `cn`, parent node `n`;
+                    // M2M adds into the parent's, L2L into the child's.
+                    let dense_apply = |m2m: bool| {
+                        let mut want = vec![0.0; k * ch];
+                        for (cn, row) in dense.chunks_exact(k).enumerate() {
+                            for (n, w) in row.iter().enumerate() {
+                                let (to, from) = if m2m { (n, cn) } else { (cn, n) };
+                                for c in 0..ch {
+                                    want[to * ch + c] += w * input[from * ch + c];
+                                }
+                            }
+                        }
+                        want
+                    };
                     let mut got = vec![0.0; k * ch];
                     t.m2m(o, ch, &input, &mut got, &mut scratch);
-                    let mut want = vec![0.0; k * ch];
-                    for (cn, row) in dense.chunks_exact(k).enumerate() {
-                        for (n, w) in row.iter().enumerate() {
-                            for c in 0..ch {
-                                want[n * ch + c] += w * input[cn * ch + c];
-                            }
-                        }
-                    }
+                    let want = dense_apply(true);
                     assert!(max_diff(&got, &want) < 1e-13, "m2m p {p} ch {ch} o {o}");
-                    // L2L: child[c_n][c] = sum_n w[c_n][n] parent[n][c].
                     let mut got = vec![0.0; k * ch];
                     t.l2l(o, ch, &input, &mut got, &mut scratch);
-                    let mut want = vec![0.0; k * ch];
-                    for (cn, row) in dense.chunks_exact(k).enumerate() {
-                        for (n, w) in row.iter().enumerate() {
-                            for c in 0..ch {
-                                want[cn * ch + c] += w * input[n * ch + c];
-                            }
-                        }
-                    }
+                    let want = dense_apply(false);
                     assert!(max_diff(&got, &want) < 1e-13, "l2l p {p} ch {ch} o {o}");
                 }
             }
