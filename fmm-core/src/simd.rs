@@ -236,10 +236,16 @@ binary_ops!(
     -0.0
 );
 
-/// The operations both types spell alike but for the intrinsics' suffix.
-macro_rules! common_lanes {
-    ($s:ty, $width:expr, $set1:ident, $loadu:ident, $storeu:ident, $fmadd:ident, $fmsub:ident, $fnmadd:ident, $sqrt:ident,
-     $min:ident, $max:ident, $cmp:ident, $and:ident, $or:ident, $xor:ident, $andnot:ident, $blendv:ident) => {
+/// The operations every vector type spells alike but for the intrinsics'
+/// names (AVX2 here, AVX-512 in [`avx512`]). Where the two families differ
+/// the caller passes the piece: `$wide` turns a comparison's result into a
+/// vector mask (AVX2: it is one; AVX-512: a mask register, widened),
+/// `$all` is a vector with every bit set, `$select(mask, a, b)` picks `a`
+/// where the mask is set, and `$reduce` sums the lanes.
+macro_rules! lane_ops {
+    ($s:ty, $width:expr, $set1:ident, $loadu:ident, $storeu:ident, $fmadd:ident, $fmsub:ident,
+     $fnmadd:ident, $sqrt:ident, $min:ident, $max:ident, $cmp:ident, $and:ident, $or:ident,
+     $xor:ident, $andnot:ident, $wide:expr, $all:expr, $select:expr, $reduce:expr) => {
         type Scalar = $s;
         const WIDTH: usize = $width;
         #[inline(always)]
@@ -266,12 +272,7 @@ macro_rules! common_lanes {
         }
         #[inline(always)]
         fn sum(self) -> $s {
-            let a = self.to_array();
-            let mut s = 0.0;
-            for x in &a[..$width] {
-                s += *x;
-            }
-            s
+            unsafe { ($reduce)(self.0) }
         }
         #[inline(always)]
         fn to_array(self) -> [$s; MAX_WIDTH] {
@@ -313,28 +314,28 @@ macro_rules! common_lanes {
         }
         #[inline(always)]
         fn lt(self, b: Self) -> Self {
-            Self(unsafe { $cmp::<_CMP_LT_OQ>(self.0, b.0) })
+            Self(unsafe { ($wide)($cmp::<_CMP_LT_OQ>(self.0, b.0)) })
         }
         #[inline(always)]
         fn le(self, b: Self) -> Self {
-            Self(unsafe { $cmp::<_CMP_LE_OQ>(self.0, b.0) })
+            Self(unsafe { ($wide)($cmp::<_CMP_LE_OQ>(self.0, b.0)) })
         }
         #[inline(always)]
         fn gt(self, b: Self) -> Self {
-            Self(unsafe { $cmp::<_CMP_GT_OQ>(self.0, b.0) })
+            Self(unsafe { ($wide)($cmp::<_CMP_GT_OQ>(self.0, b.0)) })
         }
         #[inline(always)]
         fn ge(self, b: Self) -> Self {
-            Self(unsafe { $cmp::<_CMP_GE_OQ>(self.0, b.0) })
+            Self(unsafe { ($wide)($cmp::<_CMP_GE_OQ>(self.0, b.0)) })
         }
         #[inline(always)]
         fn eq(self, b: Self) -> Self {
-            Self(unsafe { $cmp::<_CMP_EQ_OQ>(self.0, b.0) })
+            Self(unsafe { ($wide)($cmp::<_CMP_EQ_OQ>(self.0, b.0)) })
         }
         /// True where unequal or either is NaN, like Rust's `!=`.
         #[inline(always)]
         fn ne(self, b: Self) -> Self {
-            Self(unsafe { $cmp::<_CMP_NEQ_UQ>(self.0, b.0) })
+            Self(unsafe { ($wide)($cmp::<_CMP_NEQ_UQ>(self.0, b.0)) })
         }
         #[inline(always)]
         fn and(self, b: Self) -> Self {
@@ -346,17 +347,33 @@ macro_rules! common_lanes {
         }
         #[inline(always)]
         fn not(self) -> Self {
-            Self(unsafe { $xor(self.0, $cmp::<_CMP_TRUE_UQ>(self.0, self.0)) })
+            Self(unsafe { $xor(self.0, $all) })
         }
         #[inline(always)]
         fn select(self, a: Self, b: Self) -> Self {
-            Self(unsafe { $blendv(b.0, a.0, self.0) })
+            Self(unsafe { ($select)(self.0, a.0, b.0) })
+        }
+    };
+}
+pub(crate) use lane_ops;
+
+/// The lanes' sum, first to last (the order every caller has had).
+macro_rules! in_order_sum {
+    ($store:ident, $s:ty, $width:expr) => {
+        |v| {
+            let mut a = [0.0 as $s; $width];
+            $store(a.as_mut_ptr(), v);
+            let mut s = 0.0;
+            for x in a {
+                s += x;
+            }
+            s
         }
     };
 }
 
 impl Lanes for F32x8 {
-    common_lanes!(
+    lane_ops!(
         f32,
         8,
         _mm256_set1_ps,
@@ -373,7 +390,10 @@ impl Lanes for F32x8 {
         _mm256_or_ps,
         _mm256_xor_ps,
         _mm256_andnot_ps,
-        _mm256_blendv_ps
+        |m| m,
+        _mm256_castsi256_ps(_mm256_set1_epi32(-1)),
+        |m, a, b| _mm256_blendv_ps(b, a, m),
+        in_order_sum!(_mm256_storeu_ps, f32, 8)
     );
 
     /// The hardware estimate (relative error below 1.5 * 2^-12) and one
@@ -408,7 +428,7 @@ impl Lanes for F32x8 {
 }
 
 impl Lanes for F64x4 {
-    common_lanes!(
+    lane_ops!(
         f64,
         4,
         _mm256_set1_pd,
@@ -425,7 +445,10 @@ impl Lanes for F64x4 {
         _mm256_or_pd,
         _mm256_xor_pd,
         _mm256_andnot_pd,
-        _mm256_blendv_pd
+        |m| m,
+        _mm256_castsi256_pd(_mm256_set1_epi64x(-1)),
+        |m, a, b| _mm256_blendv_pd(b, a, m),
+        in_order_sum!(_mm256_storeu_pd, f64, 4)
     );
 
     /// Exact division: there is no f64 estimate in AVX2.

@@ -13,7 +13,7 @@
 //! the AVX2 one's method on 512 bits ([`super::math`]); `erf` runs the
 //! AVX2 function on each 256-bit half.
 
-use super::{Lanes, MAX_WIDTH};
+use super::{lane_ops, Lanes, MAX_WIDTH};
 use std::arch::x86_64::*;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::sync::OnceLock;
@@ -111,125 +111,8 @@ arithmetic!(
     _mm512_set1_pd
 );
 
-/// What both types spell alike but for the intrinsics' suffixes. `$wide`
-/// widens a mask register to a vector, `$narrow` takes the mask back from
-/// a vector's sign bits, `$all` is a vector with every bit set.
-macro_rules! lanes512 {
-    ($s:ty, $width:expr, $set1:ident, $loadu:ident, $storeu:ident, $fmadd:ident, $fmsub:ident,
-     $fnmadd:ident, $sqrt:ident, $min:ident, $max:ident, $cmp:ident, $and:ident, $or:ident,
-     $xor:ident, $andnot:ident, $blend:ident, $wide:expr, $narrow:expr, $all:expr, $reduce:ident) => {
-        type Scalar = $s;
-        const WIDTH: usize = $width;
-        #[inline(always)]
-        unsafe fn splat(x: $s) -> Self {
-            Self($set1(x))
-        }
-        #[inline(always)]
-        unsafe fn load(s: &[$s]) -> Self {
-            assert!(s.len() >= $width);
-            Self($loadu(s.as_ptr()))
-        }
-        #[inline(always)]
-        unsafe fn load_at(s: &[$s], i: usize) -> Self {
-            debug_assert!(i + $width <= s.len());
-            Self($loadu(s.as_ptr().add(i)))
-        }
-        #[inline(always)]
-        unsafe fn first(k: usize) -> Self {
-            let mut a = [0.0 as $s; MAX_WIDTH];
-            for x in a.iter_mut().take(k.min($width)) {
-                *x = <$s>::from_bits(!0);
-            }
-            Self($loadu(a.as_ptr()))
-        }
-        #[inline(always)]
-        fn sum(self) -> $s {
-            unsafe { $reduce(self.0) }
-        }
-        #[inline(always)]
-        fn to_array(self) -> [$s; MAX_WIDTH] {
-            let mut a = [0.0; MAX_WIDTH];
-            unsafe { $storeu(a.as_mut_ptr(), self.0) };
-            a
-        }
-        #[inline(always)]
-        fn with_lanes(self, a: [$s; MAX_WIDTH]) -> Self {
-            Self(unsafe { $loadu(a.as_ptr()) })
-        }
-        #[inline(always)]
-        fn mul_add(self, b: Self, c: Self) -> Self {
-            Self(unsafe { $fmadd(self.0, b.0, c.0) })
-        }
-        #[inline(always)]
-        fn mul_sub(self, b: Self, c: Self) -> Self {
-            Self(unsafe { $fmsub(self.0, b.0, c.0) })
-        }
-        #[inline(always)]
-        fn neg_mul_add(self, b: Self, c: Self) -> Self {
-            Self(unsafe { $fnmadd(self.0, b.0, c.0) })
-        }
-        #[inline(always)]
-        fn sqrt(self) -> Self {
-            Self(unsafe { $sqrt(self.0) })
-        }
-        #[inline(always)]
-        fn abs(self) -> Self {
-            Self(unsafe { $andnot($set1(-0.0), self.0) })
-        }
-        #[inline(always)]
-        fn min(self, b: Self) -> Self {
-            Self(unsafe { $min(self.0, b.0) })
-        }
-        #[inline(always)]
-        fn max(self, b: Self) -> Self {
-            Self(unsafe { $max(self.0, b.0) })
-        }
-        #[inline(always)]
-        fn lt(self, b: Self) -> Self {
-            Self(unsafe { $wide($cmp::<_CMP_LT_OQ>(self.0, b.0)) })
-        }
-        #[inline(always)]
-        fn le(self, b: Self) -> Self {
-            Self(unsafe { $wide($cmp::<_CMP_LE_OQ>(self.0, b.0)) })
-        }
-        #[inline(always)]
-        fn gt(self, b: Self) -> Self {
-            Self(unsafe { $wide($cmp::<_CMP_GT_OQ>(self.0, b.0)) })
-        }
-        #[inline(always)]
-        fn ge(self, b: Self) -> Self {
-            Self(unsafe { $wide($cmp::<_CMP_GE_OQ>(self.0, b.0)) })
-        }
-        #[inline(always)]
-        fn eq(self, b: Self) -> Self {
-            Self(unsafe { $wide($cmp::<_CMP_EQ_OQ>(self.0, b.0)) })
-        }
-        /// True where unequal or either is NaN, like Rust's `!=`.
-        #[inline(always)]
-        fn ne(self, b: Self) -> Self {
-            Self(unsafe { $wide($cmp::<_CMP_NEQ_UQ>(self.0, b.0)) })
-        }
-        #[inline(always)]
-        fn and(self, b: Self) -> Self {
-            Self(unsafe { $and(self.0, b.0) })
-        }
-        #[inline(always)]
-        fn or(self, b: Self) -> Self {
-            Self(unsafe { $or(self.0, b.0) })
-        }
-        #[inline(always)]
-        fn not(self) -> Self {
-            Self(unsafe { $xor(self.0, $all) })
-        }
-        #[inline(always)]
-        fn select(self, a: Self, b: Self) -> Self {
-            Self(unsafe { $blend($narrow(self.0), b.0, a.0) })
-        }
-    };
-}
-
 impl Lanes for F32x16 {
-    lanes512!(
+    lane_ops!(
         f32,
         16,
         _mm512_set1_ps,
@@ -246,10 +129,10 @@ impl Lanes for F32x16 {
         _mm512_or_ps,
         _mm512_xor_ps,
         _mm512_andnot_ps,
-        _mm512_mask_blend_ps,
+        // Comparisons give mask registers: widened to vectors, and back.
         |k| _mm512_castsi512_ps(_mm512_movm_epi32(k)),
-        |v| _mm512_movepi32_mask(_mm512_castps_si512(v)),
         _mm512_castsi512_ps(_mm512_set1_epi32(-1)),
+        |m, a, b| _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(m)), b, a),
         _mm512_reduce_add_ps
     );
 
@@ -285,7 +168,7 @@ impl Lanes for F32x16 {
 }
 
 impl Lanes for F64x8 {
-    lanes512!(
+    lane_ops!(
         f64,
         8,
         _mm512_set1_pd,
@@ -302,10 +185,9 @@ impl Lanes for F64x8 {
         _mm512_or_pd,
         _mm512_xor_pd,
         _mm512_andnot_pd,
-        _mm512_mask_blend_pd,
         |k| _mm512_castsi512_pd(_mm512_movm_epi64(k)),
-        |v| _mm512_movepi64_mask(_mm512_castpd_si512(v)),
         _mm512_castsi512_pd(_mm512_set1_epi64(-1)),
+        |m, a, b| _mm512_mask_blend_pd(_mm512_movepi64_mask(_mm512_castpd_si512(m)), b, a),
         _mm512_reduce_add_pd
     );
 
