@@ -357,6 +357,24 @@ macro_rules! lane_ops {
 }
 pub(crate) use lane_ops;
 
+/// `1 / sqrt(x)` from the hardware estimate `y`: one Newton step,
+/// `y (1.5 - 0.5 x y y)`. Where `x y` is not finite (`x` zero, infinite,
+/// negative or NaN) the step would give NaN and the estimate is kept:
+/// inf, 0, NaN, NaN as for `1 / sqrt(x)`.
+///
+/// # Safety
+/// The vector type's instructions must be available (its callers' own
+/// condition).
+#[inline(always)]
+pub(crate) unsafe fn rsqrt_newton<V: Lanes>(x: V, y: V) -> V {
+    let xy = x * y;
+    let h = V::c(-0.5) * xy;
+    let r = y * h.mul_add(y, V::c(1.5));
+    // Not below infinity: infinite or NaN.
+    let special = xy.abs().lt(V::c(f64::INFINITY)).not();
+    special.select(y, r)
+}
+
 /// The lanes' sum, first to last (the order every caller has had).
 macro_rules! in_order_sum {
     ($store:ident, $s:ty, $width:expr) => {
@@ -397,23 +415,11 @@ impl Lanes for F32x8 {
     );
 
     /// The hardware estimate (relative error below 1.5 * 2^-12) and one
-    /// Newton step. Where `x * estimate` is not finite (`x` zero, infinite,
-    /// negative or NaN) the Newton step would give NaN and the estimate is
-    /// kept: inf, 0, NaN, NaN as for `1 / sqrt(x)`. (A subnormal `x` reads
-    /// as zero to the estimate and gives inf.)
+    /// Newton step ([`rsqrt_newton`]). (A subnormal `x` reads as zero to the
+    /// estimate and gives inf.)
     #[inline(always)]
     fn rsqrt(self) -> Self {
-        unsafe {
-            let x = self.0;
-            let y = _mm256_rsqrt_ps(x);
-            let xy = _mm256_mul_ps(x, y);
-            // y * (1.5 - 0.5 * x * y * y)
-            let h = _mm256_mul_ps(_mm256_set1_ps(-0.5), xy);
-            let r = _mm256_mul_ps(y, _mm256_fmadd_ps(h, y, _mm256_set1_ps(1.5)));
-            let abs_xy = _mm256_andnot_ps(_mm256_set1_ps(-0.0), xy);
-            let special = _mm256_cmp_ps::<_CMP_NLT_UQ>(abs_xy, _mm256_set1_ps(f32::INFINITY));
-            F32x8(_mm256_blendv_ps(r, y, special))
-        }
+        unsafe { rsqrt_newton(self, F32x8(_mm256_rsqrt_ps(self.0))) }
     }
 
     #[inline(always)]

@@ -140,16 +140,7 @@ impl Lanes for F32x16 {
     /// step, special values as the AVX2 one ([`super::F32x8`]).
     #[inline(always)]
     fn rsqrt(self) -> Self {
-        unsafe {
-            let x = self.0;
-            let y = _mm512_rsqrt14_ps(x);
-            let xy = _mm512_mul_ps(x, y);
-            let h = _mm512_mul_ps(_mm512_set1_ps(-0.5), xy);
-            let r = _mm512_mul_ps(y, _mm512_fmadd_ps(h, y, _mm512_set1_ps(1.5)));
-            let abs_xy = _mm512_andnot_ps(_mm512_set1_ps(-0.0), xy);
-            let special = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(abs_xy, _mm512_set1_ps(f32::INFINITY));
-            F32x16(_mm512_mask_blend_ps(special, r, y))
-        }
+        unsafe { super::rsqrt_newton(self, F32x16(_mm512_rsqrt14_ps(self.0))) }
     }
 
     #[inline(always)]
