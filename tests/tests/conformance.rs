@@ -707,13 +707,17 @@ fn against_cpu(row: &Row, gpu: &Measured) -> Result<(), String> {
     if let Tol(_) | AutoTol(_) = row.how {
         return Ok(());
     }
-    // The CPU's node far fields with M2L by the kernel, as the GPU's: the
-    // compressed operators (the CPU's default) differ by their truncation.
+    // The CPU's node far fields with the GPU's M2L: by compressed operators
+    // where the GPU's ran so (the same operators, the same pairs left to
+    // the kernel), else by the kernel (the operators' truncation would
+    // differ, and their common root cube would give other lists).
+    let node_m2l = if gpu.stats.m2l_compressed > 0 {
+        NodeM2l::Compressed
+    } else {
+        NodeM2l::Kernel
+    };
     let method = match row.how.method() {
-        Method::Fmm(opts) => Method::Fmm(FmmOptions {
-            node_m2l: NodeM2l::Kernel,
-            ..opts
-        }),
+        Method::Fmm(opts) => Method::Fmm(FmmOptions { node_m2l, ..opts }),
         m => m,
     };
     let cpu = run_row_with(Backend::Cpu, row, &method)?;
@@ -724,11 +728,11 @@ fn against_cpu(row: &Row, gpu: &Measured) -> Result<(), String> {
     }
     if let Fmm(..) | Ki(..) | Ppm(..) = row.how {
         let (g, c) = (&gpu.stats, &cpu.stats);
-        if (g.m2l, g.p2p) != (c.m2l, c.p2p) {
+        if (g.m2l, g.p2p, g.m2l_compressed) != (c.m2l, c.p2p, c.m2l_compressed) {
             return Err(format!(
-                "M2L and P2P {:?} against the CPU's {:?}",
-                (g.m2l, g.p2p),
-                (c.m2l, c.p2p)
+                "M2L, P2P and compressed M2L {:?} against the CPU's {:?}",
+                (g.m2l, g.p2p, g.m2l_compressed),
+                (c.m2l, c.p2p, c.m2l_compressed)
             ));
         }
     }

@@ -357,3 +357,73 @@ fn node_far_field_limits_small_inputs_and_tolerance_on_the_gpu() {
         assert!(e < 3.0 * tol, "{tol}: whole error {e:e}");
     }
 }
+
+/// The compressed M2L on the GPU (the node far fields' default where every
+/// source field is a strength and the targets are the sources): in f64 the
+/// CPU's compressed M2L to rounding, with the same pairs compressed, the
+/// same operators and the same pairs left to the kernel, on a deep tree
+/// (Plummer) for a scalar and a vector strength at two orders; in f32
+/// the f64 direct sum to the method's accuracy; and M2L by the kernel
+/// where it does not apply (targets apart, a core radius among the source
+/// fields).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_compressed_m2l_on_the_gpu_is_the_cpus() {
+    fn check<K: Kernel>(params: &[f64], pos: &[[f64; 3]], p: usize, theta: f64) {
+        let (t, s) = set::<K>(pos, pos, 0.01, 7);
+        let opts = fmm_options(p, theta, 32).with_far_field(FarField::KernelIndependent);
+        let (g, gs) = fmm_gpu::<K, f64>(params, &t, &s, &opts).unwrap();
+        let (c, cs) = fmm_cpu::<K, f64>(params, &t, &s, &opts).unwrap();
+        let exact = direct_cpu::<K, f64>(params, &t, &s).unwrap();
+        let e = rel_l2(&g.slots().concat(), &c.slots().concat());
+        let ex = rel_l2(&g.slots().concat(), &exact.slots().concat());
+        let ec = rel_l2(&c.slots().concat(), &exact.slots().concat());
+        println!(
+            "{} ki p {p} theta {theta}: GPU against CPU {e:.2e}; against direct {ex:.2e} (CPU \
+             {ec:.2e}); {} of {} M2L compressed by {} operators",
+            K::name(),
+            gs.m2l_compressed,
+            gs.m2l,
+            gs.m2l_operators
+        );
+        assert!(gs.m2l_compressed > 0, "{gs:?}");
+        assert_eq!(
+            (gs.m2l, gs.m2l_compressed, gs.m2l_operators),
+            (cs.m2l, cs.m2l_compressed, cs.m2l_operators)
+        );
+        assert!(e < 1e-12, "{}: {e:e}", K::name());
+        // In f32: the CPU's f32 accuracy (its compressed M2L in f64).
+        let case = case_at(pos.to_vec(), pos.to_vec(), Strengths::RandomSign, 0.01, 7);
+        let (t32, s32) = build::<K, f32>(&case);
+        let (g32, gs32) = fmm_gpu::<K, f32>(params, &t32, &s32, &opts).unwrap();
+        let (c32, _) = fmm_cpu::<K, f32>(params, &t32, &s32, &opts).unwrap();
+        let f64s = |o: &fmm_core::Outputs<f32>| -> Vec<f64> {
+            o.slots().concat().iter().map(|&x| x as f64).collect()
+        };
+        let e32 = rel_l2(&f64s(&g32), &exact.slots().concat());
+        let c32 = rel_l2(&f64s(&c32), &exact.slots().concat());
+        println!("  f32 against direct: GPU {e32:.2e}, CPU {c32:.2e}");
+        assert!(gs32.m2l_compressed > 0);
+        assert!(e32 < 1.5 * c32 + 1e-6, "{}: f32 {e32:e}", K::name());
+    }
+    let pos = plummer(20_000, 3).0;
+    check::<Gravity>(&[0.005], &pos, 3, 0.7);
+    check::<Gravity>(&[0.005], &pos, 5, 0.6);
+    check::<Stokeslet>(&[0.005, 1.0], &pos, 4, 0.7);
+    check::<Yukawa>(&[4.0], &uniform_cube(20_000, 5), 4, 0.7);
+
+    // Where it does not apply: targets apart (two root cubes), and core
+    // radii (a source field that is not a strength).
+    let tpos = uniform_cube(2_000, 6);
+    let (t, s) = set::<Gravity>(&pos, &tpos, 0.01, 8);
+    let opts = fmm_options(3, 0.7, 32).with_far_field(FarField::KernelIndependent);
+    let (_, gs) = fmm_gpu::<Gravity, f64>(&[0.005], &t, &s, &opts).unwrap();
+    assert_eq!(gs.m2l_compressed, 0, "targets apart: {gs:?}");
+    assert!(gs.m2l > 0);
+    let (t, s) = set::<VelocityStretching>(&pos, &pos, 0.01, 9);
+    let (g, gs) = fmm_gpu::<VelocityStretching, f64>(&[], &t, &s, &opts).unwrap();
+    assert_eq!(gs.m2l_compressed, 0, "core radii: {gs:?}");
+    let exact = direct_cpu::<VelocityStretching, f64>(&[], &t, &s).unwrap();
+    let e = rel_l2(&g.slots().concat(), &exact.slots().concat());
+    assert!(e < 1e-3, "{e:e}");
+}

@@ -84,6 +84,7 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
     use fmm_core::cuda::module::{expand, kernels_in_cubin, EntryList};
     use fmm_core::cuda::primitives::{self, Primitives};
     use fmm_core::far::cuda::{self as far_nodes, NodeOps};
+    use fmm_core::methods::fmm::cuda::compressed::{self, CompressedOps};
     use fmm_core::methods::fmm::cuda::{ops_module, ops_source, Ops};
     use fmm_core::methods::fmm::MAX_GPU_ORDER;
     use fmm_core::methods::treecode::cuda::cells::{self, Cells};
@@ -102,6 +103,11 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
             far_nodes::MODULE.into(),
             far_nodes::source(),
             NodeOps::ENTRIES,
+        ),
+        (
+            compressed::MODULE.into(),
+            compressed::source(),
+            CompressedOps::ENTRIES,
         ),
     ];
     for p in [1, 4, 6, 10, 16, MAX_GPU_ORDER] {

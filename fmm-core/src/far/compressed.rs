@@ -59,7 +59,7 @@ pub(crate) fn rank_tolerance(p: usize) -> f64 {
 
 /// Pairs of cells an offset needs for its operator to be computed: fewer
 /// are left to M2L by the kernel (measured, `docs/FAR_FIELD.md`).
-const MIN_PAIRS: usize = 32;
+pub(crate) const MIN_PAIRS: usize = 32;
 
 /// The most bytes of operators kept for the next evaluation (past it they
 /// are computed again each time).
@@ -72,10 +72,10 @@ const BASIS_KEYS: usize = 100;
 /// Two cells' levels and their offset in units of the deepest level's
 /// half side: one M2L operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct Key {
-    target_level: u8,
-    source_level: u8,
-    offset: [i32; 3],
+pub(crate) struct Key {
+    pub(crate) target_level: u8,
+    pub(crate) source_level: u8,
+    pub(crate) offset: [i32; 3],
 }
 
 /// What the operators depend on besides the offsets: two evaluations with
@@ -204,13 +204,14 @@ impl Setup<'_> {
     }
 }
 
-/// A level's bases: `u` (`rows x rank_t`) and `v` (`cols x rank_s`).
+/// A level's bases: `u` (`rows x rank_t`) and `v` (`cols x rank_s`),
+/// column-major.
 #[derive(Default, Clone)]
-struct Bases {
-    u: Vec<f64>,
-    rank_t: usize,
-    v: Vec<f64>,
-    rank_s: usize,
+pub(crate) struct Bases {
+    pub(crate) u: Vec<f64>,
+    pub(crate) rank_t: usize,
+    pub(crate) v: Vec<f64>,
+    pub(crate) rank_s: usize,
 }
 
 /// The leading eigenvectors of the Gram matrix `g` (`n x n`): those whose
@@ -298,15 +299,7 @@ pub(crate) fn m2l<K: Kernel>(
         root_half: ttree.bounds.half,
     };
     let (rows, cols) = (setup.rows(), setup.cols());
-    if rows > MAX_SIDE || cols > MAX_SIDE {
-        // Said once per run: the fallback is correct but can be a hundred
-        // times slower (Coulomb ki p 6 at 10^6 took 185 s by the kernel
-        // when this side was 1100; compressed, 16.8 s the first evaluation).
-        eprintln!(
-            "[fmm] compressed M2L: operators of {rows} x {cols} (nodes times channels) are past \
-             its largest side, {MAX_SIDE}; M2L runs by the kernel between node sets, which is \
-             far slower: a lower order keeps it compressed"
-        );
+    if too_large(rows, cols) {
         return None;
     }
 
@@ -371,18 +364,12 @@ pub(crate) fn m2l<K: Kernel>(
         });
     }
 
-    let geometry = Geometry {
-        kernel: K::name(),
-        params: params.iter().map(|x| x.to_bits()).collect(),
-        fields: setup.fields.iter().map(|x| x.to_bits()).collect(),
-        strength: rep.strength.clone(),
-        target_slots: rep.target_slots,
-        n_outputs,
-        nodes: basis.nodes().iter().map(|x| x.map(f64::to_bits)).collect(),
-        root_half: setup.root_half.to_bits(),
-        tol: tol.to_bits(),
-    };
-    let (bases, small, reused) = operators::<K>(&setup, &groups, geometry, tol);
+    let counted: Vec<(Key, usize)> = groups.iter().map(|(k, r)| (*k, r.len())).collect();
+    let Operators {
+        bases,
+        small,
+        reused,
+    } = operators::<K>(&setup, &counted, tol);
 
     // The source cells' strengths in their level's basis: V^T q.
     let rs_max = bases.iter().map(|b| b.rank_s).max().unwrap_or(0);
@@ -530,22 +517,90 @@ pub(crate) fn m2l<K: Kernel>(
     })
 }
 
-/// The pairs of one offset: its key and their range in the sorted pairs.
-type Group = (Key, std::ops::Range<usize>);
+/// An operator's key and its number of pairs (the bases are fitted to the
+/// operators of the most pairs).
+type Counted = (Key, usize);
 
 /// One operator `C = U^T A V` (`r_t x r_s`, column-major), shared with the
 /// cache.
-type Small = Arc<Vec<f64>>;
+pub(crate) type Small = Arc<Vec<f64>>;
 
-/// The bases and the compressed operator of every group, those kept from
-/// the last evaluation of the same geometry reused (how many is the third
-/// value), the others computed and kept.
-fn operators<K: Kernel>(
-    setup: &Setup<'_>,
-    groups: &[Group],
-    geometry: Geometry,
+/// The operators of a set of keys: the bases of every level and one
+/// compressed operator a key, in the keys' order.
+pub(crate) struct Operators {
+    pub(crate) bases: Arc<Vec<Bases>>,
+    pub(crate) small: Vec<Small>,
+    /// How many were kept from an earlier evaluation.
+    pub(crate) reused: usize,
+}
+
+/// Whether operators of `rows x cols` are past [`MAX_SIDE`] (said once per
+/// run: the caller then runs M2L by the kernel).
+pub(crate) fn too_large(rows: usize, cols: usize) -> bool {
+    if rows <= MAX_SIDE && cols <= MAX_SIDE {
+        return false;
+    }
+    // The fallback is correct but can be a hundred times slower (Coulomb
+    // ki p 6 at 10^6 took 185 s by the kernel when this side was 1100;
+    // compressed, 16.8 s the first evaluation).
+    eprintln!(
+        "[fmm] compressed M2L: operators of {rows} x {cols} (nodes times channels) are past \
+         its largest side, {MAX_SIDE}; M2L runs by the kernel between node sets, which is \
+         far slower: a lower order keeps it compressed"
+    );
+    true
+}
+
+/// The operators of `keys` (each with its number of pairs) for a source
+/// tree whose fields other than the strength are all 0 (the GPU's FMM:
+/// kernels whose every source field is a strength), in a root cube of
+/// half side `root_half`; `None` where they are [`too_large`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn operator_set<K: Kernel>(
+    basis: &dyn Basis,
     tol: f64,
-) -> (Arc<Vec<Bases>>, Vec<Small>, usize) {
+    params: &[f64],
+    rep: &Representation,
+    n_source_slots: usize,
+    n_outputs: usize,
+    root_half: f64,
+    keys: &[(Key, usize)],
+) -> Option<Operators> {
+    let setup = Setup {
+        basis,
+        params: params.to_vec(),
+        fields: vec![0.0; n_source_slots],
+        strength: &rep.strength,
+        n_outputs,
+        target_slots: rep.target_slots,
+        root_half,
+    };
+    if too_large(setup.rows(), setup.cols()) {
+        return None;
+    }
+    Some(operators::<K>(&setup, keys, tol))
+}
+
+/// The bases and the compressed operator of every key, those kept from the
+/// last evaluation of the same geometry reused, the others computed and
+/// kept.
+fn operators<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Operators {
+    let geometry = Geometry {
+        kernel: K::name(),
+        params: setup.params.iter().map(|x| x.to_bits()).collect(),
+        fields: setup.fields.iter().map(|x| x.to_bits()).collect(),
+        strength: setup.strength.to_vec(),
+        target_slots: setup.target_slots,
+        n_outputs: setup.n_outputs,
+        nodes: setup
+            .basis
+            .nodes()
+            .iter()
+            .map(|x| x.map(f64::to_bits))
+            .collect(),
+        root_half: setup.root_half.to_bits(),
+        tol: tol.to_bits(),
+    };
     let (rows, cols) = (setup.rows(), setup.cols());
     // The kept bases serve if they are of this geometry and cover its
     // levels (each operator is then projected on them, as the operators
@@ -641,11 +696,15 @@ fn operators<K: Kernel>(
             }
         }
     }
-    (bases, small, reused)
+    Operators {
+        bases,
+        small,
+        reused,
+    }
 }
 
 /// The bases of every level, from the Gram matrices of its operators.
-fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Group], tol: f64) -> Vec<Bases> {
+fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Vec<Bases> {
     let (rows, cols) = (setup.rows(), setup.cols());
     let levels = MAX_LEVEL as usize + 1;
     // The bases of every level, from the Gram matrices of its operators.
@@ -655,7 +714,7 @@ fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Group], tol: f64) -> Vec<Ba
     let mut fit = vec![(false, false); groups.len()];
     for side in 0..2 {
         let mut by: Vec<usize> = (0..groups.len()).collect();
-        by.sort_by_key(|&g| std::cmp::Reverse(groups[g].1.len()));
+        by.sort_by_key(|&g| std::cmp::Reverse(groups[g].1));
         let mut taken = vec![0usize; levels];
         for g in by {
             let key = &groups[g].0;

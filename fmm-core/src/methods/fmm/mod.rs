@@ -60,7 +60,7 @@ pub struct FmmOptions {
     /// Most particles in a leaf (of both trees); 0: the far field's own
     /// ([`FmmOptions::leaf_size`]).
     pub ncrit: usize,
-    /// How the node far fields' M2L runs on the CPU.
+    /// How the node far fields' M2L runs (CPU and GPU).
     pub node_m2l: NodeM2l,
     /// The compressed M2L's rank: singular values kept down to this
     /// fraction of the largest. `None`: `10^-(p+2)`, 10 to 100 below the
@@ -72,7 +72,9 @@ pub struct FmmOptions {
     pub gpu: GpuTuning,
 }
 
-/// How the node far fields' (`ppm`, `ki`) M2L runs on the CPU.
+/// How the node far fields' (`ppm`, `ki`) M2L runs. The GPU compresses
+/// where the CPU does and its two trees are one (targets at the sources)
+/// and every source field is a strength; elsewhere it runs the kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NodeM2l {
     /// Precomputed operators per cell offset, compressed by their singular

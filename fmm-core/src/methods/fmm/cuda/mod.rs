@@ -23,6 +23,7 @@
 //!
 //! Nothing but those totals (and the group count) crosses the bus.
 
+pub mod compressed;
 pub(crate) mod estimate;
 mod m2l;
 pub(crate) mod nodes;

@@ -12,7 +12,11 @@
 //!   slots from the node strengths, the other slots the cell's
 //!   strength-weighted means, which the treecode's pseudo-sources already
 //!   compute: `device_pseudo_sources`).
-//! - **M2L**: the kernel's own generated P2P-list entry, the near field's,
+//! - **M2L**: by the CPU's compressed operators where they apply
+//!   ([`compressed`]: targets at the sources, every source field a
+//!   strength; `NodeM2l::Compressed`, the default), the pairs of rare
+//!   offsets, or all pairs elsewhere, by the kernel: its own generated
+//!   P2P-list entry, the near field's,
 //!   with the target cells' nodes as targets (groups of at most a block of
 //!   one cell's nodes, built on the host), the M2L lists as its lists and
 //!   the source cells' node ranges as its cells; once per target-field
@@ -24,15 +28,16 @@
 //!   FMM's), and the outputs back to the caller's order.
 //!
 //! The weights, P2M, M2M, L2L and L2P are computed in the CPU's order with
-//! its rounding; the M2L sums in the kernel's order and the means sum a
-//! cell's children rather than its particles, so f64 runs agree with the
-//! CPU's to rounding (about 1e-15), not to the bit.
+//! its rounding; the M2L sums in the kernel's order (or the compressed
+//! products' atomic adds') and the means sum a cell's children rather than
+//! its particles, so f64 runs agree with the CPU's to rounding (about
+//! 1e-15), not to the bit.
 
 use cudarc::driver::CudaSlice;
 
 use super::{
-    device_addresses, grid, near_field_and_scatter, p2p_lists, read_addresses, traverse,
-    DeviceLists, FmmTree, Ops, Points, Trees,
+    compressed, device_addresses, grid, near_field_and_scatter, p2p_lists, read_addresses,
+    traverse, FmmTree, Ops, Points, Trees,
 };
 use crate::cuda::device::{alloc, launch, refs3, upload, zeros};
 use crate::cuda::launch::Entry;
@@ -40,9 +45,9 @@ use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::far::cuda::{DeviceBasis, NodeOps};
-use crate::far::Representation;
+use crate::far::{self, Representation};
 use crate::kernel::Kernel;
-use crate::methods::fmm::{FmmOptions, Settings};
+use crate::methods::fmm::{FmmOptions, NodeM2l, Settings};
 use crate::methods::treecode::cuda::cells::device_pseudo_sources;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
@@ -113,13 +118,49 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
     clock.lap(Stage::Traversal)?;
 
-    let (src_pos, src_slots) = upward(gpu, &nodes, &basis, st, sslots, rep)?;
+    let (q, src_pos, src_slots) = upward(gpu, &nodes, &basis, st, sslots, rep)?;
     clock.lap(Stage::Upward)?;
 
-    let mut local = m2l(
-        gpu, &nodes, &basis, &p2p, params, tt, st, &lists, &src_pos, &src_slots, no, nt,
-    )?;
-    drop((src_pos, src_slots));
+    // M2L: by compressed operators where they apply (the CPU's operators,
+    // `compressed`), the pairs of rare offsets (or all) by the kernel.
+    let plan = if opts.node_m2l == NodeM2l::Compressed {
+        let host = far::nodes::basis(rep.far_field, settings.p);
+        let tol = opts
+            .rank_tolerance
+            .unwrap_or_else(|| far::compressed::rank_tolerance(settings.p));
+        compressed::plan::<K, R>(
+            gpu,
+            host.as_ref(),
+            tol,
+            params,
+            rep,
+            sslots.len(),
+            no,
+            tt,
+            st,
+            &lists,
+        )?
+    } else {
+        None
+    };
+    let by_kernel = match &plan {
+        None => Some(([&lists.m2l_begin, &lists.m2l_end], &lists.m2l)),
+        Some(p) => p.rest.as_ref().map(|r| ([&r.begin, &r.end], &r.list)),
+    };
+    let mut local = match by_kernel {
+        Some((bounds, list)) => m2l(
+            gpu, &nodes, &basis, &p2p, params, tt, st, bounds, list, &src_pos, &src_slots, no, nt,
+        )?,
+        None => zeros::<f64>(s, tt.tree.n_cells * k * channels)?,
+    };
+    if let Some(p) = &plan {
+        p.apply(gpu, &q, &mut local)?;
+        let stats = clock.stats();
+        stats.m2l_compressed += p.pairs;
+        stats.m2l_operators += p.operators;
+        stats.m2l_operators_reused += p.reused;
+    }
+    drop((plan, q, src_pos, src_slots));
     let near = lists.into_near();
     clock.lap(Stage::M2l)?;
 
@@ -153,8 +194,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
 /// The upward pass over the source tree `st` (sources in its order, field
 /// slots `sslots`): P2M at the leaves, M2M level by level up, then every
-/// cell's node sources, `k` a cell in cell order: their positions and
-/// their field slots (`far::nodes::node_sources`).
+/// cell's node sources, `k` a cell in cell order: the node strengths
+/// (`[cell][node][component]`), the node sources' positions and their
+/// field slots (`far::nodes::node_sources`).
 #[allow(clippy::type_complexity)]
 fn upward<R: Real>(
     gpu: &Gpu,
@@ -163,7 +205,7 @@ fn upward<R: Real>(
     st: &FmmTree<R>,
     sslots: &[CudaSlice<R>],
     rep: &Representation,
-) -> Result<([CudaSlice<R>; 3], Vec<CudaSlice<R>>), Error> {
+) -> Result<(CudaSlice<f64>, [CudaSlice<R>; 3], Vec<CudaSlice<R>>), Error> {
     let s = gpu.stream();
     let (snc, k, nq, ns) = (st.tree.n_cells, basis.k, rep.strength.len(), sslots.len());
     let (snci, ki, nqi, nsi) = (snc as i32, k as i32, nq as i32, ns as i32);
@@ -223,7 +265,7 @@ fn upward<R: Real>(
     let d_slot_q = upload(s, &slot_q)?;
     launch!(s, nodes.sources, grid(snc * k), "far_nodes_sources";
         &snci, &ki, &nqi, &nsi, &d_slot_q, &q, &means, &outs)?;
-    Ok((pos, slots))
+    Ok((q, pos, slots))
 }
 
 /// The positions of every cell's nodes (`centre + half node`, cell-major)
@@ -245,7 +287,8 @@ fn node_positions<R: Real>(
 
 /// The M2L: the kernel (`p2p`, its P2P-list entry) from the node sources
 /// (`src_pos`, `src_slots`, `k` a source cell) of each target cell's M2L
-/// list to the target cell's nodes, once per target-field basis. Returns
+/// list (`list[bounds[0][c]..bounds[1][c]]`) to the target cell's nodes,
+/// once per target-field basis. Returns
 /// the local values `[cell][node][channel]` (f64), channel `b no + o`.
 #[allow(clippy::too_many_arguments)]
 fn m2l<R: Real>(
@@ -256,7 +299,8 @@ fn m2l<R: Real>(
     params: &[R],
     tt: &FmmTree<R>,
     st: &FmmTree<R>,
-    lists: &DeviceLists,
+    bounds: [&CudaSlice<i64>; 2],
+    list: &CudaSlice<i32>,
     src_pos: &[CudaSlice<R>; 3],
     src_slots: &[CudaSlice<R>],
     no: usize,
@@ -305,8 +349,8 @@ fn m2l<R: Real>(
                 slots: fields,
             },
             &groups,
-            [&lists.m2l_begin, &lists.m2l_end],
-            &lists.m2l,
+            bounds,
+            list,
             [&cell_begin, &cell_end],
             &Points::of(snc * k, src_pos, src_slots),
             &mut out,
