@@ -36,7 +36,7 @@ use fmm_codegen::kernel::FarTerm;
 use fmm_codegen::FarField as Declared;
 
 pub use chebyshev::Chebyshev;
-pub use compressed::{clear_operator_cache, CACHE_BYTES};
+pub use compressed::{clear_operator_cache, CACHE_BYTES, MIN_RANK_TOLERANCE};
 pub use pseudo::PseudoParticles;
 
 /// Which far field a tree method runs.

@@ -63,10 +63,11 @@ pub struct FmmOptions {
     /// How the node far fields' M2L runs (CPU and GPU).
     pub node_m2l: NodeM2l,
     /// The compressed M2L's rank: singular values kept down to this
-    /// fraction of the largest. `None`: `10^-(p+2)`, 10 to 100 below the
-    /// interpolation's own error (`docs/FAR_FIELD.md`); a larger one is
-    /// faster where the error has room (Yukawa: 1e-4 at order 5 leaves
-    /// the error as it is).
+    /// fraction of the largest, from [`crate::far::MIN_RANK_TOLERANCE`]
+    /// (1e-7) to below 1. `None`: `10^-(p+2)` but at least 1e-7, 10 to
+    /// 100 below the interpolation's own error (`docs/FAR_FIELD.md`); a
+    /// larger one is faster where the error has room (Yukawa: 1e-4 at
+    /// order 5 leaves the error as it is).
     pub rank_tolerance: Option<f64>,
     /// Tuning of the GPU's M2L (defaults are measured; see the fields).
     pub gpu: GpuTuning,
@@ -129,10 +130,12 @@ impl FmmOptions {
     /// least one particle a leaf.
     pub(crate) fn check(&self) -> Result<(), Error> {
         if let Some(t) = self.rank_tolerance {
-            if !(t > 0.0 && t < 1.0) {
+            if !((crate::far::MIN_RANK_TOLERANCE..1.0).contains(&t)) {
                 return Err(Error::BadOption(format!(
-                    "the rank tolerance is a fraction of the largest singular value, above 0 \
-                     and below 1, not {t}"
+                    "the rank tolerance is a fraction of the largest singular value, from {:e} \
+                     (below it the singular values, from the eigenvalues of Gram matrices, are \
+                     f64 rounding) to below 1, not {t}",
+                    crate::far::MIN_RANK_TOLERANCE
                 )));
             }
         }
