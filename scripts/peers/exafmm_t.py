@@ -54,12 +54,12 @@ potential and gradient relative L2 errors on --samples random targets,
 and how many cores other processes kept busy during the run (from
 /proc/stat: the timings mean something only when that is about 0).
 """
-import argparse, json, os, re, resource, subprocess, sys, time
+import argparse, json, os, re, sys, time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine_load import busy_seconds, wait_idle  # noqa: E402
+from machine_load import run_timed  # noqa: E402
 
 A48, C48, M48 = 0x5DEECE66D, 0xB, (1 << 48) - 1
 
@@ -139,21 +139,9 @@ def direct(kernel, k, src, tgt, chunk=8):
 
 
 def timed(cmd, env, a):
-    """Runs `cmd` (after waiting for an idle machine with --wait-idle,
-    again when other processes were busy); returns its stdout and the
+    """Runs `cmd` (`machine_load.run_timed`); returns its stdout and the
     cores other processes used meanwhile."""
-    for attempt in range(1 + (a.retries if a.wait_idle > 0 else 0)):
-        if a.wait_idle > 0:
-            print(f"machine load before the run: {wait_idle(a.wait_idle):.2f} cores", flush=True)
-        b0, w0 = busy_seconds(), time.perf_counter()
-        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        ours = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
-        others = max(0.0, (busy_seconds() - b0 - ours) / (time.perf_counter() - w0))
-        if others < 0.1:
-            break
-        print(f"other processes used {others:.2f} cores during the run", flush=True)
+    res, others = run_timed(cmd, env, a.wait_idle, a.retries)
     return res.stdout, others
 
 

@@ -67,13 +67,13 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
-import argparse, re, resource, subprocess, sys, time
+import argparse, re, sys, time
 
 import numpy as np
 import fmm3dpy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine_load import busy_seconds, wait_idle  # noqa: E402
+from machine_load import busy_seconds, run_timed, wait_idle  # noqa: E402
 
 
 
@@ -101,24 +101,11 @@ def direct(x, f, idx, chunk=8):
 
 
 def run_ours(cmd, env, a):
-    """Runs fmm_bench (after waiting for an idle machine with --wait-idle,
-    again when other processes were busy); returns its stdout, its stderr
-    (its log lines, e.g. that M2L fell back to the kernel) and the cores
-    other processes used meanwhile."""
-    retries = a.retries if a.wait_idle > 0 else 0
-    while True:
-        if a.wait_idle > 0:
-            print(f"machine load before the run: {wait_idle(a.wait_idle):.2f} cores", flush=True)
-        b0, w0 = busy_seconds(), time.perf_counter()
-        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        ours = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
-        others = max(0.0, (busy_seconds() - b0 - ours) / (time.perf_counter() - w0))
-        if others < 0.1 or retries <= 0:
-            return res.stdout, res.stderr, others
-        retries -= 1
-        print(f"other processes used {others:.2f} cores during the run: again", flush=True)
+    """Runs fmm_bench (`machine_load.run_timed`); returns its stdout, its
+    stderr (its log lines, e.g. that M2L fell back to the kernel) and the
+    cores other processes used meanwhile."""
+    res, others = run_timed(cmd, env, a.wait_idle, a.retries)
+    return res.stdout, res.stderr, others
 
 
 def main():

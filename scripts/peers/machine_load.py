@@ -3,6 +3,8 @@ is only meaningful on an otherwise idle machine, so each script records the
 load beside it and can wait for a quiet moment first."""
 
 import os
+import resource
+import subprocess
 import time
 
 
@@ -18,7 +20,6 @@ def busy_seconds():
         return float("nan")
 
 
-
 def wait_idle(max_wait, probe=3.0, threshold=0.15):
     """Waits (at most max_wait seconds) until the rest of the machine keeps
     less than `threshold` cores busy over `probe` seconds; returns that load."""
@@ -29,3 +30,24 @@ def wait_idle(max_wait, probe=3.0, threshold=0.15):
         load = max(0.0, (busy_seconds() - b0 - (time.process_time() - c0)) / probe)
         if load < threshold or time.perf_counter() >= t_end:
             return load
+
+
+def run_timed(cmd, env, wait=0.0, retries=0):
+    """Runs `cmd` (after waiting up to `wait` seconds for an idle machine;
+    again, at most `retries` times, when other processes were busy during
+    it); returns its completed process and the cores other processes used
+    meanwhile."""
+    retries = retries if wait > 0 else 0
+    while True:
+        if wait > 0:
+            print(f"machine load before the run: {wait_idle(wait):.2f} cores", flush=True)
+        b0, w0 = busy_seconds(), time.perf_counter()
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ours = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+        others = max(0.0, (busy_seconds() - b0 - ours) / (time.perf_counter() - w0))
+        if others < 0.1 or retries <= 0:
+            return res, others
+        retries -= 1
+        print(f"other processes used {others:.2f} cores during the run: again", flush=True)

@@ -264,27 +264,20 @@ __device__ void gathered(const int n_jobs, const long long* __restrict__ jobs,
     }
 }
 
-// Per precision T of the bases, operators and compressed values: the node
-// strengths and node values stay double.
-#define PRECISION(T, S)                                                                            \
-    extern "C" __global__ void __launch_bounds__(256) compressed_project_##S(                       \
-        const int n_jobs, const long long* __restrict__ jobs, const T* __restrict__ a,             \
-        const double* __restrict__ x, const long long x_ld, T* y, const long long y_ld)            \
+// The entry points, per precision T of the bases, operators and
+// compressed values (S its suffix): the node strengths (X of the
+// projection) and node values (Y of the expansion) stay double.
+#define GATHERED(NAME, T, TX, TY, MODE)                                                            \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        NAME(const int n_jobs, const long long* __restrict__ jobs, const T* __restrict__ a,        \
+             const TX* __restrict__ x, const long long x_ld, TY* y, const long long y_ld)          \
     {                                                                                              \
-        gathered<T, double, T, MODE_STORE>(n_jobs, jobs, a, x, x_ld, y, y_ld);                     \
-    }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) compressed_m2l_##S(                          \
-        const int n_jobs, const long long* __restrict__ jobs, const T* __restrict__ a,             \
-        const T* __restrict__ x, const long long x_ld, T* y, const long long y_ld)                 \
-    {                                                                                              \
-        gathered<T, T, T, MODE_ATOMIC>(n_jobs, jobs, a, x, x_ld, y, y_ld);                         \
-    }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) compressed_expand_##S(                       \
-        const int n_jobs, const long long* __restrict__ jobs, const T* __restrict__ a,             \
-        const T* __restrict__ x, const long long x_ld, double* y, const long long y_ld)            \
-    {                                                                                              \
-        gathered<T, T, double, MODE_ADD>(n_jobs, jobs, a, x, x_ld, y, y_ld);                       \
+        gathered<T, TX, TY, MODE>(n_jobs, jobs, a, x, x_ld, y, y_ld);                              \
     }
+#define PRECISION(T, S)                                                                            \
+    GATHERED(compressed_project_##S, T, double, T, MODE_STORE)                                     \
+    GATHERED(compressed_m2l_##S, T, T, T, MODE_ATOMIC)                                             \
+    GATHERED(compressed_expand_##S, T, T, double, MODE_ADD)
 
 PRECISION(float, f32)
 PRECISION(double, f64)
