@@ -155,10 +155,13 @@ impl Setup<'_> {
         self.root_half / (1u64 << level) as f64
     }
 
-    /// The operator of `key`, column-major `rows x cols`: row
-    /// `node * channels + channel` of the target cell's values (as
-    /// [`Local`]), column `node * nq + component` of the source cell's
-    /// strengths (as [`Upward`]).
+    /// The operator of `key`, `rows x cols` stored row by row (so
+    /// `View::new(&a, cols).t()` is it; a target node's values for all
+    /// the source nodes are then written contiguously, where column by
+    /// column they were a strided scatter that took longer than the kernel
+    /// evaluations): row `node * channels + channel` of the target cell's
+    /// values (as [`Local`]), column `node * nq + component` of the source
+    /// cell's strengths (as [`Upward`]).
     fn operator<K: Kernel>(&self, key: &Key) -> Vec<f64> {
         let (no, nq) = (self.n_outputs, self.strength.len());
         let channels = no * (1 + self.target_slots);
@@ -197,12 +200,12 @@ impl Setup<'_> {
                     if basis == 0 {
                         base.copy_from_slice(&out);
                     }
-                    for sn in 0..k {
-                        let col = &mut a[(sn * nq + s) * rows..(sn * nq + s + 1) * rows];
-                        for o in 0..no {
+                    for o in 0..no {
+                        let at = (tn * channels + basis * no + o) * cols;
+                        let row = &mut a[at..at + cols];
+                        for sn in 0..k {
                             let v = out[sn * no + o];
-                            col[tn * channels + basis * no + o] =
-                                if basis == 0 { v } else { v - base[sn * no + o] };
+                            row[sn * nq + s] = if basis == 0 { v } else { v - base[sn * no + o] };
                         }
                     }
                 }
@@ -648,6 +651,7 @@ fn operators<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Oper
                 return c;
             }
             let a = setup.operator::<K>(key);
+            let a = View::new(&a, cols).t();
             let (bt, bs) = (
                 &bases[key.target_level as usize],
                 &bases[key.source_level as usize],
@@ -658,7 +662,7 @@ fn operators<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Oper
                 cols,
                 bs.rank_s,
                 1.0,
-                View::new(&a, rows),
+                a,
                 View::new(&bs.v, cols),
                 0.0,
                 &mut av,
@@ -751,7 +755,7 @@ fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Vec<
             || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
             |(mut gt, mut gs): Grams, ((key, _), (fit_t, fit_s))| {
                 let a = setup.operator::<K>(key);
-                let av = View::new(&a, rows);
+                let av = View::new(&a, cols).t();
                 if fit_t {
                     let t = &mut gt[key.target_level as usize];
                     if t.is_empty() {
