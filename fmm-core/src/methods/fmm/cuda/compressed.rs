@@ -9,7 +9,8 @@
 //!
 //! - **Keys on the device** (`compressed.cu`): every M2L pair's two levels
 //!   and offset, into a hash table of the distinct keys with their counts.
-//!   Only that table (a few hundred keys) crosses the bus.
+//!   Only that table crosses the bus (2^16 slots; 1320 keys for 10^7
+//!   points at order 4, 38,000 on a Plummer tree with small leaves).
 //! - **Operators on the host**: the CPU's own ([`compressed::operator_set`]:
 //!   the same bases, operators, rank tolerance and cache), for the keys of
 //!   at least [`compressed::MIN_PAIRS`] pairs, as the CPU chooses; the
@@ -19,7 +20,9 @@
 //!   strengths and values stay f64): `V^T q` per source cell, `C` times those
 //!   per operator's pairs added to the targets' compressed values (atomic
 //!   adds: the order of a target's sums varies run to run, at rounding),
-//!   `U` times those per target cell added to the node values.
+//!   `U` times those per target cell added to the node values. The bases
+//!   and operators stay uploaded for the next evaluation with the same
+//!   operators (`device_pool`).
 //!
 //! It applies where the CPU's does and the two trees are one (targets at
 //! the sources, so one lattice) and every source field is a strength (no
