@@ -108,8 +108,9 @@ pub struct Stats {
     /// M2L translations (the FMM).
     pub m2l: u64,
     /// Of the M2L translations, those by compressed operators (the node
-    /// far fields on the CPU), the operators they took, and how many of
-    /// those were kept from an earlier evaluation of the same geometry.
+    /// far fields), the operators they took (a homogeneous kernel's
+    /// levels share theirs), and how many of those were kept from an
+    /// earlier evaluation of the same geometry.
     pub m2l_compressed: u64,
     pub m2l_operators: usize,
     pub m2l_operators_reused: usize,

@@ -213,7 +213,8 @@ fn unusable_far_fields_are_refused_by_name() {
 /// compressed M2L builds both trees in one root cube, M2L by the kernel
 /// each in its own, so the lists differ) an error as small. A core radius
 /// that varies between cells keeps M2L by the kernel (an operator per
-/// offset would not be one).
+/// offset would not be one). Homogeneous kernels (Coulomb, the singular
+/// Stokeslet) take one set of operators scaled to every level.
 #[test]
 fn compressed_m2l_matches_m2l_by_the_kernel() {
     /// Both runs: their difference, their errors, the pairs by operators
@@ -256,11 +257,17 @@ fn compressed_m2l_matches_m2l_by_the_kernel() {
     let stretching = both::<Stretching>(&[], &t, &s, FarField::KernelIndependent, 2);
     let (t, s) = set::<Coulomb, f64>(&spec);
     let ppm = both::<Coulomb>(&[], &t, &s, FarField::Ppm, 4);
+    // Homogeneous kernels: one set of operators scaled to every level.
+    let coulomb = both::<Coulomb>(&[], &t, &s, FarField::KernelIndependent, 4);
+    let (t, s) = set::<StokesletSingular, f64>(&spec);
+    let singular = both::<StokesletSingular>(&[], &t, &s, FarField::KernelIndependent, 3);
     for (name, (diff, err, err_c, compressed, same)) in [
         ("yukawa ki 4", yukawa),
         ("stokeslet ki 3", stokeslet),
         ("stretching ki 2", stretching),
         ("coulomb ppm 4", ppm),
+        ("coulomb ki 4 (homogeneous)", coulomb),
+        ("singular stokeslet ki 3 (homogeneous)", singular),
     ] {
         println!(
             "{name}: compressed vs kernel {diff:.2e}, errors {err:.2e} and {err_c:.2e}, \

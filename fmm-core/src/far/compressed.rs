@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use super::linalg::{gemm, par_gemm, symmetric_eigen, View};
+use super::linalg::{gemm, gram_add, par_gemm, symmetric_eigen, View};
 use super::nodes::{Basis, Local, Upward};
 use super::Representation;
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
@@ -44,6 +44,11 @@ use crate::methods::fmm::traversal::Lists;
 use crate::tree::morton::MAX_LEVEL;
 use crate::tree::octree::Cell;
 use crate::tree::Octree;
+
+mod scaling;
+mod skeleton;
+use scaling::Scaling;
+use skeleton::Skeleton;
 
 /// The largest operator side (nodes times channels) compressed: the
 /// eigenproblems are cubic in it. 1400 takes order 6 (343 nodes) with four
@@ -102,12 +107,18 @@ struct Geometry {
     nodes: Vec<[u64; 3]>,
     root_half: u64,
     tol: u64,
+    /// A homogeneous kernel's factors ([`Scaling`]): its operators are
+    /// kept by their shape at the reference level.
+    scaling: Option<Vec<u64>>,
 }
 
 /// The operators of one geometry.
 struct Cached {
     geometry: Geometry,
     bases: Arc<Vec<Bases>>,
+    /// A homogeneous kernel's bases at the reference level, which `bases`
+    /// are scaled from (and the operators projected on).
+    reference: Option<Arc<Bases>>,
     ops: HashMap<Key, Arc<Vec<f64>>>,
     bytes: usize,
 }
@@ -145,8 +156,13 @@ impl Setup<'_> {
     fn k(&self) -> usize {
         self.basis.len()
     }
+    /// A target node's values: each output, and its differences per
+    /// target slot.
+    fn channels(&self) -> usize {
+        self.n_outputs * (1 + self.target_slots)
+    }
     fn rows(&self) -> usize {
-        self.k() * self.n_outputs * (1 + self.target_slots)
+        self.k() * self.channels()
     }
     fn cols(&self) -> usize {
         self.k() * self.strength.len()
@@ -163,17 +179,24 @@ impl Setup<'_> {
     /// values (as [`Local`]), column `node * nq + component` of the source
     /// cell's strengths (as [`Upward`]).
     fn operator<K: Kernel>(&self, key: &Key) -> Vec<f64> {
+        let all: Vec<usize> = (0..self.k()).collect();
+        self.operator_on::<K>(key, &all, &all)
+    }
+
+    /// The rows of the target nodes `tn` and the columns of the source
+    /// nodes `sn` of [`Setup::operator`], in their order.
+    fn operator_on<K: Kernel>(&self, key: &Key, tn: &[usize], sn: &[usize]) -> Vec<f64> {
         let (no, nq) = (self.n_outputs, self.strength.len());
-        let channels = no * (1 + self.target_slots);
-        let (rows, cols) = (self.rows(), self.cols());
+        let channels = self.channels();
+        let (rows, cols) = (tn.len() * channels, sn.len() * nq);
         let unit = self.half(MAX_LEVEL as u8);
         let d = key.offset.map(|x| x as f64 * unit);
         let (ht, hs) = (self.half(key.target_level), self.half(key.source_level));
-        let nodes = self.basis.nodes();
-        let k = nodes.len();
+        let all = self.basis.nodes();
+        let k = sn.len();
         let mut a = vec![0.0; rows * cols];
         // The source nodes, all at once; each strength component in turn.
-        let pos: [Vec<f64>; 3] = [0, 1, 2].map(|ax| nodes.iter().map(|x| hs * x[ax]).collect());
+        let pos: [Vec<f64>; 3] = [0, 1, 2].map(|ax| sn.iter().map(|&n| hs * all[n][ax]).collect());
         let mut fields: Vec<Vec<f64>> = self.fields.iter().map(|&v| vec![v; k]).collect();
         let mut out = vec![0.0; k * no];
         let mut base = vec![0.0; k * no];
@@ -188,7 +211,7 @@ impl Setup<'_> {
                 fields: sl,
                 n_fields: fields.len(),
             };
-            for (tn, xt) in nodes.iter().enumerate() {
+            for (tn, xt) in tn.iter().map(|&n| &all[n]).enumerate() {
                 let y = [0, 1, 2].map(|ax| d[ax] + ht * xt[ax]);
                 for basis in 0..=self.target_slots {
                     let mut t = [0.0; MAX_SLOTS];
@@ -224,6 +247,10 @@ pub(crate) struct Bases {
     pub(crate) rank_t: usize,
     pub(crate) v: Vec<f64>,
     pub(crate) rank_s: usize,
+    /// The nodes the operators are projected on `u` and `v` from (None
+    /// for a homogeneous kernel's scaled levels: the reference's serve).
+    skeleton_t: Option<Arc<Skeleton>>,
+    skeleton_s: Option<Arc<Skeleton>>,
 }
 
 /// The leading eigenvectors of the Gram matrix `g` (`n x n`): those whose
@@ -354,12 +381,15 @@ pub(crate) fn m2l<K: Kernel>(
     }
     // An operator pays for itself past a few dozen pairs; the pairs of
     // rarer offsets are left to the kernel.
+    let counted: Vec<Counted> = groups.iter().map(|(k, r)| (*k, r.len())).collect();
+    let (frequent, scaling) = frequent::<K>(&setup, &counted);
     let mut rest = Lists {
         m2l: vec![Vec::new(); lists.m2l.len()],
         p2p: Vec::new(),
     };
+    let mut keep = frequent.into_iter();
     groups.retain(|(_, r)| {
-        if r.len() >= MIN_PAIRS {
+        if keep.next().unwrap_or(false) {
             return true;
         }
         for &(_, t, s) in &pairs[r.clone()] {
@@ -376,12 +406,14 @@ pub(crate) fn m2l<K: Kernel>(
         });
     }
 
-    let counted: Vec<(Key, usize)> = groups.iter().map(|(k, r)| (*k, r.len())).collect();
+    let counted: Vec<Counted> = groups.iter().map(|(k, r)| (*k, r.len())).collect();
     let Operators {
         bases,
         small,
+        distinct,
         reused,
-    } = operators::<K>(&setup, &counted, tol);
+        ..
+    } = operators::<K>(&setup, &counted, tol, scaling.as_ref());
 
     // The source cells' strengths in their level's basis: V^T q.
     let rs_max = bases.iter().map(|b| b.rank_s).max().unwrap_or(0);
@@ -524,7 +556,7 @@ pub(crate) fn m2l<K: Kernel>(
     Some(Done {
         rest,
         pairs: groups.iter().map(|(_, r)| r.len() as u64).sum(),
-        operators: groups.len(),
+        operators: distinct,
         reused,
     })
 }
@@ -542,8 +574,36 @@ pub(crate) type Small = Arc<Vec<f64>>;
 pub(crate) struct Operators {
     pub(crate) bases: Arc<Vec<Bases>>,
     pub(crate) small: Vec<Small>,
-    /// How many were kept from an earlier evaluation.
+    /// Operators distinct among `small` (a homogeneous kernel's keys of
+    /// one shape share one), and how many of those were kept from an
+    /// earlier evaluation.
+    pub(crate) distinct: usize,
     pub(crate) reused: usize,
+    /// Of the keys asked for ([`operator_set`]), those frequent enough to
+    /// have an operator (`small` is theirs, in order); the others' pairs
+    /// are left to the kernel.
+    pub(crate) frequent: Vec<bool>,
+}
+
+/// Which keys have pairs enough for an operator (at least [`MIN_PAIRS`]),
+/// and the kernel's [`Scaling`] where it is homogeneous: its keys of one
+/// shape at any level share an operator, so their pairs count together.
+fn frequent<K: Kernel>(setup: &Setup<'_>, counted: &[Counted]) -> (Vec<bool>, Option<Scaling>) {
+    let keys: Vec<Key> = counted.iter().map(|(k, _)| *k).collect();
+    let scaling = scaling::measure::<K>(setup, &keys);
+    let Some(sc) = &scaling else {
+        return (counted.iter().map(|&(_, n)| n >= MIN_PAIRS).collect(), None);
+    };
+    let mut by_shape: HashMap<Key, usize> = HashMap::new();
+    let shapes: Vec<Key> = keys
+        .iter()
+        .map(|k| sc.canonical(k).expect("measured: every key moves"))
+        .collect();
+    for (shape, &(_, n)) in shapes.iter().zip(counted) {
+        *by_shape.entry(*shape).or_default() += n;
+    }
+    let frequent = shapes.iter().map(|s| by_shape[s] >= MIN_PAIRS).collect();
+    (frequent, scaling)
 }
 
 /// Whether operators of `rows x cols` are past [`MAX_SIDE`] (said once per
@@ -566,7 +626,9 @@ pub(crate) fn too_large(rows: usize, cols: usize) -> bool {
 /// The operators of `keys` (each with its number of pairs) for a source
 /// tree whose fields other than the strength are all 0 (the GPU's FMM:
 /// kernels whose every source field is a strength), in a root cube of
-/// half side `root_half`; `None` where they are [`too_large`].
+/// half side `root_half`, for the keys of enough pairs
+/// ([`Operators::frequent`], as the CPU chooses); `None` where they are
+/// [`too_large`] or no key is frequent.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn operator_set<K: Kernel>(
     basis: &dyn Basis,
@@ -590,13 +652,32 @@ pub(crate) fn operator_set<K: Kernel>(
     if too_large(setup.rows(), setup.cols()) {
         return None;
     }
-    Some(operators::<K>(&setup, keys, tol))
+    let (frequent, scaling) = frequent::<K>(&setup, keys);
+    let kept: Vec<Counted> = keys
+        .iter()
+        .zip(&frequent)
+        .filter(|(_, &f)| f)
+        .map(|(k, _)| *k)
+        .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    let mut ops = operators::<K>(&setup, &kept, tol, scaling.as_ref());
+    ops.frequent = frequent;
+    Some(ops)
 }
 
 /// The bases and the compressed operator of every key, those kept from the
 /// last evaluation of the same geometry reused, the others computed and
-/// kept.
-fn operators<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Operators {
+/// kept. With a homogeneous kernel's `scaling`, the operators are those
+/// of the keys' shapes at the reference level, and the levels' bases are
+/// the reference level's scaled.
+fn operators<K: Kernel>(
+    setup: &Setup<'_>,
+    groups: &[Counted],
+    tol: f64,
+    scaling: Option<&Scaling>,
+) -> Operators {
     let geometry = Geometry {
         kernel: K::name(),
         params: setup.params.iter().map(|x| x.to_bits()).collect(),
@@ -612,30 +693,75 @@ fn operators<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Oper
             .collect(),
         root_half: setup.root_half.to_bits(),
         tol: tol.to_bits(),
+        scaling: scaling.map(|s| s.doubled.iter().map(|x| x.to_bits()).collect()),
     };
-    let (rows, cols) = (setup.rows(), setup.cols());
+    let rows = setup.rows();
+    // The operators' own keys: one per key, or per shape (with the shape's
+    // pairs summed) for a homogeneous kernel.
+    let own: Vec<Key> = groups
+        .iter()
+        .map(|(k, _)| scaling.map_or(*k, |s| s.canonical(k).expect("measured: every key moves")))
+        .collect();
+    let mut distinct: Vec<Counted> = Vec::with_capacity(groups.len());
+    let mut at: HashMap<Key, usize> = HashMap::new();
+    let index: Vec<usize> = own
+        .iter()
+        .zip(groups)
+        .map(|(key, &(_, n))| {
+            let i = *at.entry(*key).or_insert_with(|| {
+                distinct.push((*key, 0));
+                distinct.len() - 1
+            });
+            distinct[i].1 += n;
+            i
+        })
+        .collect();
+    let covered = |bases: &[Bases]| {
+        groups.iter().all(|(k, _)| {
+            bases
+                .get(k.target_level as usize)
+                .is_some_and(|b| b.rank_t > 0)
+                && bases
+                    .get(k.source_level as usize)
+                    .is_some_and(|b| b.rank_s > 0)
+        })
+    };
     // The kept bases serve if they are of this geometry and cover its
-    // levels (each operator is then projected on them, as the operators
-    // the bases were not fitted to always are).
-    let kept = CACHE.lock().ok().and_then(|c| {
+    // levels (a homogeneous kernel's cover every level: its reference
+    // level's are scaled to the others). Each operator is then projected
+    // on them, as the operators the bases were not fitted to always are.
+    type Kept = (Arc<Vec<Bases>>, Option<Arc<Bases>>, Vec<Option<Small>>);
+    let kept: Option<Kept> = CACHE.lock().ok().and_then(|c| {
         let c = c.as_ref()?;
-        let covers = groups.iter().all(|(k, _)| {
-            c.bases[k.target_level as usize].rank_t > 0
-                && c.bases[k.source_level as usize].rank_s > 0
-        });
-        (c.geometry == geometry && covers).then(|| {
-            let ops: Vec<Option<Arc<Vec<f64>>>> =
-                groups.iter().map(|(k, _)| c.ops.get(k).cloned()).collect();
-            (c.bases.clone(), ops)
+        let serves = c.geometry == geometry && (c.reference.is_some() || covered(&c.bases));
+        serves.then(|| {
+            let ops = distinct
+                .iter()
+                .map(|(k, _)| c.ops.get(k).cloned())
+                .collect();
+            (c.bases.clone(), c.reference.clone(), ops)
         })
     });
-    let (bases, kept_ops) = match kept {
+    let (mut bases, reference, kept_ops) = match kept {
         Some(k) => k,
-        None => (
-            Arc::new(fit_bases::<K>(setup, groups, tol)),
-            vec![None; groups.len()],
-        ),
+        None => {
+            let fitted = fit_bases::<K>(setup, &distinct, tol, scaling.is_some());
+            let reference = scaling
+                .is_some()
+                .then(|| Arc::new(fitted[scaling::REFERENCE_LEVEL as usize].clone()));
+            let bases = if reference.is_some() {
+                Vec::new()
+            } else {
+                fitted
+            };
+            (Arc::new(bases), reference, vec![None; distinct.len()])
+        }
     };
+    if let (Some(s), Some(r)) = (scaling, &reference) {
+        if !covered(&bases) {
+            bases = Arc::new(scaled_bases(r, s, &bases, groups, rows, setup.channels()));
+        }
+    }
     let reused = kept_ops.iter().filter(|o| o.is_some()).count();
 
     // The compressed operators C = U^T A V. The operators the bases were
@@ -643,63 +769,60 @@ fn operators<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Oper
     // them at 500 x 125 doubles (Yukawa, order 4) would hold 100s of MB,
     // and recomputing is a small part of the precomputation (the Gram
     // products dominate it).
-    let small: Vec<Arc<Vec<f64>>> = groups
+    let computed: Vec<Small> = distinct
         .par_iter()
         .zip(kept_ops)
         .map(|((key, _), kept)| {
             if let Some(c) = kept {
                 return c;
             }
-            let a = setup.operator::<K>(key);
-            let a = View::new(&a, cols).t();
-            let (bt, bs) = (
-                &bases[key.target_level as usize],
-                &bases[key.source_level as usize],
+            let (bt, bs) = match &reference {
+                Some(r) => (&**r, &**r),
+                None => (
+                    &bases[key.target_level as usize],
+                    &bases[key.source_level as usize],
+                ),
+            };
+            let (st, ss) = (
+                bt.skeleton_t.as_ref().expect("fitted bases have skeletons"),
+                bs.skeleton_s.as_ref().expect("fitted bases have skeletons"),
             );
-            let mut av = vec![0.0; rows * bs.rank_s];
-            gemm(
-                rows,
-                cols,
-                bs.rank_s,
-                1.0,
-                a,
-                View::new(&bs.v, cols),
-                0.0,
-                &mut av,
-                rows,
-            );
-            let mut c = vec![0.0; bt.rank_t * bs.rank_s];
-            gemm(
-                bt.rank_t,
-                rows,
-                bs.rank_s,
-                1.0,
-                View::new(&bt.u, rows).t(),
-                View::new(&av, rows),
-                0.0,
-                &mut c,
-                bt.rank_t,
-            );
-            Arc::new(c)
+            let a = setup.operator_on::<K>(key, &st.nodes, &ss.nodes);
+            let cs = skeleton::compress(&a, st, ss);
+            Arc::new(cs)
         })
         .collect();
+    let small: Vec<Small> = index.iter().map(|&i| computed[i].clone()).collect();
 
-    // Kept for the next evaluation, within the cache's bytes.
+    // Kept for the next evaluation, within the cache's bytes: the
+    // operators are valid while the bases they were projected on are.
     if let Ok(mut c) = CACHE.lock() {
-        let same = c
-            .as_ref()
-            .is_some_and(|c| c.geometry == geometry && Arc::ptr_eq(&c.bases, &bases));
+        let same = c.as_ref().is_some_and(|c| {
+            c.geometry == geometry
+                && match (&c.reference, &reference) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => Arc::ptr_eq(&c.bases, &bases),
+                    _ => false,
+                }
+        });
+        let bytes = |b: &[Bases]| b.iter().map(|b| (b.u.len() + b.v.len()) * 8).sum::<usize>();
         if !same {
-            let bytes = bases.iter().map(|b| (b.u.len() + b.v.len()) * 8).sum();
             *c = Some(Cached {
                 geometry,
                 bases: bases.clone(),
+                reference: reference.clone(),
                 ops: HashMap::new(),
-                bytes,
+                bytes: 0,
             });
         }
         let c = c.as_mut().expect("set above");
-        for ((key, _), op) in groups.iter().zip(&small) {
+        c.bases = bases.clone();
+        c.bytes = bytes(&bases)
+            + reference
+                .as_deref()
+                .map_or(0, |r| bytes(std::slice::from_ref(r)))
+            + c.ops.values().map(|o| o.len() * 8).sum::<usize>();
+        for ((key, _), op) in distinct.iter().zip(&computed) {
             if c.bytes + op.len() * 8 > CACHE_BYTES {
                 break;
             }
@@ -712,14 +835,65 @@ fn operators<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Oper
     Operators {
         bases,
         small,
+        distinct: distinct.len(),
         reused,
+        frequent: vec![true; groups.len()],
     }
 }
 
-/// The bases of every level, from the Gram matrices of its operators.
-fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Vec<Bases> {
+/// A homogeneous kernel's bases for the levels of `groups`, those of
+/// `kept` kept: `U_l` the reference's `U` with each channel's rows scaled
+/// to level `l`, `V_l` the reference's `V` (strengths do not scale).
+fn scaled_bases(
+    reference: &Bases,
+    scaling: &Scaling,
+    kept: &[Bases],
+    groups: &[Counted],
+    rows: usize,
+    channels: usize,
+) -> Vec<Bases> {
+    let mut out = kept.to_vec();
+    out.resize(MAX_LEVEL as usize + 1, Bases::default());
+    for (k, _) in groups {
+        let t = &mut out[k.target_level as usize];
+        if t.rank_t == 0 {
+            let f: Vec<f64> = (0..channels)
+                .map(|c| scaling.factor(c, k.target_level))
+                .collect();
+            t.rank_t = reference.rank_t;
+            t.skeleton_t = None;
+            t.u = (reference.u.iter().enumerate())
+                .map(|(i, &x)| x * f[(i % rows) % channels])
+                .collect();
+        }
+        let s = &mut out[k.source_level as usize];
+        if s.rank_s == 0 {
+            s.rank_s = reference.rank_s;
+            s.skeleton_s = None;
+            s.v = reference.v.clone();
+        }
+    }
+    out
+}
+
+/// The bases of every level, from the Gram matrices of its operators;
+/// with `joint`, one source basis for every source level (at the
+/// reference level: a homogeneous kernel's, whose keys are shapes there).
+fn fit_bases<K: Kernel>(
+    setup: &Setup<'_>,
+    groups: &[Counted],
+    tol: f64,
+    joint: bool,
+) -> Vec<Bases> {
     let (rows, cols) = (setup.rows(), setup.cols());
     let levels = MAX_LEVEL as usize + 1;
+    let source_level = |key: &Key| {
+        if joint {
+            scaling::REFERENCE_LEVEL as usize
+        } else {
+            key.source_level as usize
+        }
+    };
     // The bases of every level, from the Gram matrices of its operators.
     type Grams = (Vec<Vec<f64>>, Vec<Vec<f64>>);
     // The bases are fitted to the operators of the most pairs: at most
@@ -732,10 +906,10 @@ fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Vec<
         for g in by {
             let key = &groups[g].0;
             let l = if side == 0 {
-                key.target_level
+                key.target_level as usize
             } else {
-                key.source_level
-            } as usize;
+                source_level(key)
+            };
             if taken[l] < BASIS_KEYS {
                 taken[l] += 1;
                 if side == 0 {
@@ -761,14 +935,14 @@ fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Vec<
                     if t.is_empty() {
                         *t = vec![0.0; rows * rows];
                     }
-                    gemm(rows, cols, rows, 1.0, av, av.t(), 1.0, t, rows);
+                    gram_add(rows, cols, av, t);
                 }
                 if fit_s {
-                    let s = &mut gs[key.source_level as usize];
+                    let s = &mut gs[source_level(key)];
                     if s.is_empty() {
                         *s = vec![0.0; cols * cols];
                     }
-                    gemm(cols, rows, cols, 1.0, av.t(), av, 1.0, s, cols);
+                    gram_add(cols, rows, av.t(), s);
                 }
                 (gt, gs)
             },
@@ -795,9 +969,21 @@ fn fit_bases<K: Kernel>(setup: &Setup<'_>, groups: &[Counted], tol: f64) -> Vec<
             let mut b = Bases::default();
             if !gt[l].is_empty() {
                 (b.u, b.rank_t) = leading(rows, &gt[l], tol);
+                b.skeleton_t = Some(Arc::new(Skeleton::of(
+                    &b.u,
+                    rows,
+                    b.rank_t,
+                    setup.channels(),
+                )));
             }
             if !gs[l].is_empty() {
                 (b.v, b.rank_s) = leading(cols, &gs[l], tol);
+                b.skeleton_s = Some(Arc::new(Skeleton::of(
+                    &b.v,
+                    cols,
+                    b.rank_s,
+                    setup.strength.len(),
+                )));
             }
             b
         })

@@ -26,6 +26,15 @@ impl<'a> View<'a> {
         View { t: !self.t, ..self }
     }
 
+    /// The matrix of its rows from `first` on.
+    fn rows_from(self, first: usize) -> Self {
+        let at = if self.t { first * self.ld } else { first };
+        View {
+            data: &self.data[at.min(self.data.len())..],
+            ..self
+        }
+    }
+
     /// Row and column strides of the `rows x cols` matrix this views,
     /// after checking that it lies inside the slice.
     fn strides(&self, rows: usize, cols: usize) -> (isize, isize) {
@@ -109,6 +118,38 @@ pub(crate) fn par_gemm(m: usize, k: usize, n: usize, a: View<'_>, b: &[f64], c: 
         });
 }
 
+/// `g += a a^T` for `a` `n x k` and `g` `n x n` column-major (and
+/// symmetric): the products of the blocks on and below the diagonal only,
+/// then mirrored, about half the flops of [`gemm`]. The Gram matrices of
+/// the compressed M2L's bases were most of its precomputation.
+pub(crate) fn gram_add(n: usize, k: usize, a: View<'_>, g: &mut [f64]) {
+    const BLOCK: usize = 128;
+    assert!(g.len() >= n * n, "Gram matrix past its slice");
+    for j0 in (0..n).step_by(BLOCK) {
+        let jn = BLOCK.min(n - j0);
+        for i0 in (j0..n).step_by(BLOCK) {
+            let im = BLOCK.min(n - i0);
+            gemm(
+                im,
+                k,
+                jn,
+                1.0,
+                a.rows_from(i0),
+                a.rows_from(j0).t(),
+                1.0,
+                &mut g[i0 + j0 * n..],
+                n,
+            );
+        }
+    }
+    // The upper triangle from the lower.
+    for j in 0..n {
+        for i in j + 1..n {
+            g[j + i * n] = g[i + j * n];
+        }
+    }
+}
+
 /// The eigenvectors of the symmetric `n x n` matrix `g` (column-major) in
 /// order of decreasing eigenvalue, with the eigenvalues.
 pub(crate) fn symmetric_eigen(n: usize, g: &[f64]) -> (Vec<f64>, Vec<f64>) {
@@ -166,6 +207,24 @@ mod tests {
         );
         for (x, y) in c2.iter().zip(&c) {
             assert_eq!(*x, 3.0 * y);
+        }
+    }
+
+    #[test]
+    fn gram_products_match_a_full_product() {
+        for (n, k) in [(5, 3), (300, 17), (129, 128)] {
+            let a: Vec<f64> = (0..n * k).map(|i| ((i * 37) % 23) as f64 - 11.0).collect();
+            let mut g = vec![1.0; n * n];
+            let mut want = g.clone();
+            gram_add(n, k, View::new(&a, n), &mut g);
+            let at = View::new(&a, n);
+            gemm(n, k, n, 1.0, at, at.t(), 1.0, &mut want, n);
+            assert_eq!(g, want);
+            // `a` stored as its transpose.
+            let t: Vec<f64> = (0..k * n).map(|x| a[(x / k) + (x % k) * n]).collect();
+            let mut g2 = vec![1.0; n * n];
+            gram_add(n, k, View::new(&t, k).t(), &mut g2);
+            assert_eq!(g2, want);
         }
     }
 

@@ -13,9 +13,10 @@
 //!   points at order 4, 38,000 on a Plummer tree with small leaves).
 //! - **Operators on the host**: the CPU's own ([`compressed::operator_set`]:
 //!   the same bases, operators, rank tolerance and cache), for the keys of
-//!   at least [`compressed::MIN_PAIRS`] pairs, as the CPU chooses; the
-//!   rarer keys' pairs go to M2L by the kernel, as on the CPU, so the two
-//!   agree to rounding.
+//!   at least [`compressed::MIN_PAIRS`] pairs (a homogeneous kernel's keys
+//!   of one shape counted together), as the CPU chooses; the rarer keys'
+//!   pairs go to M2L by the kernel, as on the CPU, so the two agree to
+//!   rounding.
 //! - **Products on the device**, in the particles' precision (the node
 //!   strengths and values stay f64): `V^T q` per source cell, `C` times those
 //!   per operator's pairs added to the targets' compressed values (atomic
@@ -317,17 +318,16 @@ pub(super) fn plan<K: Kernel, R: Real>(
         .map(|(at, (&k, &n))| (decode(k), n as usize, at))
         .collect();
     found.sort_unstable();
-    found.retain(|&(_, n, _)| n >= compressed::MIN_PAIRS);
-    if found.is_empty() {
-        // Every pair by the kernel, as on the CPU.
-        return Ok(None);
-    }
     let counted: Vec<(Key, usize)> = found.iter().map(|&(k, n, _)| (k, n)).collect();
     let params64: Vec<f64> = params.iter().map(|x| x.to_f64()).collect();
+    // `None` also where no key is frequent: every pair by the kernel, as
+    // on the CPU.
     let Some(Operators {
         bases,
         small,
+        distinct,
         reused,
+        frequent,
     }) = compressed::operator_set::<K>(
         basis,
         tol,
@@ -341,6 +341,8 @@ pub(super) fn plan<K: Kernel, R: Real>(
     else {
         return Ok(None);
     };
+    let mut frequent = frequent.into_iter();
+    found.retain(|_| frequent.next().unwrap_or(false));
     let k = basis.len();
     let rows = k * rep.channels(n_outputs);
     let cols = k * rep.strength.len();
@@ -451,7 +453,7 @@ pub(super) fn plan<K: Kernel, R: Real>(
         _pairs: (pair_t, pair_s),
         rest,
         pairs,
-        operators: found.len(),
+        operators: distinct,
         reused,
     }))
 }
