@@ -31,6 +31,11 @@ if [ "$what" = compressed ]; then
   run softened-ki-p5-t0.8 .gpu/fmm_bench --backend cuda --n $N --far-field ki --p 5 --theta 0.8 --repeat 3 --samples 256
   run stokeslet-ki-p3 .gpu/fmm_bench --backend cuda --kernel stokeslet --n $N --far-field ki --p 3 --theta 0.8 --repeat 3 --samples 256
   run stokeslet-ki-p4 .gpu/fmm_bench --backend cuda --kernel stokeslet --n $N --far-field ki --p 4 --theta 0.8 --repeat 3 --samples 256
+  # Homogeneous kernels (one set of operators for every level).
+  run ppm-p4 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field ppm --p 4 --theta 0.6 --repeat 3 --samples 256
+  run ppm-p7 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field ppm --p 7 --theta 0.6 --repeat 3 --samples 256
+  run ki-p5 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field ki --p 5 --theta 0.7 --repeat 3 --samples 256
+  run stokeslet-singular-ki-p4 .gpu/fmm_bench --backend cuda --kernel stokeslet-singular --n $N --far-field ki --p 4 --theta 0.8 --repeat 3 --samples 256
   exit 0
 fi
 if [ "$what" != timings ]; then
