@@ -920,14 +920,22 @@ fn fit_bases<K: Kernel>(
             }
         }
     }
-    let (gt, gs): Grams = groups
-        .par_iter()
+    // The Gram sums in a fixed number of partial sums, each over a fixed
+    // share of the keys in order, added in order: the same bases every
+    // run (rayon's fold splits the work as the threads steal it, and the
+    // rounding of the sums then varied from run to run).
+    let chosen: Vec<(&Counted, (bool, bool))> = groups
+        .iter()
         .zip(&fit)
         .filter(|(_, f)| f.0 || f.1)
         .map(|(g, f)| (g, *f))
-        .fold(
-            || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
-            |(mut gt, mut gs): Grams, ((key, _), (fit_t, fit_s))| {
+        .collect();
+    let shares = rayon::current_num_threads().clamp(1, 8);
+    let partial: Vec<Grams> = (0..shares)
+        .into_par_iter()
+        .map(|w| {
+            let (mut gt, mut gs): Grams = (vec![Vec::new(); levels], vec![Vec::new(); levels]);
+            for &((key, _), (fit_t, fit_s)) in chosen.iter().skip(w).step_by(shares) {
                 let a = setup.operator::<K>(key);
                 let av = View::new(&a, cols).t();
                 if fit_t {
@@ -944,25 +952,24 @@ fn fit_bases<K: Kernel>(
                     }
                     gram_add(cols, rows, av.t(), s);
                 }
-                (gt, gs)
-            },
-        )
-        .reduce(
-            || (vec![Vec::new(); levels], vec![Vec::new(); levels]),
-            |a, b| {
-                let add = |x: Vec<Vec<f64>>, y: Vec<Vec<f64>>| {
-                    x.into_iter()
-                        .zip(y)
-                        .map(|(x, y)| match (x.is_empty(), y.is_empty()) {
-                            (true, _) => y,
-                            (_, true) => x,
-                            _ => x.iter().zip(&y).map(|(p, q)| p + q).collect(),
-                        })
-                        .collect()
-                };
-                (add(a.0, b.0), add(a.1, b.1))
-            },
-        );
+            }
+            (gt, gs)
+        })
+        .collect();
+    let add = |x: Vec<Vec<f64>>, y: Vec<Vec<f64>>| -> Vec<Vec<f64>> {
+        x.into_iter()
+            .zip(y)
+            .map(|(x, y)| match (x.is_empty(), y.is_empty()) {
+                (true, _) => y,
+                (_, true) => x,
+                _ => x.iter().zip(&y).map(|(p, q)| p + q).collect(),
+            })
+            .collect()
+    };
+    let (gt, gs): Grams = partial
+        .into_iter()
+        .reduce(|a, b| (add(a.0, b.0), add(a.1, b.1)))
+        .unwrap_or_else(|| (vec![Vec::new(); levels], vec![Vec::new(); levels]));
     let bases: Vec<Bases> = (0..levels)
         .into_par_iter()
         .map(|l| {
