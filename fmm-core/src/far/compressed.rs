@@ -788,8 +788,7 @@ fn operators<K: Kernel>(
                 bs.skeleton_s.as_ref().expect("fitted bases have skeletons"),
             );
             let a = setup.operator_on::<K>(key, &st.nodes, &ss.nodes);
-            let cs = skeleton::compress(&a, st, ss);
-            Arc::new(cs)
+            Arc::new(skeleton::compress(&a, st, ss))
         })
         .collect();
     let small: Vec<Small> = index.iter().map(|&i| computed[i].clone()).collect();

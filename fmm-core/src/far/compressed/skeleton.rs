@@ -10,10 +10,10 @@
 //! `S A S'^T ~ (S U) C (S' V)^T`, and `C = (S U)^+ (S A S'^T) (S' V)^+T`.
 //! The nodes are chosen per basis, once, by a greedy block-pivoted
 //! Gram-Schmidt on its rows (a node's channels together, because the
-//! kernel gives them together), a quarter more rows than the rank so that
-//! `(S U)^+` stays small: the truncated part of `A` is amplified by
-//! `|(S U)^+| |(S' V)^+|` only. The operators then need about
-//! `(1.25 r / channels)^2` node pairs of the kernel instead of `k^2`
+//! kernel gives them together), in rounds until twice the rank in rows are
+//! taken, so that `(S U)^+` stays small: the truncated part of `A` is
+//! amplified by `|(S U)^+| |(S' V)^+|` only. The operators then need about
+//! `(2 r / channels)^2` node pairs of the kernel instead of `k^2`
 //! (`docs/FAR_FIELD.md` has the measured times and errors).
 
 use super::super::linalg::{gemm, View};
