@@ -261,13 +261,20 @@ fn compressed_m2l_matches_m2l_by_the_kernel() {
     let coulomb = both::<Coulomb>(&[], &t, &s, FarField::KernelIndependent, 4);
     let (t, s) = set::<StokesletSingular, f64>(&spec);
     let singular = both::<StokesletSingular>(&[], &t, &s, FarField::KernelIndependent, 3);
+    // Symmetric with a uniform core radius: one basis for both sides.
+    let (t, s) = set::<BiotSavart, f64>(&Spec {
+        sigma: 2.0 * h,
+        ..spec
+    });
+    let biot_savart = both::<BiotSavart>(&[], &t, &s, FarField::KernelIndependent, 3);
     for (name, (diff, err, err_c, compressed, same)) in [
         ("yukawa ki 4", yukawa),
-        ("stokeslet ki 3", stokeslet),
+        ("stokeslet ki 3 (symmetric)", stokeslet),
+        ("biot-savart ki 3 (symmetric)", biot_savart),
         ("stretching ki 2", stretching),
         ("coulomb ppm 4", ppm),
         ("coulomb ki 4 (homogeneous)", coulomb),
-        ("singular stokeslet ki 3 (homogeneous)", singular),
+        ("singular stokeslet ki 3 (homogeneous, symmetric)", singular),
     ] {
         println!(
             "{name}: compressed vs kernel {diff:.2e}, errors {err:.2e} and {err_c:.2e}, \
@@ -292,6 +299,18 @@ fn compressed_m2l_matches_m2l_by_the_kernel() {
         both::<Yukawa>(&[4.0], &t, &s, FarField::KernelIndependent, 2);
     println!(
         "yukawa ki 2, targets apart: errors {err:.2e} and {err_c:.2e}, {compressed} by operators"
+    );
+    assert!(
+        compressed > 0 && err_c < 1.5 * err,
+        "{err_c:e} against {err:e}"
+    );
+    // A symmetric kernel's keys are not each other's partners there.
+    let (t, s) = set::<Stokeslet, f64>(&apart);
+    let h = sets::mean_spacing(Dist::Cube, 12000);
+    let (_, err, err_c, compressed, _) =
+        both::<Stokeslet>(&[h, 1.0], &t, &s, FarField::KernelIndependent, 3);
+    println!(
+        "stokeslet ki 3, targets apart: errors {err:.2e} and {err_c:.2e}, {compressed} by operators"
     );
     assert!(
         compressed > 0 && err_c < 1.5 * err,

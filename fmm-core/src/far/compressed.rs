@@ -47,6 +47,7 @@ use crate::tree::Octree;
 
 mod scaling;
 mod skeleton;
+mod symmetry;
 use scaling::Scaling;
 use skeleton::Skeleton;
 
@@ -64,12 +65,12 @@ pub(crate) fn rank_tolerance(p: usize) -> f64 {
 }
 
 /// The smallest rank tolerance. The singular values come from the
-/// eigenvalues of Gram matrices (their squares): summed over a thousand
-/// rows, those are rounded at about 1e-13 of the largest, singular values
-/// at 3e-7. Below that the rank is the rounding's, not the operators': at
-/// order 6 the regularised Stokeslet's M2L took 7 times as long at 1e-8
-/// as at 1e-7 for an error 1.7 times lower (measured, `docs/FAR_FIELD.md`).
-pub const MIN_RANK_TOLERANCE: f64 = 1e-7;
+/// eigenvalues of Gram matrices (their squares), rounded at about 1e-16 of
+/// the largest: singular values at 1e-8 of theirs. Below that the rank
+/// stops growing (the order-6 singular Stokeslet's: 241 at 1e-7, 277 at
+/// 3e-8, 278 at 1e-8). With `nalgebra`'s eigensolver the rounded
+/// eigenvalues were positive and the ranks grew on: the floor was 1e-7.
+pub const MIN_RANK_TOLERANCE: f64 = 1e-8;
 
 /// Pairs of cells an offset needs for its operator to be computed: fewer
 /// are left to M2L by the kernel (measured, `docs/FAR_FIELD.md`).
@@ -110,6 +111,8 @@ struct Geometry {
     /// A homogeneous kernel's factors ([`Scaling`]): its operators are
     /// kept by their shape at the reference level.
     scaling: Option<Vec<u64>>,
+    /// A symmetric kernel's ([`symmetry`]): one basis for both sides.
+    symmetric: bool,
 }
 
 /// The operators of one geometry.
@@ -119,7 +122,7 @@ struct Cached {
     /// A homogeneous kernel's bases at the reference level, which `bases`
     /// are scaled from (and the operators projected on).
     reference: Option<Arc<Bases>>,
-    ops: HashMap<Key, Arc<Vec<f64>>>,
+    ops: HashMap<Key, Dense>,
     bytes: usize,
 }
 
@@ -382,7 +385,7 @@ pub(crate) fn m2l<K: Kernel>(
     // An operator pays for itself past a few dozen pairs; the pairs of
     // rarer offsets are left to the kernel.
     let counted: Vec<Counted> = groups.iter().map(|(k, r)| (*k, r.len())).collect();
-    let (frequent, scaling) = frequent::<K>(&setup, &counted);
+    let (frequent, sharing) = frequent::<K>(&setup, &counted);
     let mut rest = Lists {
         m2l: vec![Vec::new(); lists.m2l.len()],
         p2p: Vec::new(),
@@ -413,7 +416,7 @@ pub(crate) fn m2l<K: Kernel>(
         distinct,
         reused,
         ..
-    } = operators::<K>(&setup, &counted, tol, scaling.as_ref());
+    } = operators::<K>(&setup, &counted, tol, &sharing);
 
     // The source cells' strengths in their level's basis: V^T q.
     let rs_max = bases.iter().map(|b| b.rank_s).max().unwrap_or(0);
@@ -467,6 +470,7 @@ pub(crate) fn m2l<K: Kernel>(
                     bases[key.target_level as usize].rank_t,
                     bases[key.source_level as usize].rank_s,
                 );
+                let (c, by) = small[*g].view(rt);
                 let batch = &pairs[r.clone()];
                 x.clear();
                 for &(_, _, s) in batch {
@@ -478,8 +482,8 @@ pub(crate) fn m2l<K: Kernel>(
                     rt,
                     rs,
                     batch.len(),
-                    1.0,
-                    View::new(&small[*g], rt),
+                    by,
+                    c,
                     View::new(&x, rs),
                     0.0,
                     &mut y,
@@ -565,9 +569,43 @@ pub(crate) fn m2l<K: Kernel>(
 /// operators of the most pairs).
 type Counted = (Key, usize);
 
-/// One operator `C = U^T A V` (`r_t x r_s`, column-major), shared with the
-/// cache.
-pub(crate) type Small = Arc<Vec<f64>>;
+/// A compressed operator's entries, shared with the cache.
+type Dense = Arc<Vec<f64>>;
+
+/// One operator `C = U^T A V` (`r_t x r_s`): its own entries
+/// (column-major), or a symmetric kernel's partner's `P` (`r_s x r_t`,
+/// column-major) with `C = by P^T`, which is never copied.
+#[derive(Clone)]
+pub(crate) struct Small {
+    data: Dense,
+    /// `Some(by)`: `data` is the partner's.
+    transposed: Option<f64>,
+}
+
+impl Small {
+    /// `C` as a product's factor, of `rt` rows: its view and the factor
+    /// it is scaled by.
+    pub(crate) fn view(&self, rt: usize) -> (View<'_>, f64) {
+        match self.transposed {
+            None => (View::new(&self.data, rt), 1.0),
+            Some(by) => (View::new(&self.data, self.data.len() / rt.max(1)).t(), by),
+        }
+    }
+
+    /// `C`'s entries, column-major, of `rt` rows.
+    pub(crate) fn column_major(&self, rt: usize) -> std::borrow::Cow<'_, [f64]> {
+        let Some(by) = self.transposed else {
+            return std::borrow::Cow::Borrowed(&self.data);
+        };
+        let rs = self.data.len() / rt.max(1);
+        let p = &self.data;
+        std::borrow::Cow::Owned(
+            (0..rs)
+                .flat_map(|j| (0..rt).map(move |i| by * p[j + i * rs]))
+                .collect(),
+        )
+    }
+}
 
 /// The operators of a set of keys: the bases of every level and one
 /// compressed operator a key, in the keys' order.
@@ -585,14 +623,26 @@ pub(crate) struct Operators {
     pub(crate) frequent: Vec<bool>,
 }
 
+/// What the kernel's structure lets operators share, as measured:
+/// homogeneous, one set for every level ([`scaling`]); symmetric, one
+/// basis for both sides and an operator for two keys ([`symmetry`]).
+#[derive(Clone, Debug, Default)]
+struct Sharing {
+    scaling: Option<Scaling>,
+    symmetric: bool,
+}
+
 /// Which keys have pairs enough for an operator (at least [`MIN_PAIRS`]),
-/// and the kernel's [`Scaling`] where it is homogeneous: its keys of one
-/// shape at any level share an operator, so their pairs count together.
-fn frequent<K: Kernel>(setup: &Setup<'_>, counted: &[Counted]) -> (Vec<bool>, Option<Scaling>) {
+/// and what the kernel lets them share ([`Sharing`]): a homogeneous
+/// kernel's keys of one shape at any level share an operator, so their
+/// pairs count together.
+fn frequent<K: Kernel>(setup: &Setup<'_>, counted: &[Counted]) -> (Vec<bool>, Sharing) {
     let keys: Vec<Key> = counted.iter().map(|(k, _)| *k).collect();
     let scaling = scaling::measure::<K>(setup, &keys);
+    let symmetric = symmetry::measure::<K>(setup, &keys, scaling.as_ref());
     let Some(sc) = &scaling else {
-        return (counted.iter().map(|&(_, n)| n >= MIN_PAIRS).collect(), None);
+        let frequent = counted.iter().map(|&(_, n)| n >= MIN_PAIRS).collect();
+        return (frequent, Sharing { scaling, symmetric });
     };
     let mut by_shape: HashMap<Key, usize> = HashMap::new();
     let shapes: Vec<Key> = keys
@@ -603,7 +653,7 @@ fn frequent<K: Kernel>(setup: &Setup<'_>, counted: &[Counted]) -> (Vec<bool>, Op
         *by_shape.entry(*shape).or_default() += n;
     }
     let frequent = shapes.iter().map(|s| by_shape[s] >= MIN_PAIRS).collect();
-    (frequent, scaling)
+    (frequent, Sharing { scaling, symmetric })
 }
 
 /// Whether operators of `rows x cols` are past [`MAX_SIDE`] (said once per
@@ -652,7 +702,7 @@ pub(crate) fn operator_set<K: Kernel>(
     if too_large(setup.rows(), setup.cols()) {
         return None;
     }
-    let (frequent, scaling) = frequent::<K>(&setup, keys);
+    let (frequent, sharing) = frequent::<K>(&setup, keys);
     let kept: Vec<Counted> = keys
         .iter()
         .zip(&frequent)
@@ -662,7 +712,7 @@ pub(crate) fn operator_set<K: Kernel>(
     if kept.is_empty() {
         return None;
     }
-    let mut ops = operators::<K>(&setup, &kept, tol, scaling.as_ref());
+    let mut ops = operators::<K>(&setup, &kept, tol, &sharing);
     ops.frequent = frequent;
     Some(ops)
 }
@@ -671,13 +721,15 @@ pub(crate) fn operator_set<K: Kernel>(
 /// last evaluation of the same geometry reused, the others computed and
 /// kept. With a homogeneous kernel's `scaling`, the operators are those
 /// of the keys' shapes at the reference level, and the levels' bases are
-/// the reference level's scaled.
+/// the reference level's scaled; with a symmetric kernel, of two partner
+/// keys only one operator is compressed, the other is its transpose.
 fn operators<K: Kernel>(
     setup: &Setup<'_>,
     groups: &[Counted],
     tol: f64,
-    scaling: Option<&Scaling>,
+    sharing: &Sharing,
 ) -> Operators {
+    let scaling = sharing.scaling.as_ref();
     let geometry = Geometry {
         kernel: K::name(),
         params: setup.params.iter().map(|x| x.to_bits()).collect(),
@@ -694,6 +746,7 @@ fn operators<K: Kernel>(
         root_half: setup.root_half.to_bits(),
         tol: tol.to_bits(),
         scaling: scaling.map(|s| s.doubled.iter().map(|x| x.to_bits()).collect()),
+        symmetric: sharing.symmetric,
     };
     let rows = setup.rows();
     // The operators' own keys: one per key, or per shape (with the shape's
@@ -730,7 +783,7 @@ fn operators<K: Kernel>(
     // levels (a homogeneous kernel's cover every level: its reference
     // level's are scaled to the others). Each operator is then projected
     // on them, as the operators the bases were not fitted to always are.
-    type Kept = (Arc<Vec<Bases>>, Option<Arc<Bases>>, Vec<Option<Small>>);
+    type Kept = (Arc<Vec<Bases>>, Option<Arc<Bases>>, Vec<Option<Dense>>);
     let kept: Option<Kept> = CACHE.lock().ok().and_then(|c| {
         let c = c.as_ref()?;
         let serves = c.geometry == geometry && (c.reference.is_some() || covered(&c.bases));
@@ -745,7 +798,7 @@ fn operators<K: Kernel>(
     let (mut bases, reference, kept_ops) = match kept {
         Some(k) => k,
         None => {
-            let fitted = fit_bases::<K>(setup, &distinct, tol, scaling.is_some());
+            let fitted = fit_bases::<K>(setup, &distinct, tol, sharing);
             let reference = scaling
                 .is_some()
                 .then(|| Arc::new(fitted[scaling::REFERENCE_LEVEL as usize].clone()));
@@ -762,19 +815,37 @@ fn operators<K: Kernel>(
             bases = Arc::new(scaled_bases(r, s, &bases, groups, rows, setup.channels()));
         }
     }
-    let reused = kept_ops.iter().filter(|o| o.is_some()).count();
-
     // The compressed operators C = U^T A V. The operators the bases were
     // fitted to are computed again rather than kept: a few hundred of
     // them at 500 x 125 doubles (Yukawa, order 4) would hold 100s of MB,
     // and recomputing is a small part of the precomputation (the Gram
     // products dominate it).
-    let computed: Vec<Small> = distinct
+    // A symmetric kernel's key whose partner is among the keys, and
+    // before it, takes the partner's operator transposed ([`Small`]); its
+    // own is not computed.
+    let from_partner: Vec<Option<(usize, f64)>> = distinct
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| {
+            let (p, phi) = symmetry::partner(key, scaling).filter(|_| sharing.symmetric)?;
+            let j = *at.get(&p)?;
+            // A(key) = A(p)^T / phi.
+            (j < i).then_some((j, 1.0 / phi))
+        })
+        .collect();
+    // Kept, or the transpose of one kept.
+    let reused = (0..distinct.len())
+        .filter(|&i| {
+            kept_ops[i].is_some() || from_partner[i].is_some_and(|(j, _)| kept_ops[j].is_some())
+        })
+        .count();
+    let computed: Vec<Option<Dense>> = distinct
         .par_iter()
         .zip(kept_ops)
-        .map(|((key, _), kept)| {
-            if let Some(c) = kept {
-                return c;
+        .zip(&from_partner)
+        .map(|(((key, _), kept), from)| {
+            if kept.is_some() || from.is_some() {
+                return kept;
             }
             let (bt, bs) = match &reference {
                 Some(r) => (&**r, &**r),
@@ -788,10 +859,25 @@ fn operators<K: Kernel>(
                 bs.skeleton_s.as_ref().expect("fitted bases have skeletons"),
             );
             let a = setup.operator_on::<K>(key, &st.nodes, &ss.nodes);
-            Arc::new(skeleton::compress(&a, st, ss))
+            Some(Arc::new(skeleton::compress(&a, st, ss)))
         })
         .collect();
-    let small: Vec<Small> = index.iter().map(|&i| computed[i].clone()).collect();
+    let own: Vec<Small> = (computed.iter().zip(&from_partner))
+        .map(|(c, from)| match (c, from) {
+            (Some(c), _) => Small {
+                data: c.clone(),
+                transposed: None,
+            },
+            (None, Some((j, by))) => Small {
+                data: computed[*j]
+                    .clone()
+                    .expect("a partner before computes its own"),
+                transposed: Some(*by),
+            },
+            (None, None) => unreachable!("every operator is kept, computed or a partner's"),
+        })
+        .collect();
+    let small: Vec<Small> = index.iter().map(|&i| own[i].clone()).collect();
 
     // Kept for the next evaluation, within the cache's bytes: the
     // operators are valid while the bases they were projected on are.
@@ -821,7 +907,10 @@ fn operators<K: Kernel>(
                 .as_deref()
                 .map_or(0, |r| bytes(std::slice::from_ref(r)))
             + c.ops.values().map(|o| o.len() * 8).sum::<usize>();
-        for ((key, _), op) in distinct.iter().zip(&computed) {
+        // Not those taken from a partner: they are its again.
+        let dense =
+            (distinct.iter().zip(&computed)).filter_map(|((key, _), op)| Some((key, op.as_ref()?)));
+        for (key, op) in dense {
             if c.bytes + op.len() * 8 > CACHE_BYTES {
                 break;
             }
@@ -875,15 +964,19 @@ fn scaled_bases(
     out
 }
 
-/// The bases of every level, from the Gram matrices of its operators;
-/// with `joint`, one source basis for every source level (at the
-/// reference level: a homogeneous kernel's, whose keys are shapes there).
+/// The bases of every level, from the Gram matrices of its operators.
+/// A homogeneous kernel's (whose keys are shapes at the reference level)
+/// has one source basis for every source level, at the reference level; a
+/// symmetric kernel's source basis is its target basis, fitted to both
+/// sides' operators (of two partner keys, one: their sides are each
+/// other's).
 fn fit_bases<K: Kernel>(
     setup: &Setup<'_>,
     groups: &[Counted],
     tol: f64,
-    joint: bool,
+    sharing: &Sharing,
 ) -> Vec<Bases> {
+    let joint = sharing.scaling.is_some();
     let (rows, cols) = (setup.rows(), setup.cols());
     let levels = MAX_LEVEL as usize + 1;
     let source_level = |key: &Key| {
@@ -919,10 +1012,29 @@ fn fit_bases<K: Kernel>(
             }
         }
     }
+    if sharing.symmetric {
+        // Both sides of each key fitted, once per pair of partners (the
+        // first).
+        let at: HashMap<Key, usize> = (groups.iter().enumerate())
+            .map(|(i, (k, _))| (*k, i))
+            .collect();
+        for g in 0..groups.len() {
+            let chosen = fit[g].0 || fit[g].1;
+            let partner = symmetry::partner(&groups[g].0, sharing.scaling.as_ref())
+                .and_then(|(p, _)| at.get(&p).copied());
+            let twin = partner.is_some_and(|p| p < g && (fit[p].0 || fit[p].1));
+            fit[g] = if chosen && !twin {
+                (true, true)
+            } else {
+                (false, false)
+            };
+        }
+    }
     // The Gram sums in a fixed number of partial sums, each over a fixed
     // share of the keys in order, added in order: the same bases every
     // run (rayon's fold splits the work as the threads steal it, and the
-    // rounding of the sums then varied from run to run).
+    // rounding of the sums then varied from run to run). A symmetric
+    // kernel's both sides are summed in the target side's.
     let chosen: Vec<(&Counted, (bool, bool))> = groups
         .iter()
         .zip(&fit)
@@ -945,7 +1057,8 @@ fn fit_bases<K: Kernel>(
                     gram_add(rows, cols, av, t);
                 }
                 if fit_s {
-                    let s = &mut gs[source_level(key)];
+                    let side = if sharing.symmetric { &mut gt } else { &mut gs };
+                    let s = &mut side[source_level(key)];
                     if s.is_empty() {
                         *s = vec![0.0; cols * cols];
                     }
@@ -982,7 +1095,9 @@ fn fit_bases<K: Kernel>(
                     setup.channels(),
                 )));
             }
-            if !gs[l].is_empty() {
+            if sharing.symmetric {
+                (b.v, b.rank_s, b.skeleton_s) = (b.u.clone(), b.rank_t, b.skeleton_t.clone());
+            } else if !gs[l].is_empty() {
                 (b.v, b.rank_s) = leading(cols, &gs[l], tol);
                 b.skeleton_s = Some(Arc::new(Skeleton::of(
                     &b.v,

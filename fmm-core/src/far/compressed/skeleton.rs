@@ -16,7 +16,7 @@
 //! `(2 r / channels)^2` node pairs of the kernel instead of `k^2`
 //! (`docs/FAR_FIELD.md` has the measured times and errors).
 
-use super::super::linalg::{gemm, View};
+use super::super::linalg::{gemm, pseudo_inverse, View};
 
 /// Rows kept per rank: past the rank itself, to keep the pseudo-inverse
 /// small.
@@ -105,15 +105,15 @@ impl Skeleton {
         nodes.sort_unstable();
         // (S B)^+ by the singular value decomposition of S B.
         let m = nodes.len() * per;
-        let sb = nalgebra::DMatrix::from_fn(m, rank, |i, j| {
-            b[j * n_rows + nodes[i / per] * per + i % per]
-        });
-        let pinv = sb
-            .pseudo_inverse(1e-13)
-            .expect("the pseudo-inverse of a finite matrix");
+        let sb: Vec<f64> = (0..rank)
+            .flat_map(|j| {
+                let nodes = &nodes;
+                (0..m).map(move |i| b[j * n_rows + nodes[i / per] * per + i % per])
+            })
+            .collect();
         Skeleton {
+            pinv: pseudo_inverse(m, rank, &sb, 1e-13),
             nodes,
-            pinv: pinv.as_slice().to_vec(),
             rank,
         }
     }
@@ -173,17 +173,21 @@ mod tests {
             (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
         };
         let orthonormal = |n: usize, rnd: &mut dyn FnMut() -> f64| {
-            let m = nalgebra::DMatrix::from_fn(n, r, |_, _| rnd());
-            m.qr().q().as_slice().to_vec()
+            let m = faer::Mat::<f64>::from_fn(n, r, |_, _| rnd());
+            let q = m.qr().compute_thin_Q();
+            (0..r)
+                .flat_map(|j| (0..n).map(move |i| (i, j)))
+                .map(|ij| q[ij])
+                .collect::<Vec<f64>>()
         };
         let u = orthonormal(rows, &mut rnd);
         let v = orthonormal(cols, &mut rnd);
         let c: Vec<f64> = (0..r * r).map(|_| rnd()).collect();
         // A = U C V^T, stored row by row.
-        let um = nalgebra::DMatrix::from_column_slice(rows, r, &u);
-        let vm = nalgebra::DMatrix::from_column_slice(cols, r, &v);
-        let cm = nalgebra::DMatrix::from_column_slice(r, r, &c);
-        let a = &um * &cm * vm.transpose();
+        let um = faer::MatRef::from_column_major_slice(&u, rows, r);
+        let vm = faer::MatRef::from_column_major_slice(&v, cols, r);
+        let cm = faer::MatRef::from_column_major_slice(&c, r, r);
+        let a = um * cm * vm.transpose();
         let (t, s) = (
             Skeleton::of(&u, rows, r, per),
             Skeleton::of(&v, cols, r, per),

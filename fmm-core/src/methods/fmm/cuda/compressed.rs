@@ -214,9 +214,10 @@ fn device_pool<R: Real>(
         data.extend(b.u.iter().map(|&x| R::c(x)));
     }
     let mut c_at = Vec::with_capacity(small.len());
-    for c in small {
+    for (c, key) in small.iter().zip(keys) {
         c_at.push(data.len());
-        data.extend(c.iter().map(|&x| R::c(x)));
+        let rt = bases[key.target_level as usize].rank_t;
+        data.extend(c.column_major(rt).iter().map(|&x| R::c(x)));
     }
     // The old pool freed before the new one is allocated.
     *kept = None;
