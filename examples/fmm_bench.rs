@@ -73,8 +73,8 @@ struct Args {
     #[arg(long)]
     tol: Option<f64>,
     /// The compressed M2L (ppm, ki; CPU and GPU): singular values kept down
-    /// to this fraction of the largest, 1e-7 to below 1 (default 10^-(p+2),
-    /// at least 1e-7).
+    /// to this fraction of the largest, 1e-8 to below 1 (default 10^-(p+2),
+    /// at least 1e-8).
     #[arg(long)]
     rank_tol: Option<f64>,
     /// Core radii (kernels with a field `sigma`) in mean spacings of the

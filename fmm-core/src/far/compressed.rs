@@ -80,6 +80,15 @@ pub(crate) const MIN_PAIRS: usize = 32;
 /// are computed again each time).
 pub const CACHE_BYTES: usize = 1 << 30;
 
+/// The loosest rank tolerance whose operators are compressed from a
+/// skeleton of their rows and columns ([`skeleton`]); past it, from all of
+/// them. A looser tolerance is chosen near the interpolation's own error,
+/// where the skeleton's amplification of the truncated part shows (Yukawa
+/// order 5 at 1e-4: potential error 5.9e-5 from a skeleton, 3.1e-5 in
+/// full), and its operators are small and cheap in full (measured,
+/// `docs/FAR_FIELD.md`).
+const SKELETON_TOLERANCE: f64 = 1e-6;
+
 /// Operators a level and side the bases are fitted to (those of the most
 /// pairs): the other operators' ranges are close to theirs.
 const BASIS_KEYS: usize = 100;
@@ -1082,6 +1091,7 @@ fn fit_bases<K: Kernel>(
         .into_iter()
         .reduce(|a, b| (add(a.0, b.0), add(a.1, b.1)))
         .unwrap_or_else(|| (vec![Vec::new(); levels], vec![Vec::new(); levels]));
+    let whole = tol > SKELETON_TOLERANCE;
     let bases: Vec<Bases> = (0..levels)
         .into_par_iter()
         .map(|l| {
@@ -1093,6 +1103,7 @@ fn fit_bases<K: Kernel>(
                     rows,
                     b.rank_t,
                     setup.channels(),
+                    whole,
                 )));
             }
             if sharing.symmetric {
@@ -1104,6 +1115,7 @@ fn fit_bases<K: Kernel>(
                     cols,
                     b.rank_s,
                     setup.strength.len(),
+                    whole,
                 )));
             }
             b

@@ -36,10 +36,14 @@ pub(crate) struct Skeleton {
 
 impl Skeleton {
     /// The skeleton of the basis `b` (`n_rows x rank`, column-major, its
-    /// rows `per` to a node).
-    pub(super) fn of(b: &[f64], n_rows: usize, rank: usize, per: usize) -> Skeleton {
+    /// rows `per` to a node); `whole`: all its nodes (`C = U^T A V`).
+    pub(super) fn of(b: &[f64], n_rows: usize, rank: usize, per: usize, whole: bool) -> Skeleton {
         let n_nodes = n_rows / per;
-        let want = ((rank as f64 * OVERSAMPLE).ceil() as usize).min(n_rows);
+        let want = if whole {
+            n_rows
+        } else {
+            ((rank as f64 * OVERSAMPLE).ceil() as usize).min(n_rows)
+        };
         // The residual rows, row by row, and each node's residual norm.
         let original: Vec<f64> = (0..n_rows)
             .flat_map(|i| (0..rank).map(move |j| b[j * n_rows + i]))
@@ -50,8 +54,12 @@ impl Skeleton {
                 .map(|x| x * x)
                 .sum()
         };
-        let mut picked = vec![false; n_nodes];
-        let mut nodes = Vec::new();
+        let mut picked = vec![whole; n_nodes];
+        let mut nodes: Vec<usize> = if whole {
+            (0..n_nodes).collect()
+        } else {
+            Vec::new()
+        };
         // In rounds: each picks nodes until their rows span the basis (the
         // residual is then zero), the next starts again from the nodes
         // left, until the rows wanted are taken. One round alone takes
@@ -189,8 +197,8 @@ mod tests {
         let cm = faer::MatRef::from_column_major_slice(&c, r, r);
         let a = um * cm * vm.transpose();
         let (t, s) = (
-            Skeleton::of(&u, rows, r, per),
-            Skeleton::of(&v, cols, r, per),
+            Skeleton::of(&u, rows, r, per, false),
+            Skeleton::of(&v, cols, r, per, false),
         );
         assert!(t.rows() >= r && t.rows() < rows);
         let sub: Vec<f64> = t

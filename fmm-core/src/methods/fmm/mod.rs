@@ -64,7 +64,7 @@ pub struct FmmOptions {
     pub node_m2l: NodeM2l,
     /// The compressed M2L's rank: singular values kept down to this
     /// fraction of the largest, from [`crate::far::MIN_RANK_TOLERANCE`]
-    /// (1e-7) to below 1. `None`: `10^-(p+2)` but at least 1e-7, 10 to
+    /// (1e-8) to below 1. `None`: `10^-(p+2)` but at least 1e-8, 10 to
     /// 100 below the interpolation's own error (`docs/FAR_FIELD.md`); a
     /// larger one is faster where the error has room (Yukawa: 1e-4 at
     /// order 5 leaves the error as it is).
