@@ -164,6 +164,29 @@ struct Setup<'a> {
     root_half: f64,
 }
 
+#[cfg(test)]
+impl<'a> Setup<'a> {
+    /// The setup of the compressed modules' unit tests: root half side
+    /// 0.5, no target slots.
+    fn for_test(
+        basis: &'a dyn Basis,
+        params: &[f64],
+        fields: &[f64],
+        strength: &'a [usize],
+        n_outputs: usize,
+    ) -> Self {
+        Setup {
+            basis,
+            params: params.to_vec(),
+            fields: fields.to_vec(),
+            strength,
+            n_outputs,
+            target_slots: 0,
+            root_half: 0.5,
+        }
+    }
+}
+
 impl Setup<'_> {
     fn k(&self) -> usize {
         self.basis.len()

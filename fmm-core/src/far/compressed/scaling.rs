@@ -206,14 +206,8 @@ mod tests {
                 offset: [7 << 16, 1 << 16, -(1 << 16)],
             },
         ];
-        let setup = |params: &[f64], fields: usize, strength: &'static [usize], n_outputs| Setup {
-            basis: &basis,
-            params: params.to_vec(),
-            fields: vec![0.0; fields],
-            strength,
-            n_outputs,
-            target_slots: 0,
-            root_half: 0.5,
+        let setup = |params: &[f64], fields: usize, strength: &'static [usize], n_outputs| {
+            Setup::for_test(&basis, params, &vec![0.0; fields], strength, n_outputs)
         };
         let close = |got: &Scaling, want: &[f64]| {
             got.doubled.len() == want.len()

@@ -39,27 +39,28 @@ impl Skeleton {
     /// rows `per` to a node); `whole`: all its nodes (`C = U^T A V`).
     pub(super) fn of(b: &[f64], n_rows: usize, rank: usize, per: usize, whole: bool) -> Skeleton {
         let n_nodes = n_rows / per;
-        let want = if whole {
-            n_rows
-        } else {
-            ((rank as f64 * OVERSAMPLE).ceil() as usize).min(n_rows)
-        };
-        // The residual rows, row by row, and each node's residual norm.
+        // The basis row by row: `rank x n_rows` column-major, `B^T`.
         let original: Vec<f64> = (0..n_rows)
             .flat_map(|i| (0..rank).map(move |j| b[j * n_rows + i]))
             .collect();
+        if whole {
+            // All rows: `B` has orthonormal columns, so `B^+ = B^T`.
+            return Skeleton {
+                nodes: (0..n_nodes).collect(),
+                pinv: original,
+                rank,
+            };
+        }
+        let want = ((rank as f64 * OVERSAMPLE).ceil() as usize).min(n_rows);
+        // The residual rows, row by row, and each node's residual norm.
         let norm = |res: &[f64], n: usize| -> f64 {
             res[n * per * rank..(n + 1) * per * rank]
                 .iter()
                 .map(|x| x * x)
                 .sum()
         };
-        let mut picked = vec![whole; n_nodes];
-        let mut nodes: Vec<usize> = if whole {
-            (0..n_nodes).collect()
-        } else {
-            Vec::new()
-        };
+        let mut picked = vec![false; n_nodes];
+        let mut nodes = Vec::new();
         // In rounds: each picks nodes until their rows span the basis (the
         // residual is then zero), the next starts again from the nodes
         // left, until the rows wanted are taken. One round alone takes

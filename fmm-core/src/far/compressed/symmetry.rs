@@ -118,14 +118,8 @@ mod tests {
                 offset: [7 << 16, 1 << 16, -(1 << 16)],
             },
         ];
-        let setup = |params: &[f64], fields: &[f64], strength: &'static [usize], n_outputs| Setup {
-            basis: &basis,
-            params: params.to_vec(),
-            fields: fields.to_vec(),
-            strength,
-            n_outputs,
-            target_slots: 0,
-            root_half: 0.5,
+        let setup = |params: &[f64], fields: &[f64], strength: &'static [usize], n_outputs| {
+            Setup::for_test(&basis, params, fields, strength, n_outputs)
         };
         let stokes = setup(&[], &[0.0; 3], &[0, 1, 2], 3);
         assert!(measure::<StokesletSingular>(&stokes, &keys, None));
