@@ -64,10 +64,47 @@ pub trait Kernel: Copy + Default + Send + Sync + 'static {
     );
 
     /// The contribution of each source of the range on its own, added at
-    /// `out[j * n_outputs + slot]` for the range's `j`-th source (`out` at
-    /// least that long): the matrix of the interaction rather than its sum,
+    /// `out[slot * n + j]` for the range's `j`-th of `n` sources (`out` at
+    /// least `n_outputs * n` long; each output's run contiguous, so that
+    /// the vector evaluator adds whole vectors): the matrix of the interaction rather than its sum,
     /// what the node far fields' M2L operators are built from.
+    ///
+    /// Vectorised as [`Kernel::p2p_target`] is: [`Kernel::p2p_each_wide`]
+    /// where the CPU has AVX2 and FMA, else [`Kernel::p2p_each_portable`].
+    #[inline]
     fn p2p_each<R: Real>(
+        p: &[R],
+        xi: [R; 3],
+        t: &[R],
+        src: &SourceSlices<'_, R>,
+        sources: std::ops::Range<usize>,
+        out: &mut [R],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            unsafe { Self::p2p_each_wide(p, xi, t, src, sources, out) };
+            return;
+        }
+        Self::p2p_each_portable(p, xi, t, src, sources, out)
+    }
+
+    /// [`Kernel::p2p_each`] in plain Rust.
+    fn p2p_each_portable<R: Real>(
+        p: &[R],
+        xi: [R; 3],
+        t: &[R],
+        src: &SourceSlices<'_, R>,
+        sources: std::ops::Range<usize>,
+        out: &mut [R],
+    );
+
+    /// [`Kernel::p2p_each`] in AVX2 or AVX-512 vectors.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA ([`crate::simd::avx2_fma`]).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn p2p_each_wide<R: Real>(
         p: &[R],
         xi: [R; 3],
         t: &[R],

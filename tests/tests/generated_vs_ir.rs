@@ -107,7 +107,7 @@ fn interpret(
 #[derive(Clone, Copy, Debug)]
 enum Path {
     Portable,
-    /// `p2p_each`, its per-source contributions summed here.
+    /// `p2p_each_portable`, its per-source contributions summed here.
     Each,
     /// The AVX2 body of `p2p_target_wide` (AVX-512 turned off around it).
     #[cfg(target_arch = "x86_64")]
@@ -115,6 +115,12 @@ enum Path {
     /// Its AVX-512 body, where the CPU has AVX-512.
     #[cfg(target_arch = "x86_64")]
     Wide512,
+    /// The AVX2 body of `p2p_each_wide`, summed here.
+    #[cfg(target_arch = "x86_64")]
+    EachWide,
+    /// Its AVX-512 body.
+    #[cfg(target_arch = "x86_64")]
+    EachWide512,
 }
 
 /// Held while a wide path runs: `Path::Wide` turns the process-wide
@@ -128,11 +134,11 @@ fn paths() -> Vec<Path> {
     let mut v = vec![Path::Portable, Path::Each];
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-        v.push(Path::Wide);
+        v.extend([Path::Wide, Path::EachWide]);
     }
     #[cfg(target_arch = "x86_64")]
     if fmm_core::simd::avx512() {
-        v.push(Path::Wide512);
+        v.extend([Path::Wide512, Path::EachWide512]);
     }
     v
 }
@@ -170,32 +176,47 @@ fn evaluate<K: Kernel, R: Real>(
         let t: Vec<R> = tslots.iter().map(|s| r(s[i])).collect();
         let xi = x.map(r);
         let mut o = vec![R::zero(); no];
-        match path {
-            Path::Portable => K::p2p_target_portable(&p, xi, &t, &src, skip..spos.len(), &mut o),
-            Path::Each => {
-                let n = spos.len() - skip;
-                let mut each = vec![R::zero(); n * no];
-                K::p2p_each(&p, xi, &t, &src, skip..spos.len(), &mut each);
-                for j in 0..n {
-                    for k in 0..no {
-                        o[k] += each[j * no + k];
-                    }
+        let range = skip..spos.len();
+        // `p2p_each`'s contributions, output by output, summed into `o`.
+        let n = range.len();
+        let mut each = vec![R::zero(); n * no];
+        let sum_each = |each: &[R], o: &mut [R]| {
+            for k in 0..no {
+                for &v in &each[k * n..(k + 1) * n] {
+                    o[k] += v;
                 }
             }
-            // SAFETY: `paths` lists this path only where the CPU has AVX2 and FMA.
+        };
+        match path {
+            Path::Portable => K::p2p_target_portable(&p, xi, &t, &src, range, &mut o),
+            Path::Each => {
+                K::p2p_each_portable(&p, xi, &t, &src, range, &mut each);
+                sum_each(&each, &mut o);
+            }
+            // SAFETY: `paths` lists the wide paths only where the CPU has
+            // AVX2 and FMA, the 512 ones only where it has AVX-512.
             #[cfg(target_arch = "x86_64")]
-            Path::Wide => {
+            Path::Wide | Path::EachWide => {
                 let _held = WIDTH_SWITCH.lock().unwrap_or_else(|e| e.into_inner());
                 fmm_core::simd::set_wide_vectors(false);
-                unsafe { K::p2p_target_wide(&p, xi, &t, &src, skip..spos.len(), &mut o) };
+                if matches!(path, Path::Wide) {
+                    unsafe { K::p2p_target_wide(&p, xi, &t, &src, range, &mut o) };
+                } else {
+                    unsafe { K::p2p_each_wide(&p, xi, &t, &src, range, &mut each) };
+                    sum_each(&each, &mut o);
+                }
                 fmm_core::simd::set_wide_vectors(true);
             }
-            // SAFETY: `paths` lists this path only where the CPU has AVX-512.
             #[cfg(target_arch = "x86_64")]
-            Path::Wide512 => {
+            Path::Wide512 | Path::EachWide512 => {
                 let _held = WIDTH_SWITCH.lock().unwrap_or_else(|e| e.into_inner());
                 assert!(fmm_core::simd::avx512());
-                unsafe { K::p2p_target_wide(&p, xi, &t, &src, skip..spos.len(), &mut o) };
+                if matches!(path, Path::Wide512) {
+                    unsafe { K::p2p_target_wide(&p, xi, &t, &src, range, &mut o) };
+                } else {
+                    unsafe { K::p2p_each_wide(&p, xi, &t, &src, range, &mut each) };
+                    sum_each(&each, &mut o);
+                }
             }
         }
         for k in 0..no {

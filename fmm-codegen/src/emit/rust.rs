@@ -61,12 +61,13 @@ pub(crate) fn leaf_name(def: &KernelDef, node: Node) -> String {
 }
 
 /// Emits the CPU evaluators of `fmm_core::Kernel`, `p2p_target_portable`,
-/// `p2p_target_wide` and `p2p_each`, with `core` the path of the runtime
-/// crate (for example `::fmm_core`).
+/// `p2p_target_wide`, `p2p_each_portable` and `p2p_each_wide`, with `core`
+/// the path of the runtime crate (for example `::fmm_core`).
 pub fn emit_p2p_target(def: &KernelDef, core: &str) -> String {
     let mut o = emit_portable(def, core);
     o.push_str(&emit_wide(def, core));
     o.push_str(&emit_each(def, core));
+    o.push_str(&emit_each_wide(def, core));
     o
 }
 
@@ -244,22 +245,21 @@ fn scalar_head(
     (o, cols, updates)
 }
 
-/// The per-source evaluator `p2p_each`: the contribution of every source
-/// of the range on its own, added at `out[j * n_outputs + slot]` for the
-/// range's `j`-th source. The node far fields build their M2L operators
+/// The per-source evaluator `p2p_each_portable`: the contribution of every
+/// source of the range on its own, added at `out[slot * n + j]` for the
+/// range's `j`-th of `n` sources. The node far fields build their M2L operators
 /// from it (a matrix entry per source and target node).
 fn emit_each(def: &KernelDef, core: &str) -> String {
-    let no = def.n_outputs();
-    let (mut o, cols, updates) = scalar_head(def, core, "p2p_each");
+    let (mut o, cols, updates) = scalar_head(def, core, "p2p_each_portable");
     o.push_str("    for j in 0..n {\n");
     let args: Vec<String> = cols.iter().map(|(v, _)| format!("sl_{v}[j]")).collect();
     o.push_str(&format!("        let v = pair({});\n", args.join(", ")));
-    o.push_str(&format!(
-        "        let o = &mut out[j * {no}..(j + 1) * {no}];\n"
-    ));
     for u in &updates {
         let op = if u.subtract { "-=" } else { "+=" };
-        o.push_str(&format!("        o[{}] {op} v[{}];\n", u.slot, u.slot));
+        o.push_str(&format!(
+            "        out[{} * n + j] {op} v[{}];\n",
+            u.slot, u.slot
+        ));
     }
     o.push_str("    }\n}\n");
     o
@@ -335,51 +335,9 @@ fn emit_wide(def: &KernelDef, core: &str) -> String {
     let sch = Schedule::new(def);
     let syn = WideSyntax { def };
     let no = def.n_outputs();
-    let cols = source_columns(def, &sch);
-    let mut o = String::new();
-    o.push_str("#[cfg(target_arch = \"x86_64\")]\n#[inline]\n");
-    o.push_str(&format!(
-        "unsafe fn p2p_target_wide<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
-    ));
-    // The body is generic over the vector type and emitted twice, under
-    // the AVX2 and the AVX-512 target features: the features decide which
-    // instructions the vector methods inline to.
-    let header = o;
-    let mut o = String::new();
     let ind = "        ";
-    o.push_str(&prologue_loads(
-        def,
-        &sch,
-        &|v| format!("V::splat({v})"),
-        ind,
-    ));
-    for stage in [Stage::Param, Stage::Target] {
-        for id in sch.temps(stage) {
-            o.push_str(&format!(
-                "{ind}let {} = {};\n",
-                sch.temp_name(id),
-                sch.body(&syn, id)
-            ));
-        }
-    }
-    o.push_str(&format!("{ind}let n = sources.len();\n"));
-    o.push_str(&format!("{ind}let w = V::WIDTH;\n"));
-    for (var, slice) in &cols {
-        o.push_str(&format!("{ind}let sl_{var} = &{slice}[sources.clone()];\n"));
-    }
-    // The pair's math on the vectors named by the columns.
+    let mut o = wide_prologue(def, &sch, &syn, ind);
     let updates = sch.updates(&syn);
-    let pair_temps = |ind: &str| {
-        let mut b = String::new();
-        for id in sch.temps_in(&[Stage::Source, Stage::Pair]) {
-            b.push_str(&format!(
-                "{ind}let {} = {};\n",
-                sch.temp_name(id),
-                sch.body(&syn, id)
-            ));
-        }
-        b
-    };
     o.push_str(&format!(
         "{ind}let mut total = [<V::Scalar as {core}::Real>::zero(); {no}];\n"
     ));
@@ -394,12 +352,8 @@ fn emit_wide(def: &KernelDef, core: &str) -> String {
     o.push_str(&format!("{ind}    let mut acc = [V::c(0.0); {no}];\n"));
     o.push_str(&format!("{ind}    let mut c = start;\n"));
     o.push_str(&format!("{ind}    while c < full {{\n"));
-    for (var, _) in &cols {
-        o.push_str(&format!(
-            "{ind}        let {var} = V::load_at(sl_{var}, c);\n"
-        ));
-    }
-    o.push_str(&pair_temps(&format!("{ind}        ")));
+    let inner = format!("{ind}        ");
+    o.push_str(&wide_pair(def, &sch, &syn, &inner, "V::load_at(sl_{}, c)"));
     // A product is accumulated by a fused multiply-add (its temporary, if
     // any, is then dead and dropped by the compiler).
     for u in &updates {
@@ -416,12 +370,13 @@ fn emit_wide(def: &KernelDef, core: &str) -> String {
     }
     o.push_str(&format!("{ind}        c += w;\n{ind}    }}\n"));
     o.push_str(&format!("{ind}    if full < end {{\n"));
-    for (var, _) in &cols {
-        o.push_str(&format!(
-            "{ind}        let {var} = V::load_partial(&sl_{var}[full..end]);\n"
-        ));
-    }
-    o.push_str(&pair_temps(&format!("{ind}        ")));
+    o.push_str(&wide_pair(
+        def,
+        &sch,
+        &syn,
+        &inner,
+        "V::load_partial(&sl_{}[full..end])",
+    ));
     o.push_str(&format!("{ind}        let live = V::first(end - full);\n"));
     for u in &updates {
         let k = u.slot;
@@ -439,20 +394,124 @@ fn emit_wide(def: &KernelDef, core: &str) -> String {
         let op = if u.subtract { "-=" } else { "+=" };
         o.push_str(&format!("{ind}out[{}] {op} total[{}];\n", u.slot, u.slot));
     }
-    o.push_str("    }\n    }\n");
-    let body = o;
-    let mut o = header;
-    for (name, features) in [
+    wide_variants(core, "p2p_target_wide", &o)
+}
+
+/// The vector per-source evaluator `p2p_each_wide` ([`emit_each`]'s
+/// contract in [`emit_wide`]'s vectors): the contributions of a vector of
+/// sources at a time, added to each output's run of sources. The node far fields build their
+/// M2L operators from it, a kernel value per pair of nodes; with the
+/// scalar evaluator that was a third of their precomputation (Yukawa's
+/// `exp` per entry).
+fn emit_each_wide(def: &KernelDef, core: &str) -> String {
+    let sch = Schedule::new(def);
+    let syn = WideSyntax { def };
+    let ind = "        ";
+    let mut o = wide_prologue(def, &sch, &syn, ind);
+    let updates = sch.updates(&syn);
+    let add = |o: &mut String, lanes: &str| {
+        for u in &updates {
+            let op = if u.subtract { "-=" } else { "+=" };
+            o.push_str(&format!("{ind}    let v = V::to_array({});\n", u.value));
+            o.push_str(&format!(
+                "{ind}    let run = &mut out[{} * n + c..{} * n + c + {lanes}];\n",
+                u.slot, u.slot
+            ));
+            o.push_str(&format!(
+                "{ind}    for (o, v) in run.iter_mut().zip(&v) {{\n{ind}        *o {op} *v;\n{ind}    }}\n"
+            ));
+        }
+    };
+    let inner = format!("{ind}    ");
+    o.push_str(&format!("{ind}let full = n / w * w;\n"));
+    o.push_str(&format!("{ind}let mut c = 0;\n"));
+    o.push_str(&format!("{ind}while c < full {{\n"));
+    o.push_str(&wide_pair(def, &sch, &syn, &inner, "V::load_at(sl_{}, c)"));
+    add(&mut o, "w");
+    o.push_str(&format!("{ind}    c += w;\n{ind}}}\n"));
+    o.push_str(&format!("{ind}if full < n {{\n"));
+    o.push_str(&wide_pair(
+        def,
+        &sch,
+        &syn,
+        &inner,
+        "V::load_partial(&sl_{}[full..n])",
+    ));
+    add(&mut o, "n - full");
+    o.push_str(&format!("{ind}}}\n"));
+    wide_variants(core, "p2p_each_wide", &o)
+}
+
+/// The head shared by the vector evaluators: the parameter and target
+/// loads splatted, the values of the parameters and target alone, and the
+/// source columns' slices cut to the range (`n` sources, `w` lanes).
+fn wide_prologue(def: &KernelDef, sch: &Schedule, syn: &WideSyntax<'_>, ind: &str) -> String {
+    let mut o = prologue_loads(def, sch, &|v| format!("V::splat({v})"), ind);
+    for stage in [Stage::Param, Stage::Target] {
+        for id in sch.temps(stage) {
+            o.push_str(&format!(
+                "{ind}let {} = {};\n",
+                sch.temp_name(id),
+                sch.body(syn, id)
+            ));
+        }
+    }
+    o.push_str(&format!("{ind}let n = sources.len();\n"));
+    o.push_str(&format!("{ind}let w = V::WIDTH;\n"));
+    for (var, slice) in &source_columns(def, sch) {
+        o.push_str(&format!("{ind}let sl_{var} = &{slice}[sources.clone()];\n"));
+    }
+    o
+}
+
+/// One vector of sources loaded (`load` with `{}` for a column's name)
+/// and the pair's math on it.
+fn wide_pair(
+    def: &KernelDef,
+    sch: &Schedule,
+    syn: &WideSyntax<'_>,
+    ind: &str,
+    load: &str,
+) -> String {
+    let mut o = String::new();
+    for (var, _) in &source_columns(def, sch) {
+        let l = load.replace("{}", var);
+        o.push_str(&format!("{ind}let {var} = {l};\n"));
+    }
+    for id in sch.temps_in(&[Stage::Source, Stage::Pair]) {
+        o.push_str(&format!(
+            "{ind}let {} = {};\n",
+            sch.temp_name(id),
+            sch.body(syn, id)
+        ));
+    }
+    o
+}
+
+/// The vector evaluator `name` around `body`: the body generic over the
+/// vector type and emitted twice, under the AVX2 and the AVX-512 target
+/// features (the features decide which instructions the vector methods
+/// inline to), and the choice between them at run time. The math is
+/// written out rather than put in a closure: a closure would not carry the
+/// function's target features on every compiler the crate supports.
+fn wide_variants(core: &str, name: &str, body: &str) -> String {
+    let mut o = String::new();
+    o.push_str("#[cfg(target_arch = \"x86_64\")]\n#[inline]\n");
+    o.push_str(&format!(
+        "unsafe fn {name}<R: {core}::Real>(p: &[R], xi: [R; 3], t: &[R], src: &{core}::SourceSlices<'_, R>, sources: ::core::ops::Range<usize>, out: &mut [R]) {{\n"
+    ));
+    for (variant, features) in [
         ("wide", "avx2,fma"),
         ("wide512", "avx512f,avx512dq,avx2,fma"),
     ] {
         o.push_str(&format!("    #[target_feature(enable = \"{features}\")]\n"));
         o.push_str("    #[allow(unused_variables, unused_unsafe, unused_mut, clippy::all)]\n");
         o.push_str(&format!(
-            "    unsafe fn {name}<V: {core}::simd::Lanes>(p: &[V::Scalar], xi: [V::Scalar; 3], t: &[V::Scalar], src: &{core}::SourceSlices<'_, V::Scalar>, sources: ::core::ops::Range<usize>, out: &mut [V::Scalar]) {{\n"
+            "    unsafe fn {variant}<V: {core}::simd::Lanes>(p: &[V::Scalar], xi: [V::Scalar; 3], t: &[V::Scalar], src: &{core}::SourceSlices<'_, V::Scalar>, sources: ::core::ops::Range<usize>, out: &mut [V::Scalar]) {{\n"
         ));
         o.push_str("    unsafe {\n");
-        o.push_str(&body);
+        o.push_str(body);
+        o.push_str("    }\n    }\n");
     }
     o.push_str(&format!("    if {core}::simd::avx512() {{\n"));
     o.push_str("        wide512::<R::Wide512>(p, xi, t, src, sources, out)\n");

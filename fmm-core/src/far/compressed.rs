@@ -31,12 +31,13 @@
 //! computed. One geometry is kept, up to [`CACHE_BYTES`];
 //! [`clear_operator_cache`] drops it.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use super::linalg::{gemm, gram_add, par_gemm, symmetric_eigen, View};
+use super::linalg::{gemm, gram_add, par_gemm, symmetric_eigen, Element, View};
 use super::nodes::{Basis, Local, Upward};
 use super::Representation;
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
@@ -88,6 +89,12 @@ pub const CACHE_BYTES: usize = 1 << 30;
 /// full), and its operators are small and cheap in full (measured,
 /// `docs/FAR_FIELD.md`).
 const SKELETON_TOLERANCE: f64 = 1e-6;
+
+/// The loosest rank tolerance whose products run in f64: at it or past
+/// it they run in f32, whose rounding (about 1e-7 a product, 1e-6 summed
+/// over a cell's hundred-odd translations) is far below what the
+/// truncation drops, and whose products take half the time.
+const SINGLE_TOLERANCE: f64 = 1e-5;
 
 /// Operators a level and side the bases are fitted to (those of the most
 /// pairs): the other operators' ranges are close to theirs.
@@ -261,9 +268,9 @@ impl Setup<'_> {
                     for o in 0..no {
                         let at = (tn * channels + basis * no + o) * cols;
                         let row = &mut a[at..at + cols];
+                        let (v, b) = (&out[o * k..(o + 1) * k], &base[o * k..(o + 1) * k]);
                         for sn in 0..k {
-                            let v = out[sn * no + o];
-                            row[sn * nq + s] = if basis == 0 { v } else { v - base[sn * no + o] };
+                            row[sn * nq + s] = if basis == 0 { v[sn] } else { v[sn] - b[sn] };
                         }
                     }
                 }
@@ -450,109 +457,174 @@ pub(crate) fn m2l<K: Kernel>(
         ..
     } = operators::<K>(&setup, &counted, tol, &sharing);
 
-    // The source cells' strengths in their level's basis: V^T q.
-    let rs_max = bases.iter().map(|b| b.rank_s).max().unwrap_or(0);
-    let mut hat_q = vec![0.0; stree.cells.len() * rs_max];
-    for (l, b) in bases.iter().enumerate().filter(|(_, b)| b.rank_s > 0) {
-        let cells: Vec<usize> = (0..stree.cells.len())
-            .filter(|&c| used[c] && stree.cells[c].level as usize == l)
-            .collect();
-        let mut q = Vec::with_capacity(cells.len() * cols);
-        for &c in &cells {
-            q.extend_from_slice(&up.q[c * cols..(c + 1) * cols]);
-        }
-        let mut h = vec![0.0; cells.len() * b.rank_s];
-        par_gemm(
-            b.rank_s,
-            cols,
-            cells.len(),
-            View::new(&b.v, cols).t(),
-            &q,
-            &mut h,
-        );
-        for (i, &c) in cells.iter().enumerate() {
-            hat_q[c * rs_max..c * rs_max + b.rank_s]
-                .copy_from_slice(&h[i * b.rank_s..(i + 1) * b.rank_s]);
-        }
+    let products = Products {
+        bases: &bases,
+        small: &small,
+        groups: &groups,
+        pairs: &pairs,
+        used: &used,
+        stree,
+        ttree,
+        rows,
+        cols,
+    };
+    if tol >= SINGLE_TOLERANCE {
+        products.translate::<f32>(&up.q, &mut local.v);
+    } else {
+        products.translate::<f64>(&up.q, &mut local.v);
     }
+    Some(Done {
+        rest,
+        pairs: groups.iter().map(|(_, r)| r.len() as u64).sum(),
+        operators: distinct,
+        reused,
+    })
+}
 
-    // The pairs, an operator's in batches: C times the gathered sources,
-    // added to the targets' compressed values (one copy per worker).
-    const BATCH: usize = 1024;
-    let items: Vec<(usize, std::ops::Range<usize>)> = groups
-        .iter()
-        .enumerate()
-        .flat_map(|(g, (_, r))| {
-            (r.start..r.end)
-                .step_by(BATCH)
-                .map(move |a| (g, a..(a + BATCH).min(r.end)))
-        })
-        .collect();
-    let rt_max = bases.iter().map(|b| b.rank_t).max().unwrap_or(0);
-    let nt_cells = ttree.cells.len();
-    let workers = rayon::current_num_threads().max(1);
-    let hat_l = (0..workers)
-        .into_par_iter()
-        .map(|w| {
-            let mut acc = vec![0.0; nt_cells * rt_max];
-            let (mut x, mut y) = (Vec::new(), Vec::new());
-            for (g, r) in items.iter().skip(w).step_by(workers) {
-                let key = &groups[*g].0;
-                let (rt, rs) = (
-                    bases[key.target_level as usize].rank_t,
-                    bases[key.source_level as usize].rank_s,
-                );
-                let (c, by) = small[*g].view(rt);
-                let batch = &pairs[r.clone()];
-                x.clear();
-                for &(_, _, s) in batch {
-                    let s = s as usize;
-                    x.extend_from_slice(&hat_q[s * rs_max..s * rs_max + rs]);
-                }
-                y.resize(rt * batch.len(), 0.0);
-                gemm(
-                    rt,
-                    rs,
-                    batch.len(),
-                    by,
-                    c,
-                    View::new(&x, rs),
-                    0.0,
-                    &mut y,
-                    rt,
-                );
-                for (&(_, t, _), yc) in batch.iter().zip(y.chunks(rt)) {
-                    let t = t as usize;
-                    for (a, b) in acc[t * rt_max..t * rt_max + rt].iter_mut().zip(yc) {
-                        *a += b;
+/// The products of [`m2l`] once its operators are known, in `T`.
+struct Products<'a> {
+    bases: &'a [Bases],
+    small: &'a [Small],
+    groups: &'a [(Key, std::ops::Range<usize>)],
+    pairs: &'a [(Key, u32, u32)],
+    used: &'a [bool],
+    stree: &'a Octree,
+    ttree: &'a Octree,
+    rows: usize,
+    cols: usize,
+}
+
+impl Products<'_> {
+    /// `V^T` on the source cells' node strengths `q`, the operators on
+    /// those, `U` on the sums, added to the target cells' node values
+    /// `local`: every product in `T` ([`SINGLE_TOLERANCE`]).
+    fn translate<T: Element>(&self, q: &[f64], local: &mut [f64]) {
+        let Products {
+            bases,
+            small,
+            groups,
+            pairs,
+            used,
+            stree,
+            ttree,
+            rows,
+            cols,
+        } = *self;
+        let one = T::c(1.0);
+        let u: Vec<Cow<'_, [T]>> = bases.iter().map(|b| T::from_f64s(&b.u)).collect();
+        let v: Vec<Cow<'_, [T]>> = bases.iter().map(|b| T::from_f64s(&b.v)).collect();
+        // The operators in `T`, each distinct one once (a homogeneous
+        // kernel's keys of one shape share one).
+        let mut at: HashMap<*const Vec<f64>, usize> = HashMap::new();
+        let mut ops: Vec<Cow<'_, [T]>> = Vec::new();
+        let op_of: Vec<usize> = small
+            .iter()
+            .map(|s| {
+                *at.entry(Arc::as_ptr(&s.data)).or_insert_with(|| {
+                    ops.push(T::from_f64s(&s.data));
+                    ops.len() - 1
+                })
+            })
+            .collect();
+        // The source cells' strengths in their level's basis: V^T q.
+        let rs_max = bases.iter().map(|b| b.rank_s).max().unwrap_or(0);
+        let mut hat_q = vec![T::zero(); stree.cells.len() * rs_max];
+        for (l, b) in bases.iter().enumerate().filter(|(_, b)| b.rank_s > 0) {
+            let cells: Vec<usize> = (0..stree.cells.len())
+                .filter(|&c| used[c] && stree.cells[c].level as usize == l)
+                .collect();
+            let mut gathered = Vec::with_capacity(cells.len() * cols);
+            for &c in &cells {
+                gathered.extend(q[c * cols..(c + 1) * cols].iter().map(|&x| T::c(x)));
+            }
+            let mut h = vec![T::zero(); cells.len() * b.rank_s];
+            par_gemm(
+                b.rank_s,
+                cols,
+                cells.len(),
+                View::new(&v[l], cols).t(),
+                &gathered,
+                &mut h,
+            );
+            for (i, &c) in cells.iter().enumerate() {
+                hat_q[c * rs_max..c * rs_max + b.rank_s]
+                    .copy_from_slice(&h[i * b.rank_s..(i + 1) * b.rank_s]);
+            }
+        }
+
+        // The pairs, an operator's in batches: C times the gathered sources,
+        // added to the targets' compressed values (one copy per worker).
+        const BATCH: usize = 1024;
+        let items: Vec<(usize, std::ops::Range<usize>)> = groups
+            .iter()
+            .enumerate()
+            .flat_map(|(g, (_, r))| {
+                (r.start..r.end)
+                    .step_by(BATCH)
+                    .map(move |a| (g, a..(a + BATCH).min(r.end)))
+            })
+            .collect();
+        let rt_max = bases.iter().map(|b| b.rank_t).max().unwrap_or(0);
+        let nt_cells = ttree.cells.len();
+        let workers = rayon::current_num_threads().max(1);
+        let hat_l = (0..workers)
+            .into_par_iter()
+            .map(|w| {
+                let mut acc = vec![T::zero(); nt_cells * rt_max];
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                for (g, r) in items.iter().skip(w).step_by(workers) {
+                    let key = &groups[*g].0;
+                    let (rt, rs) = (
+                        bases[key.target_level as usize].rank_t,
+                        bases[key.source_level as usize].rank_s,
+                    );
+                    let (c, by) = small[*g].view_of(&ops[op_of[*g]], rt);
+                    let batch = &pairs[r.clone()];
+                    x.clear();
+                    for &(_, _, s) in batch {
+                        let s = s as usize;
+                        x.extend_from_slice(&hat_q[s * rs_max..s * rs_max + rs]);
+                    }
+                    y.resize(rt * batch.len(), T::zero());
+                    gemm(
+                        rt,
+                        rs,
+                        batch.len(),
+                        T::c(by),
+                        c,
+                        View::new(&x, rs),
+                        T::zero(),
+                        &mut y,
+                        rt,
+                    );
+                    for (&(_, t, _), yc) in batch.iter().zip(y.chunks(rt)) {
+                        let t = t as usize;
+                        for (a, &b) in acc[t * rt_max..t * rt_max + rt].iter_mut().zip(yc) {
+                            *a += b;
+                        }
                     }
                 }
-            }
-            acc
-        })
-        .reduce_with(|mut a, b| {
-            a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-            a
-        })
-        .unwrap_or_default();
+                acc
+            })
+            .reduce_with(|mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, &y)| *x += y);
+                a
+            })
+            .unwrap_or_default();
 
-    // Back to the nodes: U times the compressed values, added to `local`.
-    let mut received = vec![false; nt_cells];
-    for (_, r) in &groups {
-        for &(_, t, _) in &pairs[r.clone()] {
-            received[t as usize] = true;
+        // Back to the nodes: U times the compressed values, added to `local`.
+        let mut received = vec![false; nt_cells];
+        for (_, r) in groups {
+            for &(_, t, _) in &pairs[r.clone()] {
+                received[t as usize] = true;
+            }
         }
-    }
-    // In runs of cells, each run's cells of one level as one product (no
-    // copy of all the nodes' values at once).
-    const RUN: usize = 256;
-    local
-        .v
-        .par_chunks_mut(rows * RUN)
-        .enumerate()
-        .for_each_init(
+        // In runs of cells, each run's cells of one level as one product (no
+        // copy of all the nodes' values at once).
+        const RUN: usize = 256;
+        local.par_chunks_mut(rows * RUN).enumerate().for_each_init(
             || (Vec::new(), Vec::new(), Vec::new()),
-            |(cells, h, v): &mut (Vec<usize>, Vec<f64>, Vec<f64>), (i, lv)| {
+            |(cells, h, w): &mut (Vec<usize>, Vec<T>, Vec<T>), (i, lv)| {
                 let first = i * RUN;
                 let n = lv.len() / rows;
                 for (l, b) in bases.iter().enumerate().filter(|(_, b)| b.rank_t > 0) {
@@ -568,33 +640,28 @@ pub(crate) fn m2l<K: Kernel>(
                     for &c in cells.iter() {
                         h.extend_from_slice(&hat_l[c * rt_max..c * rt_max + b.rank_t]);
                     }
-                    v.resize(cells.len() * rows, 0.0);
+                    w.resize(cells.len() * rows, T::zero());
                     gemm(
                         rows,
                         b.rank_t,
                         cells.len(),
-                        1.0,
-                        View::new(&b.u, rows),
+                        one,
+                        View::new(&u[l], rows),
                         View::new(h, b.rank_t),
-                        0.0,
-                        v,
+                        T::zero(),
+                        w,
                         rows,
                     );
                     for (j, &c) in cells.iter().enumerate() {
                         let o = (c - first) * rows;
-                        for (a, x) in lv[o..o + rows].iter_mut().zip(&v[j * rows..(j + 1) * rows]) {
-                            *a += x;
+                        for (a, x) in lv[o..o + rows].iter_mut().zip(&w[j * rows..(j + 1) * rows]) {
+                            *a += x.to_f64();
                         }
                     }
                 }
             },
         );
-    Some(Done {
-        rest,
-        pairs: groups.iter().map(|(_, r)| r.len() as u64).sum(),
-        operators: distinct,
-        reused,
-    })
+    }
 }
 
 /// An operator's key and its number of pairs (the bases are fitted to the
@@ -617,10 +684,17 @@ pub(crate) struct Small {
 impl Small {
     /// `C` as a product's factor, of `rt` rows: its view and the factor
     /// it is scaled by.
+    #[cfg(test)]
     pub(crate) fn view(&self, rt: usize) -> (View<'_>, f64) {
+        self.view_of(&self.data, rt)
+    }
+
+    /// [`Small::view`] of `data`: this operator's entries, perhaps in
+    /// another type.
+    fn view_of<'a, T>(&self, data: &'a [T], rt: usize) -> (View<'a, T>, f64) {
         match self.transposed {
-            None => (View::new(&self.data, rt), 1.0),
-            Some(by) => (View::new(&self.data, self.data.len() / rt.max(1)).t(), by),
+            None => (View::new(data, rt), 1.0),
+            Some(by) => (View::new(data, data.len() / rt.max(1)).t(), by),
         }
     }
 

@@ -1,5 +1,5 @@
 //! The dense linear algebra of the compressed M2L ([`super::compressed`]),
-//! in f64: matrix products by `matrixmultiply`'s blocked GEMM (the AVX2
+//! in f64 (products also in f32, [`Element`]): matrix products by `matrixmultiply`'s blocked GEMM (the AVX2
 //! and FMA kernels chosen at run time, as BLAS would; `faer`'s was not
 //! faster on these shapes, measured), the symmetric eigenproblem and the
 //! pseudo-inverse by `faer`. Matrices are column-major slices with a
@@ -7,18 +7,88 @@
 
 use rayon::prelude::*;
 
+use crate::real::Real;
+
+/// A matrix element [`gemm`] multiplies: f64, or f32 where the compressed
+/// M2L's rank tolerance leaves room for single precision's rounding.
+pub(crate) trait Element: Real {
+    /// `x` in this type: borrowed where it is f64.
+    fn from_f64s(x: &[f64]) -> std::borrow::Cow<'_, [Self]>;
+
+    /// `matrixmultiply`'s GEMM of this type (its arguments).
+    ///
+    /// # Safety
+    /// As `matrixmultiply::dgemm`: the strides and extents lie inside the
+    /// three matrices, and `c` aliases neither `a` nor `b`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn raw_gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: Self,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        beta: Self,
+        c: *mut Self,
+        rsc: isize,
+        csc: isize,
+    );
+}
+
+macro_rules! element {
+    ($t:ty, $gemm:path, |$x:ident| $from:expr) => {
+        impl Element for $t {
+            fn from_f64s($x: &[f64]) -> std::borrow::Cow<'_, [Self]> {
+                $from
+            }
+
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn raw_gemm(
+                m: usize,
+                k: usize,
+                n: usize,
+                alpha: Self,
+                a: *const Self,
+                rsa: isize,
+                csa: isize,
+                b: *const Self,
+                rsb: isize,
+                csb: isize,
+                beta: Self,
+                c: *mut Self,
+                rsc: isize,
+                csc: isize,
+            ) {
+                // SAFETY: the caller's.
+                unsafe { $gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
+            }
+        }
+    };
+}
+element!(f64, matrixmultiply::dgemm, |x| std::borrow::Cow::Borrowed(
+    x
+));
+element!(f32, matrixmultiply::sgemm, |x| x
+    .iter()
+    .map(|&v| v as f32)
+    .collect());
+
 /// A column-major view: element `(i, j)` at `data[i + j * ld]`, or of the
 /// transpose when `t` is set (the stored matrix is then `cols x rows`).
 #[derive(Clone, Copy)]
-pub(crate) struct View<'a> {
-    pub(crate) data: &'a [f64],
+pub(crate) struct View<'a, T = f64> {
+    pub(crate) data: &'a [T],
     pub(crate) ld: usize,
     pub(crate) t: bool,
 }
 
-impl<'a> View<'a> {
+impl<'a, T> View<'a, T> {
     /// The matrix stored in `data` with leading dimension `ld`.
-    pub(crate) fn new(data: &'a [f64], ld: usize) -> Self {
+    pub(crate) fn new(data: &'a [T], ld: usize) -> Self {
         View { data, ld, t: false }
     }
 
@@ -62,15 +132,15 @@ impl<'a> View<'a> {
 /// `c = alpha a b + beta c` with `a` `m x k`, `b` `k x n` and `c` `m x n`
 /// column-major with leading dimension `ldc`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn gemm(
+pub(crate) fn gemm<T: Element>(
     m: usize,
     k: usize,
     n: usize,
-    alpha: f64,
-    a: View<'_>,
-    b: View<'_>,
-    beta: f64,
-    c: &mut [f64],
+    alpha: T,
+    a: View<'_, T>,
+    b: View<'_, T>,
+    beta: T,
+    c: &mut [T],
     ldc: usize,
 ) {
     if m == 0 || n == 0 {
@@ -86,7 +156,7 @@ pub(crate) fn gemm(
     // against their slices above; `c` is borrowed mutably, so it cannot
     // alias `a` or `b`.
     unsafe {
-        matrixmultiply::dgemm(
+        T::raw_gemm(
             m,
             k,
             n,
@@ -108,14 +178,21 @@ pub(crate) fn gemm(
 /// [`gemm`] with `beta = 0` over columns of `b` and `c` in parallel
 /// blocks: `c = a b`, `b` and `c` stored with leading dimensions `k` and
 /// `m` (whole columns).
-pub(crate) fn par_gemm(m: usize, k: usize, n: usize, a: View<'_>, b: &[f64], c: &mut [f64]) {
+pub(crate) fn par_gemm<T: Element>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: View<'_, T>,
+    b: &[T],
+    c: &mut [T],
+) {
     const BLOCK: usize = 256;
     c[..m * n]
         .par_chunks_mut(m * BLOCK)
         .zip(b[..k * n].par_chunks(k * BLOCK))
         .for_each(|(cb, bb)| {
             let cols = cb.len() / m.max(1);
-            gemm(m, k, cols, 1.0, a, View::new(bb, k), 0.0, cb, m);
+            gemm(m, k, cols, T::c(1.0), a, View::new(bb, k), T::zero(), cb, m);
         });
 }
 
