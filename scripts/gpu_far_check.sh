@@ -3,8 +3,9 @@
 # the CPU and the f64 direct sum), then the timings the issue asks for, side
 # by side with the Laplace FMM in the same run. Run on the GPU host from the
 # repository root after scripts/stage_gpu.sh staged .gpu/ here; logs under
-# $OUT. Usage: scripts/gpu_far_check.sh [tests|timings|compressed|all]
-# (compressed: the compressed M2L's GPU test and its timings only).
+# $OUT. Usage: scripts/gpu_far_check.sh [tests|timings|compressed|treecode|all]
+# (compressed: the compressed M2L's GPU test and its timings only;
+# treecode: the walk with node far fields, its tests and timings only).
 set -u
 OUT=${OUT:-/tmp/fmm-out}
 mkdir -p "$OUT"
@@ -18,6 +19,23 @@ run() { # name, then the command
   tail -n 40 "$OUT/timings.log" | grep -E "^time per|^first|^relative|^tolerance|^  M2L|^  P2P|^  Upward|^work|^compressed|cannot|error:" | tail -8
 }
 N=10000000
+if [ "$what" = treecode ]; then
+  echo "== the treecode's walk, monopoles and node far fields"
+  timeout 200 .gpu/gpu --ignored --test-threads=1 --nocapture walk >"$OUT/gpu_walk.log" 2>&1
+  grep -E "^test |panicked|result|FAILED|against" "$OUT/gpu_walk.log"
+  timeout 240 .gpu/conformance --ignored --test-threads=1 --nocapture gpu_treecode gpu_degenerate >"$OUT/conformance_tree.log" 2>&1
+  grep -E "^test |panicked|result|FAILED" "$OUT/conformance_tree.log"
+  # Node far fields against monopoles, the kernels without a Laplace far
+  # field (Plummer sphere, coherent strengths, f32).
+  for n in 1000000 $N; do
+    run tree-yukawa-ki-p3-n$n .gpu/tree_bench --backend cuda --kernel yukawa --n $n --far-field ki --order 3 --theta 0.5 --repeat 3
+    run tree-yukawa-ki-p4-n$n .gpu/tree_bench --backend cuda --kernel yukawa --n $n --far-field ki --order 4 --theta 0.6 --repeat 3
+    run tree-stokeslet-ki-p3-n$n .gpu/tree_bench --backend cuda --kernel stokeslet --n $n --far-field ki --order 3 --theta 0.5 --repeat 3
+    run tree-gravity-monopole-n$n .gpu/tree_bench --backend cuda --kernel gravity --n $n --far-field monopole --theta 0.5 --repeat 3
+    run tree-gravity-ppm-p4-n$n .gpu/tree_bench --backend cuda --kernel gravity --n $n --far-field ppm --order 4 --theta 0.6 --repeat 3
+  done
+  exit 0
+fi
 if [ "$what" = compressed ]; then
   echo "== the compressed M2L on the GPU"
   timeout 200 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture compressed >"$OUT/gpu_fmm_compressed.log" 2>&1

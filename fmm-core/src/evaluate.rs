@@ -151,19 +151,10 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             out
         }
         Method::Treecode(o) => {
-            let far::Plan::Monopole { strength } =
-                far::plan::<K>(o.far_field, far::Tree::Treecode)?
-            else {
-                return Err(Error::BadOption(
-                    "the treecode's node far fields run on the CPU so far, not on the GPU: use \
-                     Backend::Cpu"
-                        .into(),
-                ));
-            };
+            let far = far::plan::<K>(o.far_field, far::Tree::Treecode)?;
             let mut clock = Clock::gpu(&mut stats, gpu);
-            let out = treecode::cuda::run::<K, R>(
-                gpu, &params, &strength, targets, sources, o, &mut clock,
-            )?;
+            let out =
+                treecode::cuda::run::<K, R>(gpu, &params, &far, targets, sources, o, &mut clock)?;
             stats.runs = 1;
             out
         }

@@ -46,9 +46,8 @@
 //! lone source's error standing still over an order for a floor.
 //!
 //! The GPU rows are the same table through `Backend::Cuda`, one test per
-//! method (and one of the degenerate inputs), ignored here (no GPU in CI);
-//! the treecode's node far fields (`TreeKi`) run on the CPU only so far and
-//! have none. Run them on the GPU host:
+//! method (and one of the degenerate inputs), ignored here (no GPU in CI).
+//! Run them on the GPU host:
 //! `cargo test --release -p fmm-tests --test conformance -- --ignored`
 //! (add `--nocapture` for the table of errors). There the f64 rows must
 //! also equal the CPU's run of the same row to 1e-12 (the GPU builds the
@@ -726,6 +725,16 @@ fn against_cpu(row: &Row, gpu: &Measured) -> Result<(), String> {
     if !within(e, 1e-12) {
         return Err(format!("{e:.2e} off the CPU's sums"));
     }
+    if let TreeKi(..) = row.how {
+        let (g, c) = (&gpu.stats, &cpu.stats);
+        if (g.p2p, g.p2c) != (c.p2p, c.p2c) {
+            return Err(format!(
+                "P2P and node interactions {:?} against the CPU's {:?}",
+                (g.p2p, g.p2c),
+                (c.p2p, c.p2c)
+            ));
+        }
+    }
     if let Fmm(..) | Ki(..) | Ppm(..) = row.how {
         let (g, c) = (&gpu.stats, &cpu.stats);
         if (g.m2l, g.p2p, g.m2l_compressed) != (c.m2l, c.p2p, c.m2l_compressed) {
@@ -936,16 +945,15 @@ fn degenerate_inputs(backend: Backend) {
         f
     }
     let mut failures = vec![];
-    // The treecode's node far fields run on the CPU so far; the FMM's on
-    // both.
-    let nodes: &[How] = match backend {
-        Backend::Cpu => &[Ki(4, 0.7), Ppm(6, 0.6), TreeKi(4, 0.5)],
-        _ => &[Ki(4, 0.7), Ppm(6, 0.6)],
-    };
-    for &how in [Direct, Tree(0.5), Fmm(8, 0.5), Tol(1e-4)]
-        .iter()
-        .chain(nodes)
-    {
+    for how in [
+        Direct,
+        Tree(0.5),
+        Fmm(8, 0.5),
+        Tol(1e-4),
+        Ki(4, 0.7),
+        Ppm(6, 0.6),
+        TreeKi(4, 0.5),
+    ] {
         let mut kernels = vec![
             Gravity,
             Coulomb,
@@ -1037,6 +1045,12 @@ fn gpu_direct() {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_treecode() {
     run_method(Backend::Cuda, Tree(0.5));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_treecode_kernel_independent() {
+    run_method(Backend::Cuda, TreeKi(4, 0.5));
 }
 
 #[test]

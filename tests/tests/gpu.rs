@@ -364,6 +364,79 @@ fn the_gpu_walk_agrees_with_the_cpu_treecode() {
     assert!(e < 1e-4, "{e:e}");
 }
 
+/// The walk with node far fields (Chebyshev nodes, pseudo-particles): an
+/// accepted cell's far field is the kernel from its nodes, which carry its
+/// node strengths (the GPU FMM's upward pass). In f64 the CPU treecode's
+/// sums to rounding with the same interactions, for a scalar strength,
+/// vector strengths, a core radius among the source fields (the cells'
+/// means), softened gravity through pseudo-particles, targets apart and
+/// stacks that overflow; in f32 the f64 direct sum to the method's
+/// accuracy.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_gpu_walk_with_node_far_fields_is_the_cpus() {
+    use fmm_core::kernels::Yukawa as BuiltinYukawa;
+    use fmm_core::FarField;
+    use fmm_tests::sets::{mean_spacing, set, Dist, Spec, Strengths, Targets};
+    fn check<K: Kernel>(
+        params: &[f64],
+        spec: &Spec,
+        far_field: FarField,
+        order: usize,
+        theta: f64,
+        walk_stack: usize,
+    ) {
+        let opts = TreeOptions {
+            theta,
+            ncrit: 32,
+            group: 128,
+            far_field,
+            order,
+            walk_stack,
+        };
+        let (t, s) = set::<K, f64>(spec);
+        let (c, cs) = treecode_cpu::<K, f64>(params, &t, &s, &opts).unwrap();
+        let (g, gs) = treecode_gpu::<K, f64>(params, &t, &s, &opts).unwrap();
+        let e = worst(g.slots(), c.slots());
+        let exact = direct_cpu::<K, f64>(params, &t, &s).unwrap();
+        let ec = rel_l2(&c.slots().concat(), &exact.slots().concat());
+        let (t32, s32) = set::<K, f32>(spec);
+        let (g32, _) = treecode_gpu::<K, f32>(params, &t32, &s32, &opts).unwrap();
+        let e32 = rel_l2(&to_f64(g32.slots()).concat(), &exact.slots().concat());
+        println!(
+            "{} {} p {order} theta {theta}: GPU against CPU {e:.2e}; against direct: CPU f64 \
+             {ec:.2e}, GPU f32 {e32:.2e}; {} P2P, {} from nodes; walk {:.4} s",
+            K::name(),
+            far_field.name(),
+            gs.p2p,
+            gs.p2c,
+            gs.seconds(fmm_core::Stage::Walk)
+        );
+        assert!(gs.p2c > 0, "{gs:?}");
+        assert_eq!((gs.p2p, gs.p2c), (cs.p2p, cs.p2c));
+        assert!(e < 1e-12, "{}: {e:e}", K::name());
+        assert!(e32 < 1.5 * ec + 2e-5, "{}: f32 {e32:e}", K::name());
+    }
+    let cube = Spec::new(Dist::Cube, 20_000, Strengths::Coherent, 31);
+    let plummer = Spec::new(Dist::Plummer, 20_000, Strengths::Coherent, 32);
+    check::<BuiltinYukawa>(&[4.0], &cube, FarField::KernelIndependent, 4, 0.5, 0);
+    let h = mean_spacing(Dist::Plummer, 20_000);
+    check::<Stokeslet>(&[h, 1.0], &plummer, FarField::KernelIndependent, 3, 0.6, 0);
+    check::<Gravity>(&[0.01], &plummer, FarField::Ppm, 4, 0.5, 0);
+    let cores = Spec {
+        sigma: 2.0 * mean_spacing(Dist::Cube, 20_000),
+        ..cube
+    };
+    check::<VelocityStretching>(&[], &cores, FarField::KernelIndependent, 3, 0.5, 0);
+    let apart = Spec {
+        targets: Targets::Apart(7_000),
+        ..cube
+    };
+    check::<BuiltinYukawa>(&[4.0], &apart, FarField::KernelIndependent, 3, 0.5, 0);
+    // Stacks of 16 cells to start: the walk runs again with deeper ones.
+    check::<BuiltinYukawa>(&[4.0], &cube, FarField::KernelIndependent, 2, 0.3, 16);
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn staged_copies_round_trip() {

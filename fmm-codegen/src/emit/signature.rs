@@ -196,9 +196,15 @@ pub enum Role {
     /// The source tree's cells: children and particle ranges.
     Cells,
     /// What the opening criterion reads of a cell: the squared acceptance
-    /// distance, the box centre `x, y, z` and half-width.
+    /// distance, the point it is measured from `x, y, z` (the centre of
+    /// strength, or the box centre for node far fields), the box centre
+    /// `x, y, z` and half-width.
     CellCriterion,
-    /// The cells' pseudo-sources: `x, y, z`.
+    /// Pseudo-sources per cell: 1 (a monopole at the centre of strength),
+    /// or a node far field's nodes.
+    PseudoSourcesPerCell,
+    /// The cells' pseudo-sources: `x, y, z` (cell `c`'s `per_cell` of
+    /// them from `c * per_cell` on).
     PseudoSourcePositions,
     /// The cells' pseudo-sources: the source slots.
     PseudoSourceSlots,
@@ -238,6 +244,7 @@ impl fmt::Display for Role {
             Role::CellCount => "cell count",
             Role::Cells => "cells",
             Role::CellCriterion => "cells' opening criterion",
+            Role::PseudoSourcesPerCell => "pseudo-sources per cell",
             Role::PseudoSourcePositions => "pseudo-source positions",
             Role::PseudoSourceSlots => "pseudo-source slots",
             Role::Lists => "P2P lists",
@@ -293,9 +300,10 @@ impl Signature {
     /// `x, y, z` and slots (tree order); `n_groups`, `group_begin`,
     /// `group_end`, the groups' boxes `lo_x, lo_y, lo_z, hi_x, hi_y, hi_z`;
     /// `n_cells`, `cell_nchild`, `cell_child` (8 per cell), `cell_begin`,
-    /// `cell_end`, `cell_accept2` (squared acceptance distance), the cells'
-    /// box `cx, cy, cz` and `half`, the pseudo-sources `x, y, z` and
-    /// source slots; `n_sources`, source `x, y, z` and slots (tree order);
+    /// `cell_end`, `cell_accept2` (squared acceptance distance), the point
+    /// it is measured from `px, py, pz`, the cells' box `cx, cy, cz` and
+    /// `half`, `per_cell` pseudo-sources a cell, their `x, y, z` and
+    /// source slots (cell-major); `n_sources`, source `x, y, z` and slots (tree order);
     /// the parameters; the outputs (tree order); `accumulate`; `stacks`,
     /// `stack_cap` (cells per block); `next_group` and `overflow` (ints set
     /// to 0 before the launch); `counts` (the particle-particle and
@@ -316,9 +324,19 @@ impl Signature {
         for c in ["cell_nchild", "cell_child", "cell_begin", "cell_end"] {
             s.read(Role::Cells, Scalar::Int, c);
         }
-        for c in ["cell_accept2", "cell_cx", "cell_cy", "cell_cz", "cell_half"] {
+        for c in [
+            "cell_accept2",
+            "cell_px",
+            "cell_py",
+            "cell_pz",
+            "cell_cx",
+            "cell_cy",
+            "cell_cz",
+            "cell_half",
+        ] {
             s.read(Role::CellCriterion, Scalar::Real, c);
         }
+        s.int(Role::PseudoSourcesPerCell, "per_cell");
         for a in ["x", "y", "z"] {
             s.read(
                 Role::PseudoSourcePositions,

@@ -13,11 +13,14 @@
 //! each load; here 128 cells are tested at once.
 //!
 //! The lists are evaluated in tiles, like the all-pairs kernel: the block
-//! loads up to [`WALK_BLOCK`] pseudo-sources (an accepted cell's summed
-//! strength at its centre of strength) or leaf particles into shared
+//! loads up to [`WALK_BLOCK`] pseudo-sources or leaf particles into shared
 //! memory, and every thread runs the declaration's pair interaction over the
-//! tile. The far list is flushed when it holds a tile's worth, the near
-//! list when its leaves hold a tile's worth of particles.
+//! tile. An accepted cell's pseudo-sources are `per_cell` of them: its
+//! summed strength at its centre of strength (1), or a node far field's
+//! nodes carrying its node strengths (`fmm_core::far`), where the kernel
+//! from the nodes is the cell's far field. The far list is flushed when it
+//! holds a tile's worth of cells, the near list when its leaves hold a
+//! tile's worth of particles.
 //!
 //! Blocks are persistent: the grid holds as many blocks as fit on the GPU at
 //! once and each takes the next group from a global counter, so a block's
@@ -82,14 +85,19 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
 
     let sig = Signature::walk(def);
 
-    let flush_far = count("n_far", 1)
+    // The accepted cells' pseudo-sources: `per_cell` a cell.
+    let flush_far = String::from("        const int n_far_src = n_far * per_cell;\n")
+        + &count("n_far_src", 1)
         + &flush(
             def,
             &tile,
             sch,
             syn,
-            "n_far",
-            "                const int j = far_list[q];\n",
+            "n_far_src",
+            concat!(
+                "                const int j = per_cell == 1 ? far_list[q]\n",
+                "                    : far_list[q / per_cell] * per_cell + q % per_cell;\n",
+            ),
             "cell",
         );
     let flush_near = count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn);
@@ -149,11 +157,11 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         "            const int base = top - k;\n",
         "            const int c = tid < k ? stack[base + tid] : -1;\n",
         "            // The opening criterion for the whole group: accepted when the\n",
-        "            // centre of strength is far enough from the group's box and the\n",
-        "            // cell's box does not overlap it.\n",
+        "            // cell's point (centre of strength, or centre) is far enough\n",
+        "            // from the group's box and the cell's box does not overlap it.\n",
         "            int accept = 0, leaf = 0, nchild = 0, n_src = 0;\n",
         "            if (c >= 0) {\n",
-        "                const T px = cell_x[c], py = cell_y[c], pz = cell_z[c];\n",
+        "                const T px = cell_px[c], py = cell_py[c], pz = cell_pz[c];\n",
         "                const T dx = fmax(fmax(lo_x - px, px - hi_x), T(0));\n",
         "                const T dy = fmax(fmax(lo_y - py, py - hi_y), T(0));\n",
         "                const T dz = fmax(fmax(lo_z - pz, pz - hi_z), T(0));\n",

@@ -121,3 +121,38 @@ pub(crate) use launch;
 pub(crate) fn refs3<T>(v: &[T; 3]) -> [&T; 3] {
     [&v[0], &v[1], &v[2]]
 }
+
+/// The device addresses of `arrays`, for a kernel that takes a table of
+/// them (the L2P writes each output slot to an array of its own). The
+/// arrays are used on this one stream only, so the kernel that writes
+/// them is ordered after every earlier use.
+pub(crate) fn device_addresses<T: DeviceRepr>(
+    s: &Arc<CudaStream>,
+    arrays: &mut [CudaSlice<T>],
+) -> Vec<u64> {
+    use cudarc::driver::DevicePtrMut;
+    arrays
+        .iter_mut()
+        .map(|a| {
+            let (ptr, _record) = a.device_ptr_mut(s);
+            ptr
+        })
+        .collect()
+}
+
+/// The device addresses of `arrays`, for a kernel that reads a table of
+/// them (the strength slots of a P2M, the target fields of an L2P); on
+/// this one stream, as [`device_addresses`].
+pub(crate) fn read_addresses<'a, T: DeviceRepr + 'a>(
+    s: &Arc<CudaStream>,
+    arrays: impl IntoIterator<Item = &'a CudaSlice<T>>,
+) -> Vec<u64> {
+    use cudarc::driver::DevicePtr;
+    arrays
+        .into_iter()
+        .map(|a| {
+            let (ptr, _record) = a.device_ptr(s);
+            ptr
+        })
+        .collect()
+}

@@ -9,16 +9,27 @@
 //! weights read, the CPU's own numbers), so no order compiles a module of
 //! its own and the NVRTC test covers every order by compiling once.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use super::nodes::{child_weights, Basis};
-use super::{chebyshev, pseudo, Chebyshev, FarField, PseudoParticles};
-use crate::cuda::device::upload;
+use super::{chebyshev, pseudo, Chebyshev, FarField, PseudoParticles, Representation};
+use crate::cuda::device::{
+    alloc, device_addresses, launch, per_item, read_addresses, refs3, upload, zeros,
+};
 use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::kernel::MAX_SLOTS;
+use crate::methods::treecode::cuda::cells::device_pseudo_sources;
 use crate::real::Real;
+use crate::tree::DeviceOctree;
+
+/// Threads per block of the node kernels.
+const BLOCK: u32 = 128;
+
+fn grid(n: usize) -> LaunchConfig {
+    per_item(n, BLOCK)
+}
 
 /// The module name the kernels are compiled and cached under.
 pub const MODULE: &str = "fmm_far_nodes";
@@ -155,6 +166,100 @@ impl DeviceBasis {
             child: upload(s, &child)?,
         })
     }
+}
+
+/// The upward pass over the source tree `tree` (sources at `pos` in its
+/// order, field slots `sslots`): P2M at the leaves, M2M level by level up, then every
+/// cell's node sources, `k` a cell in cell order: the node strengths
+/// (`[cell][node][component]`), the node sources' positions and their
+/// field slots (`far::nodes::node_sources`).
+#[allow(clippy::type_complexity)]
+pub(crate) fn upward<R: Real>(
+    gpu: &Gpu,
+    nodes: &NodeOps,
+    basis: &DeviceBasis,
+    tree: &DeviceOctree<R>,
+    pos: &[CudaSlice<R>; 3],
+    sslots: &[CudaSlice<R>],
+    rep: &Representation,
+) -> Result<(CudaSlice<f64>, [CudaSlice<R>; 3], Vec<CudaSlice<R>>), Error> {
+    let s = gpu.stream();
+    let (snc, k, nq, ns) = (tree.n_cells, basis.k, rep.strength.len(), sslots.len());
+    let (snci, ki, nqi, nsi) = (snc as i32, k as i32, nq as i32, ns as i32);
+
+    // P2M: node strengths `[cell][node][component]`.
+    let mut q = zeros::<f64>(s, snc * k * nq)?;
+    let qs = upload(
+        s,
+        &read_addresses(s, rep.strength.iter().map(|&i| &sslots[i])),
+    )?;
+    launch!(s, nodes.p2m, grid(snc * k), "far_nodes_p2m";
+        &snci, &basis.kind, &basis.p, &ki, &basis.table, &basis.radius,
+        &tree.n_children, &tree.begin, &tree.end,
+        &tree.center[0], &tree.center[1], &tree.center[2], &tree.half,
+        &pos[0], &pos[1], &pos[2], &nqi, &qs, &mut q)?;
+
+    // M2M, deepest level first.
+    for l in (0..tree.levels()).rev() {
+        let (nl, cells) = tree.level(l);
+        let nli = nl as i32;
+        launch!(s, nodes.m2m, grid(nl * k * nq), "far_nodes_m2m";
+            &nli, &cells, &tree.more, &tree.next, &tree.n_children,
+            &tree.center[0], &tree.center[1], &tree.center[2], &ki, &nqi,
+            &basis.child, &mut q)?;
+    }
+
+    // The other slots' strength-weighted means per cell: the treecode's
+    // pseudo-sources hold exactly them (`slots[s n_cells + c]`, rounded to
+    // `R` as `node_sources` rounds them). Only where a slot is not a
+    // strength slot (a core radius).
+    let slot_q: Vec<i32> = (0..ns)
+        .map(|i| {
+            rep.strength
+                .iter()
+                .position(|&t| t == i)
+                .map_or(-1, |p| p as i32)
+        })
+        .collect();
+    let means = if slot_q.contains(&-1) {
+        let refs: Vec<&CudaSlice<R>> = sslots.iter().collect();
+        device_pseudo_sources(gpu, tree, refs3(pos), &refs, &rep.strength, 0.0)?.slots
+    } else {
+        alloc::<R>(s, 1)?
+    };
+
+    // The node sources.
+    let mut node_pos = [
+        alloc::<R>(s, snc * k)?,
+        alloc::<R>(s, snc * k)?,
+        alloc::<R>(s, snc * k)?,
+    ];
+    node_positions(gpu, nodes, basis, tree, &mut node_pos)?;
+    let mut slots: Vec<CudaSlice<R>> = (0..ns)
+        .map(|_| alloc::<R>(s, snc * k))
+        .collect::<Result<_, _>>()?;
+    let outs = upload(s, &device_addresses(s, &mut slots))?;
+    let d_slot_q = upload(s, &slot_q)?;
+    launch!(s, nodes.sources, grid(snc * k), "far_nodes_sources";
+        &snci, &ki, &nqi, &nsi, &d_slot_q, &q, &means, &outs)?;
+    Ok((q, node_pos, slots))
+}
+
+/// The positions of every cell's nodes (`centre + half node`, cell-major)
+/// into `pos`.
+pub(crate) fn node_positions<R: Real>(
+    gpu: &Gpu,
+    nodes: &NodeOps,
+    basis: &DeviceBasis,
+    tree: &DeviceOctree<R>,
+    pos: &mut [CudaSlice<R>; 3],
+) -> Result<(), Error> {
+    let s = gpu.stream();
+    let (nci, ki) = (tree.n_cells as i32, basis.k as i32);
+    let [x, y, z] = pos;
+    launch!(s, nodes.positions, grid(tree.n_cells * basis.k), "far_nodes_positions";
+        &nci, &ki, &basis.nodes, &tree.center[0], &tree.center[1], &tree.center[2],
+        &tree.half, x, y, z)
 }
 
 #[cfg(test)]

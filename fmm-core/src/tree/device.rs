@@ -165,6 +165,19 @@ pub struct DeviceOctree<R> {
     _real: PhantomData<R>,
 }
 
+impl<R> DeviceOctree<R> {
+    /// Levels of cells.
+    pub(crate) fn levels(&self) -> usize {
+        self.level_start.len().saturating_sub(1)
+    }
+
+    /// The cells of level `l` (depth-first indices).
+    pub(crate) fn level(&self, l: usize) -> (usize, cudarc::driver::CudaView<'_, i32>) {
+        let (a, b) = (self.level_start[l], self.level_start[l + 1]);
+        (b - a, self.by_level.slice(a..b))
+    }
+}
+
 impl<R: Real> DeviceOctree<R> {
     /// Builds the tree of the points `pos` (on the device, in `R`), leaves
     /// of at most `ncrit` particles except at the depth bound: the tree

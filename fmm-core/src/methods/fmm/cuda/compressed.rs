@@ -399,7 +399,7 @@ pub(super) fn plan<K: Kernel, R: Real>(
     // nothing). M2L: each operator's pairs, C times their sources'
     // projected strengths into their targets' compressed values.
     let level_jobs = |tree: &FmmTree<R>, at: &[usize], dims: &dyn Fn(usize) -> (usize, usize)| {
-        (0..tree.levels().min(at.len()))
+        (0..tree.tree.levels().min(at.len()))
             .filter_map(|l| {
                 let (m, kk) = dims(l);
                 let (from, to) = (tree.tree.level_start[l], tree.tree.level_start[l + 1]);

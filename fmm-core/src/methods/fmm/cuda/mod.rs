@@ -28,14 +28,16 @@ pub(crate) mod estimate;
 mod m2l;
 pub(crate) mod nodes;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 pub use m2l::MAX_F32_M2L_ORDER;
 
 use super::harmonics::ncoef;
 use super::Plan;
-use crate::cuda::device::{alloc, cuda_err, download, launch, per_item, refs3, upload, zeros};
+use crate::cuda::device::{
+    alloc, cuda_err, device_addresses, download, launch, per_item, refs3, upload, zeros,
+};
 use crate::cuda::launch::{Args, Entry};
 use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::primitives::{scan, scanned_total};
@@ -224,16 +226,6 @@ impl<R: Real> FmmTree<R> {
         };
         Ok((t, slots))
     }
-
-    fn levels(&self) -> usize {
-        self.tree.level_start.len().saturating_sub(1)
-    }
-
-    /// The cells of level `l` (depth-first indices).
-    fn level(&self, l: usize) -> (usize, CudaView<'_, i32>) {
-        let (a, b) = (self.tree.level_start[l], self.tree.level_start[l + 1]);
-        (b - a, self.tree.by_level.slice(a..b))
-    }
 }
 
 /// The interaction lists on the device: for every target cell its M2L
@@ -318,8 +310,8 @@ fn traverse<R: Real>(
     let overflow = zeros::<i32>(s, 1)?;
     let theta2 = theta * theta;
     let (mut m2l_used, mut p2p_used) = (0usize, 0usize);
-    for l in 0..tt.levels() {
-        let (n, cells) = tt.level(l);
+    for l in 0..tt.tree.levels() {
+        let (n, cells) = tt.tree.level(l);
         let ni = n as i32;
         // Counts per cell, n + 1 each (the last stays 0 and receives the
         // total when scanned).
@@ -446,8 +438,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
         &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
         &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
         &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q(0), q(1), q(2), &mut mult)?;
-    for l in (0..st.levels()).rev() {
-        let (nl, cells) = st.level(l);
+    for l in (0..st.tree.levels()).rev() {
+        let (nl, cells) = st.tree.level(l);
         let nli = nl as i32;
         launch!(s, ops.m2m, grid(nl * nq), "fmm_m2m";
             &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
@@ -468,8 +460,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .map(|_| alloc::<R>(s, m))
         .collect::<Result<_, _>>()?;
     {
-        for l in 1..tt.levels() {
-            let (nl, cells) = tt.level(l);
+        for l in 1..tt.tree.levels() {
+            let (nl, cells) = tt.tree.level(l);
             let nli = nl as i32;
             launch!(s, ops.l2l, grid(nl * nq), "fmm_l2l";
                 &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
@@ -660,36 +652,4 @@ impl<R: Real> Trees<R> {
     fn target(&self) -> &FmmTree<R> {
         self.target.as_ref().unwrap_or(&self.source)
     }
-}
-
-/// The device addresses of `arrays`, for a kernel that takes a table of
-/// them (the L2P writes each output slot to an array of its own). The
-/// arrays are used on this one stream only, so the kernel that writes
-/// them is ordered after every earlier use.
-fn device_addresses<R: Real>(s: &Arc<CudaStream>, arrays: &mut [CudaSlice<R>]) -> Vec<u64> {
-    use cudarc::driver::DevicePtrMut;
-    arrays
-        .iter_mut()
-        .map(|a| {
-            let (ptr, _record) = a.device_ptr_mut(s);
-            ptr
-        })
-        .collect()
-}
-
-/// The device addresses of `arrays`, for a kernel that reads a table of
-/// them (the strength slots of a P2M, the target fields of an L2P); on
-/// this one stream, as [`device_addresses`].
-fn read_addresses<'a, R: Real>(
-    s: &Arc<CudaStream>,
-    arrays: impl IntoIterator<Item = &'a CudaSlice<R>>,
-) -> Vec<u64> {
-    use cudarc::driver::DevicePtr;
-    arrays
-        .into_iter()
-        .map(|a| {
-            let (ptr, _record) = a.device_ptr(s);
-            ptr
-        })
-        .collect()
 }

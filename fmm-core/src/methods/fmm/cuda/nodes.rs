@@ -36,19 +36,17 @@
 use cudarc::driver::CudaSlice;
 
 use super::{
-    compressed, device_addresses, grid, near_field_and_scatter, p2p_lists, read_addresses,
-    traverse, FmmTree, Ops, Points, Trees,
+    compressed, grid, near_field_and_scatter, p2p_lists, traverse, FmmTree, Ops, Points, Trees,
 };
-use crate::cuda::device::{alloc, launch, refs3, upload, zeros};
+use crate::cuda::device::{alloc, device_addresses, launch, read_addresses, upload, zeros};
 use crate::cuda::launch::Entry;
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::error::Error;
-use crate::far::cuda::{DeviceBasis, NodeOps};
+use crate::far::cuda::{node_positions, upward, DeviceBasis, NodeOps};
 use crate::far::{self, Representation};
 use crate::kernel::Kernel;
 use crate::methods::fmm::{FmmOptions, NodeM2l, Settings};
-use crate::methods::treecode::cuda::cells::device_pseudo_sources;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::DeviceGroups;
@@ -118,7 +116,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
     clock.lap(Stage::Traversal)?;
 
-    let (q, src_pos, src_slots) = upward(gpu, &nodes, &basis, st, sslots, rep)?;
+    let (q, src_pos, src_slots) = upward(gpu, &nodes, &basis, &st.tree, &st.pos, sslots, rep)?;
     clock.lap(Stage::Upward)?;
 
     // M2L: by compressed operators where they apply (the CPU's operators,
@@ -167,8 +165,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // Downward pass: L2L level by level down, L2P at every target into the
     // output arrays (tree order), which the P2P lists then add to.
     let (ki, chi) = (k as i32, channels as i32);
-    for l in 1..tt.levels() {
-        let (nl, cells) = tt.level(l);
+    for l in 1..tt.tree.levels() {
+        let (nl, cells) = tt.tree.level(l);
         let nli = nl as i32;
         launch!(s, nodes.l2l, grid(nl * k * channels), "far_nodes_l2l";
             &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
@@ -190,99 +188,6 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.lap(Stage::Downward)?;
 
     near_field_and_scatter(gpu, &p2p, params, &trees, groups, near, out, clock)
-}
-
-/// The upward pass over the source tree `st` (sources in its order, field
-/// slots `sslots`): P2M at the leaves, M2M level by level up, then every
-/// cell's node sources, `k` a cell in cell order: the node strengths
-/// (`[cell][node][component]`), the node sources' positions and their
-/// field slots (`far::nodes::node_sources`).
-#[allow(clippy::type_complexity)]
-fn upward<R: Real>(
-    gpu: &Gpu,
-    nodes: &NodeOps,
-    basis: &DeviceBasis,
-    st: &FmmTree<R>,
-    sslots: &[CudaSlice<R>],
-    rep: &Representation,
-) -> Result<(CudaSlice<f64>, [CudaSlice<R>; 3], Vec<CudaSlice<R>>), Error> {
-    let s = gpu.stream();
-    let (snc, k, nq, ns) = (st.tree.n_cells, basis.k, rep.strength.len(), sslots.len());
-    let (snci, ki, nqi, nsi) = (snc as i32, k as i32, nq as i32, ns as i32);
-
-    // P2M: node strengths `[cell][node][component]`.
-    let mut q = zeros::<f64>(s, snc * k * nq)?;
-    let qs = upload(
-        s,
-        &read_addresses(s, rep.strength.iter().map(|&i| &sslots[i])),
-    )?;
-    launch!(s, nodes.p2m, grid(snc * k), "far_nodes_p2m";
-        &snci, &basis.kind, &basis.p, &ki, &basis.table, &basis.radius,
-        &st.tree.n_children, &st.tree.begin, &st.tree.end,
-        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &st.tree.half,
-        &st.pos[0], &st.pos[1], &st.pos[2], &nqi, &qs, &mut q)?;
-
-    // M2M, deepest level first.
-    for l in (0..st.levels()).rev() {
-        let (nl, cells) = st.level(l);
-        let nli = nl as i32;
-        launch!(s, nodes.m2m, grid(nl * k * nq), "far_nodes_m2m";
-            &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
-            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &ki, &nqi,
-            &basis.child, &mut q)?;
-    }
-
-    // The other slots' strength-weighted means per cell: the treecode's
-    // pseudo-sources hold exactly them (`slots[s n_cells + c]`, rounded to
-    // `R` as `node_sources` rounds them). Only where a slot is not a
-    // strength slot (a core radius).
-    let slot_q: Vec<i32> = (0..ns)
-        .map(|i| {
-            rep.strength
-                .iter()
-                .position(|&t| t == i)
-                .map_or(-1, |p| p as i32)
-        })
-        .collect();
-    let means = if slot_q.contains(&-1) {
-        let refs: Vec<&CudaSlice<R>> = sslots.iter().collect();
-        device_pseudo_sources(gpu, &st.tree, refs3(&st.pos), &refs, &rep.strength, 0.0)?.slots
-    } else {
-        alloc::<R>(s, 1)?
-    };
-
-    // The node sources.
-    let mut pos = [
-        alloc::<R>(s, snc * k)?,
-        alloc::<R>(s, snc * k)?,
-        alloc::<R>(s, snc * k)?,
-    ];
-    node_positions(gpu, nodes, basis, &st.tree, &mut pos)?;
-    let mut slots: Vec<CudaSlice<R>> = (0..ns)
-        .map(|_| alloc::<R>(s, snc * k))
-        .collect::<Result<_, _>>()?;
-    let outs = upload(s, &device_addresses(s, &mut slots))?;
-    let d_slot_q = upload(s, &slot_q)?;
-    launch!(s, nodes.sources, grid(snc * k), "far_nodes_sources";
-        &snci, &ki, &nqi, &nsi, &d_slot_q, &q, &means, &outs)?;
-    Ok((q, pos, slots))
-}
-
-/// The positions of every cell's nodes (`centre + half node`, cell-major)
-/// into `pos`.
-fn node_positions<R: Real>(
-    gpu: &Gpu,
-    nodes: &NodeOps,
-    basis: &DeviceBasis,
-    tree: &crate::tree::DeviceOctree<R>,
-    pos: &mut [CudaSlice<R>; 3],
-) -> Result<(), Error> {
-    let s = gpu.stream();
-    let (nci, ki) = (tree.n_cells as i32, basis.k as i32);
-    let [x, y, z] = pos;
-    launch!(s, nodes.positions, grid(tree.n_cells * basis.k), "far_nodes_positions";
-        &nci, &ki, &basis.nodes, &tree.center[0], &tree.center[1], &tree.center[2],
-        &tree.half, x, y, z)
 }
 
 /// The M2L: the kernel (`p2p`, its P2P-list entry) from the node sources

@@ -213,23 +213,18 @@ pub fn device_pseudo_sources<R: Real>(
 }
 
 /// What the GPU walk reads of a source tree besides the links and ranges:
-/// each cell's children (eight slots a cell) and its geometry and
-/// acceptance distance in the walk's precision.
+/// each cell's children (eight slots a cell) and its geometry in the
+/// walk's precision (the acceptance distances depend on the far field:
+/// [`WalkCells::accept2`]).
 pub struct WalkCells<R> {
     /// `child[8 c + m]`: the `m`-th child of cell `c`.
     pub child: CudaSlice<i32>,
     pub center: [CudaSlice<R>; 3],
     pub half: CudaSlice<R>,
-    pub accept2: CudaSlice<R>,
 }
 
-/// The cells of `tree` as the walk reads them, with `ps` its
-/// pseudo-sources.
-pub fn walk_cells<R: Real>(
-    gpu: &Gpu,
-    tree: &DeviceOctree<R>,
-    ps: &DevicePseudoSources<R>,
-) -> Result<WalkCells<R>, Error> {
+/// The cells of `tree` as the walk reads them.
+pub fn walk_cells<R: Real>(gpu: &Gpu, tree: &DeviceOctree<R>) -> Result<WalkCells<R>, Error> {
     let k = Cells::get::<R>(gpu)?;
     let s = gpu.stream();
     let nc = tree.n_cells;
@@ -237,21 +232,34 @@ pub fn walk_cells<R: Real>(
     let mut child = alloc::<i32>(s, 8 * nc)?;
     launch!(s, k.children8, blocks(nc, BLOCK as usize), "children8";
         &nci, &tree.more, &tree.next, &tree.n_children, &mut child)?;
-    let real = |v: &CudaSlice<f64>| -> Result<CudaSlice<R>, Error> {
-        let mut out = alloc::<R>(s, nc)?;
-        launch!(s, k.to_real, blocks(nc, BLOCK as usize), "to_real"; &nci, v, &mut out)?;
-        Ok(out)
-    };
     Ok(WalkCells {
         child,
         center: [
-            real(&tree.center[0])?,
-            real(&tree.center[1])?,
-            real(&tree.center[2])?,
+            to_real(gpu, &tree.center[0])?,
+            to_real(gpu, &tree.center[1])?,
+            to_real(gpu, &tree.center[2])?,
         ],
-        half: real(&tree.half)?,
-        accept2: real(&ps.accept2)?,
+        half: to_real(gpu, &tree.half)?,
     })
+}
+
+impl<R: Real> WalkCells<R> {
+    /// The squared acceptance distances `accept2` (f64, one a cell) in the
+    /// walk's precision.
+    pub fn accept2(&self, gpu: &Gpu, accept2: &CudaSlice<f64>) -> Result<CudaSlice<R>, Error> {
+        to_real(gpu, accept2)
+    }
+}
+
+/// `v` rounded to `R` on the device.
+fn to_real<R: Real>(gpu: &Gpu, v: &CudaSlice<f64>) -> Result<CudaSlice<R>, Error> {
+    let k = Cells::get::<R>(gpu)?;
+    let s = gpu.stream();
+    let n = v.len();
+    let ni = n as i32;
+    let mut out = alloc::<R>(s, n)?;
+    launch!(s, k.to_real, blocks(n, BLOCK as usize), "to_real"; &ni, v, &mut out)?;
+    Ok(out)
 }
 
 /// The bounding boxes of `groups`' targets (positions `pos` in tree

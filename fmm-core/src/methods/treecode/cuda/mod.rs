@@ -6,6 +6,14 @@
 //! Same trees, same criterion and, for the same groups (`group` = 128, the
 //! GPU's default), the same interactions as [`super::cpu`], so the two
 //! agree to rounding.
+//!
+//! A cell's pseudo-sources are its monopole (the summed strength at the
+//! centre of strength), or with a node far field (pseudo-particles or
+//! Chebyshev nodes, [`crate::far`]) its nodes carrying its node strengths,
+//! from the GPU FMM's upward pass (`far::cuda::upward`, the CPU's P2M and
+//! M2M): the walk then sums the kernel from an accepted cell's nodes, and
+//! the cell is accepted when the group's box is farther from its centre
+//! than its nodes' sphere over `theta`, as on the CPU.
 
 pub mod cells;
 
@@ -13,12 +21,15 @@ use cudarc::driver::{CudaSlice, LaunchConfig};
 
 use cells::{device_pseudo_sources, group_boxes, walk_cells};
 
+use super::pseudo::resolution;
 use super::TreeOptions;
-use crate::cuda::device::{alloc, cuda_err, refs3, zeros};
+use crate::cuda::device::{alloc, cuda_err, download, refs3, upload, zeros};
 use crate::cuda::launch::{Args, Entry};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::error::Error;
+use crate::far::cuda::{upward, DeviceBasis, NodeOps};
+use crate::far::{self, Representation};
 use crate::kernel::Kernel;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
@@ -32,15 +43,108 @@ use fmm_codegen::emit::walk::WALK_BLOCK;
 const INITIAL_STACK: usize = 8192;
 const MAX_STACK: usize = 1 << 22;
 
+/// What the walk reads of the cells besides the tree: `per_cell`
+/// pseudo-sources a cell (positions and slots, cell-major), the squared
+/// acceptance distances (f64), and whether the criterion measures from
+/// the cells' centres (else from the pseudo-sources, one a cell).
+struct Far<R> {
+    from_centres: bool,
+    per_cell: usize,
+    pos: [CudaSlice<R>; 3],
+    slots: Vec<CudaSlice<R>>,
+    accept2: CudaSlice<f64>,
+}
+
+/// The cells' monopoles (the CPU's `pseudo_sources`): one pseudo-source a
+/// cell at its centre of strength, which the criterion measures from.
+fn monopoles<R: Real>(
+    gpu: &Gpu,
+    tree: &crate::tree::DeviceOctree<R>,
+    pos: &[CudaSlice<R>; 3],
+    slots: &[CudaSlice<R>],
+    strength: &[usize],
+    theta: f64,
+) -> Result<Far<R>, Error> {
+    let s = gpu.stream();
+    let cells = device_pseudo_sources(
+        gpu,
+        tree,
+        refs3(pos),
+        &slots.iter().collect::<Vec<_>>(),
+        strength,
+        theta,
+    )?;
+    // The slots as separate arrays.
+    let slots = (0..cells.n_slots)
+        .map(|k| {
+            let mut v = alloc::<R>(s, tree.n_cells)?;
+            s.memcpy_dtod(&cells.slot(k), &mut v)
+                .map_err(cuda_err("copy on the device"))?;
+            Ok(v)
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok(Far {
+        from_centres: false,
+        per_cell: 1,
+        slots,
+        accept2: cells.accept2,
+        pos: cells.pos,
+    })
+}
+
+/// The cells' node far fields (the CPU's `node_cells`): every cell's
+/// nodes carrying its node strengths, accepted when the group's box is
+/// farther from the cell's centre than the nodes' sphere over `theta`
+/// (and the positions' resolution), computed here as the CPU does.
+fn node_cells<R: Real>(
+    gpu: &Gpu,
+    tree: &crate::tree::DeviceOctree<R>,
+    pos: &[CudaSlice<R>; 3],
+    slots: &[CudaSlice<R>],
+    rep: &Representation,
+    order: usize,
+    theta: f64,
+) -> Result<Far<R>, Error> {
+    let s = gpu.stream();
+    let basis = DeviceBasis::upload(gpu, rep.far_field, order)?;
+    let nc = tree.n_cells;
+    // The walk indexes the node sources in `int`.
+    if nc * basis.k > i32::MAX as usize {
+        return Err(Error::BadOption(format!(
+            "the treecode's {} far field on the GPU: {nc} cells of {} nodes pass 2^31 nodes;              use larger leaves (TreeOptions::ncrit) or a lower order",
+            rep.far_field.name(),
+            basis.k
+        )));
+    }
+    let nodes = NodeOps::get::<R>(gpu)?;
+    let (_q, node_pos, node_slots) = upward(gpu, &nodes, &basis, tree, pos, slots, rep)?;
+    let c = [0, 1, 2].map(|a| download(s, &tree.center[a], nc));
+    let [cx, cy, cz] = c;
+    let (cx, cy, cz, half) = (cx?, cy?, cz?, download(s, &tree.half, nc)?);
+    let accept2: Vec<f64> = (0..nc)
+        .map(|i| {
+            let (center, h) = ([cx[i], cy[i], cz[i]], half[i]);
+            (basis.radius * h / theta + resolution(center, h)).powi(2)
+        })
+        .collect();
+    Ok(Far {
+        from_centres: true,
+        per_cell: basis.k,
+        pos: node_pos,
+        slots: node_slots,
+        accept2: upload(s, &accept2)?,
+    })
+}
+
 /// The Barnes-Hut treecode of kernel `K` with the walk on `gpu`, on
 /// particles already there (input order), with the parameters `p` and the
-/// strength slots `strength` (checked by the front door); the problem is
-/// not empty. Returns the outputs in the targets' input order, on the
-/// device.
+/// far field `far` (a monopole or a node far field, checked by the front
+/// door); the problem is not empty. Returns the outputs in the targets'
+/// input order, on the device.
 pub(crate) fn run<K: Kernel, R: Real>(
     gpu: &Gpu,
     p: &[R],
-    strength: &[usize],
+    far: &far::Plan,
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
     opts: &TreeOptions,
@@ -58,15 +162,22 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
     // The source tree, the sources in its order and its cells' pseudo-sources.
     let src = TreeOrdered::build(gpu, refs3(spos), sources.slots(), opts.ncrit)?;
-    let cells = device_pseudo_sources(
-        gpu,
-        &src.tree,
-        refs3(&src.pos),
-        &src.slots.iter().collect::<Vec<_>>(),
-        strength,
-        opts.theta,
-    )?;
-    let walk = walk_cells(gpu, &src.tree, &cells)?;
+    let walk = walk_cells(gpu, &src.tree)?;
+    let cells = match far {
+        far::Plan::Monopole { strength } => {
+            monopoles(gpu, &src.tree, &src.pos, &src.slots, strength, opts.theta)?
+        }
+        far::Plan::Nodes(rep) => node_cells(
+            gpu, &src.tree, &src.pos, &src.slots, rep, opts.order, opts.theta,
+        )?,
+        far::Plan::Laplace { .. } => unreachable!("the treecode has no Laplace expansions"),
+    };
+    let accept2 = walk.accept2(gpu, &cells.accept2)?;
+    let point = if cells.from_centres {
+        &walk.center
+    } else {
+        &cells.pos
+    };
     // The target tree (leaves of at most a group), the targets in its order
     // and the groups. Targets at the sources' points use their positions.
     let tpos = targets.positions().unwrap_or(spos);
@@ -80,22 +191,13 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let mut d_out: Vec<CudaSlice<R>> = (0..no)
         .map(|_| alloc::<R>(s, m))
         .collect::<Result<_, _>>()?;
-    // The pseudo-sources' slots as separate arrays.
-    let cell_slots = (0..cells.n_slots)
-        .map(|k| {
-            let mut v = alloc::<R>(s, src.tree.n_cells)?;
-            s.memcpy_dtod(&cells.slot(k), &mut v)
-                .map_err(cuda_err("copy on the device"))?;
-            Ok(v)
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
-
-    let (n_t, n_g, n_c, n_s, acc) = (
+    let (n_t, n_g, n_c, n_s, acc, per_cell) = (
         m as i32,
         groups.n as i32,
         src.tree.n_cells as i32,
         n as i32,
         0i32,
+        cells.per_cell as i32,
     );
     // Persistent blocks: as many as fit on the GPU at once.
     let per_sm = entry
@@ -132,11 +234,13 @@ pub(crate) fn run<K: Kernel, R: Real>(
                     &src.tree.end,
                 ],
             )
-            .read(Role::CellCriterion, [&walk.accept2])
+            .read(Role::CellCriterion, [&accept2])
+            .read(Role::CellCriterion, point)
             .read(Role::CellCriterion, &walk.center)
             .read(Role::CellCriterion, [&walk.half])
+            .int(Role::PseudoSourcesPerCell, per_cell)
             .read(Role::PseudoSourcePositions, &cells.pos)
-            .read(Role::PseudoSourceSlots, &cell_slots)
+            .read(Role::PseudoSourceSlots, &cells.slots)
             .int(Role::SourceCount, n_s)
             .read(Role::SourcePositions, &src.pos)
             .read(Role::SourceSlots, &src.slots)
@@ -195,7 +299,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     stats.p2p += p2p;
     stats.p2c += p2c;
     clock.lap(Stage::Walk)?;
-    drop((src, cells, walk, cell_slots, groups, boxes));
+    drop((src, cells, walk, accept2, groups, boxes));
     // Back to the caller's order, on the device.
     tgt.tree.scatter_all(gpu, d_out)
 }
