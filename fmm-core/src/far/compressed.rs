@@ -46,9 +46,11 @@ use crate::tree::morton::MAX_LEVEL;
 use crate::tree::octree::Cell;
 use crate::tree::Octree;
 
+mod cubic;
 mod scaling;
 mod skeleton;
 mod symmetry;
+use cubic::Cubic;
 use scaling::Scaling;
 use skeleton::Skeleton;
 
@@ -129,6 +131,8 @@ struct Geometry {
     scaling: Option<Vec<u64>>,
     /// A symmetric kernel's ([`symmetry`]): one basis for both sides.
     symmetric: bool,
+    /// Bases fitted to whole orbits of the cube's symmetries ([`cubic`]).
+    cubic: bool,
 }
 
 /// The operators of one geometry.
@@ -296,15 +300,23 @@ pub(crate) struct Bases {
 }
 
 /// The leading eigenvectors of the Gram matrix `g` (`n x n`): those whose
-/// singular value (the eigenvalue's root) is above `tol` of the largest.
-fn leading(n: usize, g: &[f64], tol: f64) -> (Vec<f64>, usize) {
+/// singular value (the eigenvalue's root) is above `tol` of the largest;
+/// with `clusters`, and those equal to the last one kept (to 1e-6 of it),
+/// so that a symmetric `g`'s kept span is invariant under its symmetries
+/// ([`cubic`]: their repeated eigenvalues are not split; where rounding
+/// splits them further, the span is found not invariant and not used so).
+fn leading(n: usize, g: &[f64], tol: f64, clusters: bool) -> (Vec<f64>, usize) {
     let (values, vectors) = symmetric_eigen(n, g);
     let top = values.first().copied().unwrap_or(0.0).max(0.0);
-    let r = values
+    let mut r = values
         .iter()
         .take_while(|&&l| l > 0.0 && l >= tol * tol * top)
         .count()
         .max(1);
+    while clusters && r < n && values[r] > 0.0 && values[r - 1] - values[r] <= 1e-6 * values[r - 1]
+    {
+        r += 1;
+    }
     (vectors[..n * r].to_vec(), r)
 }
 
@@ -736,6 +748,9 @@ pub(crate) struct Operators {
 struct Sharing {
     scaling: Option<Scaling>,
     symmetric: bool,
+    /// The cube's symmetries: the bases fitted to whole orbits of offsets
+    /// ([`cubic`]).
+    cubic: Option<Arc<Cubic>>,
 }
 
 /// Which keys have pairs enough for an operator (at least [`MIN_PAIRS`]),
@@ -746,9 +761,25 @@ fn frequent<K: Kernel>(setup: &Setup<'_>, counted: &[Counted]) -> (Vec<bool>, Sh
     let keys: Vec<Key> = counted.iter().map(|(k, _)| *k).collect();
     let scaling = scaling::measure::<K>(setup, &keys);
     let symmetric = symmetry::measure::<K>(setup, &keys, scaling.as_ref());
+    // Measured where the operators are kept: a homogeneous kernel's at the
+    // reference level. One basis for both sides needs one permutation.
+    let probe = match &scaling {
+        Some(sc) => keys.first().and_then(|k| sc.canonical(k)),
+        None => keys.first().copied(),
+    };
+    let cubic = cubic::measure::<K>(setup, probe.as_ref())
+        .filter(|c| !symmetric || c.same_sides())
+        .map(Arc::new);
     let Some(sc) = &scaling else {
         let frequent = counted.iter().map(|&(_, n)| n >= MIN_PAIRS).collect();
-        return (frequent, Sharing { scaling, symmetric });
+        return (
+            frequent,
+            Sharing {
+                scaling,
+                symmetric,
+                cubic,
+            },
+        );
     };
     let mut by_shape: HashMap<Key, usize> = HashMap::new();
     let shapes: Vec<Key> = keys
@@ -759,7 +790,14 @@ fn frequent<K: Kernel>(setup: &Setup<'_>, counted: &[Counted]) -> (Vec<bool>, Sh
         *by_shape.entry(*shape).or_default() += n;
     }
     let frequent = shapes.iter().map(|s| by_shape[s] >= MIN_PAIRS).collect();
-    (frequent, Sharing { scaling, symmetric })
+    (
+        frequent,
+        Sharing {
+            scaling,
+            symmetric,
+            cubic,
+        },
+    )
 }
 
 /// Whether operators of `rows x cols` are past [`MAX_SIDE`] (said once per
@@ -853,6 +891,7 @@ fn operators<K: Kernel>(
         tol: tol.to_bits(),
         scaling: scaling.map(|s| s.doubled.iter().map(|x| x.to_bits()).collect()),
         symmetric: sharing.symmetric,
+        cubic: sharing.cubic.is_some(),
     };
     let rows = setup.rows();
     // The operators' own keys: one per key, or per shape (with the shape's
@@ -940,32 +979,106 @@ fn operators<K: Kernel>(
         })
         .collect();
     // Kept, or the transpose of one kept.
+    let mut orbit_rotations: HashMap<(usize, bool), Option<cubic::Rotations>> = HashMap::new();
     let reused = (0..distinct.len())
         .filter(|&i| {
             kept_ops[i].is_some() || from_partner[i].is_some_and(|(j, _)| kept_ops[j].is_some())
         })
         .count();
+    // A key's two bases: a homogeneous kernel's are the reference's.
+    let bases_of = |key: &Key| match &reference {
+        Some(r) => (&**r, &**r),
+        None => (
+            &bases[key.target_level as usize],
+            &bases[key.source_level as usize],
+        ),
+    };
+    let compute = |key: &Key| -> Dense {
+        let (bt, bs) = bases_of(key);
+        let (st, ss) = (
+            bt.skeleton_t.as_ref().expect("fitted bases have skeletons"),
+            bs.skeleton_s.as_ref().expect("fitted bases have skeletons"),
+        );
+        let a = setup.operator_on::<K>(key, &st.nodes, &ss.nodes);
+        Arc::new(skeleton::compress(&a, st, ss))
+    };
+    let to_compute: Vec<usize> = (0..distinct.len())
+        .filter(|&i| kept_ops[i].is_none() && from_partner[i].is_none())
+        .collect();
+    // With the cube's symmetries, an orbit's operators are its first
+    // key's rotated ([`cubic::moved`]), where both bases' spans are
+    // invariant: one operator computed per orbit.
+    let orbit: Vec<Option<(Key, usize)>> = match &sharing.cubic {
+        Some(c) => {
+            let mut rotations: HashMap<(usize, bool), Option<cubic::Rotations>> = HashMap::new();
+            for &i in &to_compute {
+                let key = &distinct[i].0;
+                let (bt, bs) = bases_of(key);
+                let (lt, ls) = (key.target_level as usize, key.source_level as usize);
+                rotations
+                    .entry((lt, false))
+                    .or_insert_with(|| c.rotations(&bt.u, rows, bt.rank_t, false));
+                rotations
+                    .entry((ls, true))
+                    .or_insert_with(|| c.rotations(&bs.v, setup.cols(), bs.rank_s, true));
+            }
+            let plan = (0..distinct.len())
+                .map(|i| {
+                    let key = &distinct[i].0;
+                    let (lt, ls) = (key.target_level as usize, key.source_level as usize);
+                    let both = matches!(rotations.get(&(lt, false)), Some(Some(_)))
+                        && matches!(rotations.get(&(ls, true)), Some(Some(_)));
+                    let rep = c.canonical(key);
+                    (both && to_compute.binary_search(&i).is_ok())
+                        .then(|| Some((rep, c.element_to(&rep, key)?)))
+                        .flatten()
+                })
+                .collect::<Vec<_>>();
+            orbit_rotations = rotations;
+            plan
+        }
+        None => vec![None; distinct.len()],
+    };
+    let mut reps: Vec<Key> = orbit.iter().flatten().map(|(r, _)| *r).collect();
+    reps.sort_unstable();
+    reps.dedup();
+    let rep_ops: HashMap<Key, Dense> = reps
+        .par_iter()
+        .map(|rep| {
+            let op = match at.get(rep).and_then(|&j| kept_ops[j].clone()) {
+                Some(kept) => kept,
+                None => compute(rep),
+            };
+            (*rep, op)
+        })
+        .collect();
     let computed: Vec<Option<Dense>> = distinct
         .par_iter()
         .zip(kept_ops)
         .zip(&from_partner)
-        .map(|(((key, _), kept), from)| {
+        .zip(&orbit)
+        .map(|((((key, _), kept), from), orbit)| {
             if kept.is_some() || from.is_some() {
                 return kept;
             }
-            let (bt, bs) = match &reference {
-                Some(r) => (&**r, &**r),
-                None => (
-                    &bases[key.target_level as usize],
-                    &bases[key.source_level as usize],
-                ),
-            };
-            let (st, ss) = (
-                bt.skeleton_t.as_ref().expect("fitted bases have skeletons"),
-                bs.skeleton_s.as_ref().expect("fitted bases have skeletons"),
-            );
-            let a = setup.operator_on::<K>(key, &st.nodes, &ss.nodes);
-            Some(Arc::new(skeleton::compress(&a, st, ss)))
+            Some(match orbit {
+                Some((rep, e)) => {
+                    let (lt, ls) = (key.target_level as usize, key.source_level as usize);
+                    let rot = |k| {
+                        orbit_rotations
+                            .get(&k)
+                            .and_then(Option::as_ref)
+                            .expect("both rotations")
+                    };
+                    Arc::new(cubic::moved(
+                        &rep_ops[rep],
+                        rot((lt, false)),
+                        rot((ls, true)),
+                        *e,
+                    ))
+                }
+                None => compute(key),
+            })
         })
         .collect();
     let own: Vec<Small> = (computed.iter().zip(&from_partner))
@@ -1084,6 +1197,25 @@ fn fit_bases<K: Kernel>(
 ) -> Vec<Bases> {
     let joint = sharing.scaling.is_some();
     let (rows, cols) = (setup.rows(), setup.cols());
+    // With the cube's symmetries, one key of each orbit (its pairs the
+    // orbit's), the Gram sums symmetrized below.
+    let reps: Vec<Counted>;
+    let groups = match &sharing.cubic {
+        Some(c) => {
+            let mut at: HashMap<Key, usize> = HashMap::new();
+            let mut r: Vec<Counted> = Vec::new();
+            for &(k, n) in groups {
+                let i = *at.entry(c.canonical(&k)).or_insert_with(|| {
+                    r.push((c.canonical(&k), 0));
+                    r.len() - 1
+                });
+                r[i].1 += n;
+            }
+            reps = r;
+            &reps[..]
+        }
+        None => groups,
+    };
     let levels = MAX_LEVEL as usize + 1;
     let source_level = |key: &Key| {
         if joint {
@@ -1184,17 +1316,27 @@ fn fit_bases<K: Kernel>(
             })
             .collect()
     };
-    let (gt, gs): Grams = partial
+    let (mut gt, mut gs): Grams = partial
         .into_iter()
         .reduce(|a, b| (add(a.0, b.0), add(a.1, b.1)))
         .unwrap_or_else(|| (vec![Vec::new(); levels], vec![Vec::new(); levels]));
+    if let Some(c) = &sharing.cubic {
+        // Over whole orbits: a symmetric kernel's both sides are in `gt`,
+        // whose permutation serves both (`Cubic::same_sides`).
+        gt.par_iter_mut()
+            .filter(|g| !g.is_empty())
+            .for_each(|g| *g = c.symmetrize(g, rows, false));
+        gs.par_iter_mut()
+            .filter(|g| !g.is_empty())
+            .for_each(|g| *g = c.symmetrize(g, cols, true));
+    }
     let whole = tol > SKELETON_TOLERANCE;
     let bases: Vec<Bases> = (0..levels)
         .into_par_iter()
         .map(|l| {
             let mut b = Bases::default();
             if !gt[l].is_empty() {
-                (b.u, b.rank_t) = leading(rows, &gt[l], tol);
+                (b.u, b.rank_t) = leading(rows, &gt[l], tol, sharing.cubic.is_some());
                 b.skeleton_t = Some(Arc::new(Skeleton::of(
                     &b.u,
                     rows,
@@ -1206,7 +1348,7 @@ fn fit_bases<K: Kernel>(
             if sharing.symmetric {
                 (b.v, b.rank_s, b.skeleton_s) = (b.u.clone(), b.rank_t, b.skeleton_t.clone());
             } else if !gs[l].is_empty() {
-                (b.v, b.rank_s) = leading(cols, &gs[l], tol);
+                (b.v, b.rank_s) = leading(cols, &gs[l], tol, sharing.cubic.is_some());
                 b.skeleton_s = Some(Arc::new(Skeleton::of(
                     &b.v,
                     cols,
