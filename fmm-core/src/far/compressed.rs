@@ -1010,18 +1010,34 @@ fn operators<K: Kernel>(
     // invariant: one operator computed per orbit.
     let orbit: Vec<Option<(Key, usize)>> = match &sharing.cubic {
         Some(c) => {
-            let mut rotations: HashMap<(usize, bool), Option<cubic::Rotations>> = HashMap::new();
-            for &i in &to_compute {
-                let key = &distinct[i].0;
-                let (bt, bs) = bases_of(key);
-                let (lt, ls) = (key.target_level as usize, key.source_level as usize);
-                rotations
-                    .entry((lt, false))
-                    .or_insert_with(|| c.rotations(&bt.u, rows, bt.rank_t, false));
-                rotations
-                    .entry((ls, true))
-                    .or_insert_with(|| c.rotations(&bs.v, setup.cols(), bs.rank_s, true));
-            }
+            // Each level's and side's rotations, once, in parallel.
+            let mut sides: Vec<(usize, bool)> = to_compute
+                .iter()
+                .flat_map(|&i| {
+                    let key = &distinct[i].0;
+                    [
+                        (key.target_level as usize, false),
+                        (key.source_level as usize, true),
+                    ]
+                })
+                .collect();
+            sides.sort_unstable();
+            sides.dedup();
+            let rotations: HashMap<(usize, bool), Option<cubic::Rotations>> = sides
+                .par_iter()
+                .map(|&(l, cols)| {
+                    let b = match &reference {
+                        Some(r) => &**r,
+                        None => &bases[l],
+                    };
+                    let rot = if cols {
+                        c.rotations(&b.v, setup.cols(), b.rank_s, true)
+                    } else {
+                        c.rotations(&b.u, rows, b.rank_t, false)
+                    };
+                    ((l, cols), rot)
+                })
+                .collect();
             let plan = (0..distinct.len())
                 .map(|i| {
                     let key = &distinct[i].0;
