@@ -979,7 +979,6 @@ fn operators<K: Kernel>(
         })
         .collect();
     // Kept, or the transpose of one kept.
-    let mut orbit_rotations: HashMap<(usize, bool), Option<cubic::Rotations>> = HashMap::new();
     let reused = (0..distinct.len())
         .filter(|&i| {
             kept_ops[i].is_some() || from_partner[i].is_some_and(|(j, _)| kept_ops[j].is_some())
@@ -1008,7 +1007,8 @@ fn operators<K: Kernel>(
     // With the cube's symmetries, an orbit's operators are its first
     // key's rotated ([`cubic::moved`]), where both bases' spans are
     // invariant: one operator computed per orbit.
-    let orbit: Vec<Option<(Key, usize)>> = match &sharing.cubic {
+    type Rotations = HashMap<(usize, bool), Option<cubic::Rotations>>;
+    let (orbit, orbit_rotations): (Vec<Option<(Key, usize)>>, Rotations) = match &sharing.cubic {
         Some(c) => {
             // Each level's and side's rotations, once, in parallel.
             let mut sides: Vec<(usize, bool)> = to_compute
@@ -1023,7 +1023,7 @@ fn operators<K: Kernel>(
                 .collect();
             sides.sort_unstable();
             sides.dedup();
-            let rotations: HashMap<(usize, bool), Option<cubic::Rotations>> = sides
+            let rotations: Rotations = sides
                 .par_iter()
                 .map(|&(l, cols)| {
                     let b = match &reference {
@@ -1050,10 +1050,9 @@ fn operators<K: Kernel>(
                         .flatten()
                 })
                 .collect::<Vec<_>>();
-            orbit_rotations = rotations;
-            plan
+            (plan, rotations)
         }
-        None => vec![None; distinct.len()],
+        None => (vec![None; distinct.len()], HashMap::new()),
     };
     let mut reps: Vec<Key> = orbit.iter().flatten().map(|(r, _)| *r).collect();
     reps.sort_unstable();
@@ -1221,8 +1220,9 @@ fn fit_bases<K: Kernel>(
             let mut at: HashMap<Key, usize> = HashMap::new();
             let mut r: Vec<Counted> = Vec::new();
             for &(k, n) in groups {
-                let i = *at.entry(c.canonical(&k)).or_insert_with(|| {
-                    r.push((c.canonical(&k), 0));
+                let rep = c.canonical(&k);
+                let i = *at.entry(rep).or_insert_with(|| {
+                    r.push((rep, 0));
                     r.len() - 1
                 });
                 r[i].1 += n;
