@@ -28,10 +28,11 @@ enum MethodName {
     Fmm,
 }
 
-/// Which M2L the GPU runs.
+/// Which M2L the GPU and the CPU run.
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 enum M2l {
-    /// The float M2L with lanes over source cells where it applies.
+    /// The float M2L where it applies (GPU: f32 particles; CPU: f32
+    /// particles or an expected error of 1e-6 or more).
     Auto,
     /// Always the double one.
     F64,
@@ -68,8 +69,8 @@ struct Args {
     #[arg(long, value_enum, default_value = "auto")]
     far_field: FarFieldName,
     /// Relative L2 error wanted: the order is chosen for it and the error
-    /// estimated on sampled targets (overrides --p and --theta: theta 0.6,
-    /// ncrit 64).
+    /// estimated on sampled targets (overrides --p and --theta, from the
+    /// backend's table).
     #[arg(long)]
     tol: Option<f64>,
     /// The compressed M2L (ppm, ki; CPU and GPU): singular values kept down
@@ -96,7 +97,8 @@ struct Args {
     /// node sets for every pair (to compare).
     #[arg(long, value_enum, default_value = "compressed")]
     node_m2l: NodeM2lName,
-    /// The GPU's M2L (to compare the float one with the double one).
+    /// The M2L of the Laplace expansions, GPU and CPU (to compare the float
+    /// one with the double one).
     #[arg(long, value_enum, default_value = "auto")]
     m2l: M2l,
     /// Warps per block of the GPU's float M2L (0: the default).
@@ -277,11 +279,13 @@ fn method_of(args: &Args) -> Method {
                 NodeM2lName::Compressed => NodeM2l::Compressed,
                 NodeM2lName::Kernel => NodeM2l::Kernel,
             };
+            let m2l = match args.m2l {
+                M2l::Auto => M2lChoice::Auto,
+                M2l::F64 => M2lChoice::Double,
+            };
+            opts.cpu_m2l = m2l;
             opts.gpu = GpuTuning {
-                m2l: match args.m2l {
-                    M2l::Auto => M2lChoice::Auto,
-                    M2l::F64 => M2lChoice::Double,
-                },
+                m2l,
                 m2l_warps: args.m2l_warps,
                 m2l_shared_bytes: args.m2l_shared,
                 ..GpuTuning::default()

@@ -173,7 +173,7 @@ def main():
                     help="with --wait-idle: runs again (at most this often) when other processes were busy")
     ap.add_argument("--outdir", default=os.path.join(os.environ.get("PEERS_BUILD", "/work/peers-build"), "points"))
     ap.add_argument("--ours", help="our fmm_bench binary: run it on the same points")
-    ap.add_argument("--ours-cases", default="coulomb:laplace:9:0.6:64,yukawa:ki:5:0.8:0:1e-4",
+    ap.add_argument("--ours-cases", default="coulomb:laplace:9:0.58:64,yukawa:ki:5:0.8:0:1e-4",
                     help="comma-separated kernel:far_field:p:theta:ncrit[:rank_tol] for --ours")
     a = ap.parse_args()
 

@@ -6,7 +6,7 @@
 #
 # Our side runs in the same script on the same points: our fmm_bench is
 # built (cargo build --release) and run for each --ours-cases entry
-# (default: Coulomb by Laplace expansions p 9 theta 0.6, Yukawa by the
+# (default: Coulomb by Laplace expansions p 9 theta 0.58, Yukawa by the
 # kernel-independent far field p 5 theta 0.8, rank tolerance 1e-4; see
 # exafmm_t.py), unless --no-ours.
 #

@@ -65,8 +65,8 @@ use std::time::Instant;
 
 use fmm_core::reference::{at, direct_f64_at, relative_l2, sample_indices};
 use fmm_core::{
-    evaluate, Backend, Error, FarField, FmmOptions, Kernel, Method, NodeM2l, Outputs, Real, Stats,
-    TreeOptions,
+    evaluate, Backend, Error, FarField, FmmOptions, Kernel, M2lChoice, Method, NodeM2l, Outputs,
+    Real, Stats, TreeOptions,
 };
 use fmm_tests::naive::{self, Case, Named};
 use fmm_tests::sets::{self, build, Dist, Spec, Strengths, Targets};
@@ -709,14 +709,19 @@ fn against_cpu(row: &Row, gpu: &Measured) -> Result<(), String> {
     // The CPU's node far fields with the GPU's M2L: by compressed operators
     // where the GPU's ran so (the same operators, the same pairs left to
     // the kernel), else by the kernel (the operators' truncation would
-    // differ, and their common root cube would give other lists).
+    // differ, and their common root cube would give other lists); the
+    // Laplace expansions' M2L in f64, as the GPU's for f64 particles.
     let node_m2l = if gpu.stats.m2l_compressed > 0 {
         NodeM2l::Compressed
     } else {
         NodeM2l::Kernel
     };
     let method = match row.how.method() {
-        Method::Fmm(opts) => Method::Fmm(FmmOptions { node_m2l, ..opts }),
+        Method::Fmm(opts) => Method::Fmm(FmmOptions {
+            node_m2l,
+            cpu_m2l: M2lChoice::Double,
+            ..opts
+        }),
         m => m,
     };
     let cpu = run_row_with(Backend::Cpu, row, &method)?;

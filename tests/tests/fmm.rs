@@ -46,6 +46,47 @@ fn gravity_error_falls_with_p_below_1e_9() {
     }
 }
 
+/// The M2L in f32 lanes (chosen where the settings' expected error is
+/// 1e-6 or more): it changes the outputs by about f32's rounding of the
+/// far field (so it ran: the f64 M2L gives other bits) and the error
+/// against the direct sum by under 1%, on a cube and a Plummer sphere
+/// with strengths of both signs.
+#[test]
+fn the_m2l_in_f32_leaves_the_error_as_it_is() {
+    use fmm_core::M2lChoice;
+    for (name, dist, seed) in [("cube", Dist::Cube, 3), ("plummer", Dist::Plummer, 4)] {
+        let (t, s) = set::<Gravity, f64>(&Spec::new(dist, 4000, Strengths::RandomSign, seed));
+        let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
+        for (p, theta) in [(4, 0.6), (9, 0.6), (12, 0.6)] {
+            let run = |cpu_m2l| {
+                let opts = FmmOptions {
+                    cpu_m2l,
+                    ..fmm_options(p, theta, 32)
+                };
+                fmm_cpu::<Gravity, f64>(&[0.0], &t, &s, &opts)
+                    .unwrap()
+                    .0
+                    .slots()
+                    .concat()
+            };
+            let (single, double) = (run(M2lChoice::Auto), run(M2lChoice::Double));
+            let apart = rel_l2(&single, &double);
+            let (es, ed) = (
+                rel_l2(&single, &exact.slots().concat()),
+                rel_l2(&double, &exact.slots().concat()),
+            );
+            println!(
+                "{name} p {p} theta {theta}: f32 M2L {es:.3e}, f64 M2L {ed:.3e}, apart {apart:.1e}"
+            );
+            assert!(apart > 0.0 && apart < 1e-6, "{name} p {p}: {apart:e} apart");
+            assert!(
+                (es - ed).abs() < 0.01 * ed,
+                "{name} p {p}: {es:e} against {ed:e}"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_options_and_kernels_are_refused_by_name() {
     let (t, s) = set::<Gravity, f64>(&Spec::new(Dist::Cube, 100, Strengths::RandomSign, 11));

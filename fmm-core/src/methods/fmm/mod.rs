@@ -69,6 +69,10 @@ pub struct FmmOptions {
     /// larger one is faster where the error has room (Yukawa: 1e-4 at
     /// order 5 leaves the error as it is).
     pub rank_tolerance: Option<f64>,
+    /// Whether the CPU's M2L of the Laplace expansions may run in f32
+    /// lanes (`cpu::single_m2l`): `Auto` where the settings' error leaves
+    /// room, `Double` never (to compare).
+    pub cpu_m2l: M2lChoice,
     /// Tuning of the GPU's M2L (defaults are measured; see the fields).
     pub gpu: GpuTuning,
 }
@@ -102,7 +106,12 @@ impl FmmOptions {
     /// 1e6 points, 2026-11-23): 64 for the Laplace expansions, whose M2L is
     /// cheap; 200 for Chebyshev nodes and 128 for pseudo-particles, whose
     /// M2L (the kernel between node sets) costs as much as a few hundred
-    /// particles' P2P.
+    /// particles' P2P. A uniform cube splits a whole level at once, so
+    /// where `N / 8^L` is just above `ncrit` the leaves are 8 times
+    /// smaller than they could be: Laplace at 3x10^5 points has 9 a leaf
+    /// at 64 and 73 at 128, and 128 was faster there (p 9, theta 0.58:
+    /// 0.45 s at 7.3e-6 against 0.63 s at 1.5e-5), 64 at 5x10^4 (p 8, theta
+    /// 0.6: 0.065 s at 2.1e-5 against 98 a leaf, p 7, 0.074 s at 1.5e-5).
     pub fn leaf_size(&self, far_field: FarField) -> usize {
         match (self.ncrit, far_field) {
             (0, FarField::KernelIndependent) => 200,
@@ -165,6 +174,7 @@ impl Default for FmmOptions {
             ncrit: 0,
             node_m2l: NodeM2l::default(),
             rank_tolerance: None,
+            cpu_m2l: M2lChoice::Auto,
             gpu: GpuTuning::default(),
         }
     }
@@ -180,12 +190,14 @@ pub(crate) fn check_theta(theta: f64) -> Result<(), Error> {
     Ok(())
 }
 
-/// Which M2L the GPU runs.
+/// Which M2L the GPU (`GpuTuning::m2l`) or the CPU (`FmmOptions::cpu_m2l`)
+/// runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum M2lChoice {
-    /// The float M2L with lanes over source cells where it applies (f32
-    /// particles, one tree, p up to [`MAX_F32_M2L_ORDER`]), else the
-    /// double one.
+    /// The float M2L where it applies, else the double one. On the GPU,
+    /// with lanes over source cells: f32 particles, one tree, p up to
+    /// [`MAX_F32_M2L_ORDER`]. On the CPU, f32 lanes: f32 particles or an
+    /// expected error of at least 1e-6, p up to 12 (`cpu::single_m2l`).
     #[default]
     Auto,
     /// Always the double M2L (to compare).

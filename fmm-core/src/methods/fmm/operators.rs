@@ -95,6 +95,78 @@ impl FullRange {
     }
 }
 
+/// Every source cell's multipole expansions as the lanes' M2L reads them
+/// (`m2l_lanes`), made once: each divided by the cell's radius `R` to the
+/// degree, `M_n^m / R^n` (so of the size of the strengths, which f32
+/// holds in any length unit), `m >= 0` (the rest are their conjugates up
+/// to sign), real parts then imaginary parts, in `T`. A cell of radius 0
+/// keeps only degree 0 (its others are 0).
+pub struct ScaledMultipoles<T> {
+    /// `2 ncoef(p)` values an expansion.
+    pub stride: usize,
+    pub coef: Vec<T>,
+    /// The radius `R` of expansion `i`'s cell.
+    pub radius: Vec<f64>,
+}
+
+impl<T: crate::real::Real> ScaledMultipoles<T> {
+    /// From `mult`, expansions of order `p` (`ncoef(p)` each), `per_cell`
+    /// of them a cell, the cells of radii `radius`.
+    pub fn new(mult: &[C], p: usize, per_cell: usize, radius: &[f64]) -> Self {
+        use rayon::prelude::*;
+        let nc = super::harmonics::ncoef(p);
+        let count = mult.len() / nc;
+        let radius: Vec<f64> = (0..count).map(|i| radius[i / per_cell]).collect();
+        let mut coef = vec![T::zero(); count * 2 * nc];
+        coef.par_chunks_mut(2 * nc)
+            .zip(mult.par_chunks(nc))
+            .zip(radius.par_iter())
+            .for_each(|((out, m), &r)| {
+                let inv = if r > 0.0 { 1.0 / r } else { 0.0 };
+                let mut power = 1.0;
+                for n in 0..=p {
+                    for k in 0..=n {
+                        let i = idx(n, k);
+                        out[i] = T::c(m[i].re * power);
+                        out[nc + i] = T::c(m[i].im * power);
+                    }
+                    power *= inv;
+                }
+            });
+        ScaledMultipoles {
+            stride: 2 * nc,
+            coef,
+            radius,
+        }
+    }
+
+    /// Expansion `i`: its scaled coefficients and its cell's radius.
+    #[inline]
+    pub fn get(&self, i: usize) -> (&[T], f64) {
+        (
+            &self.coef[i * self.stride..(i + 1) * self.stride],
+            self.radius[i],
+        )
+    }
+
+    /// Expansion `i` unscaled in f64, in full range (for the M2L one cell
+    /// at a time).
+    pub fn full_range(&self, i: usize, p: usize) -> FullRange {
+        let (c, r) = self.get(i);
+        let nc = self.stride / 2;
+        let mut power = 1.0;
+        let mut m = vec![C::ZERO; nc];
+        for n in 0..=p {
+            for k in 0..=n {
+                let j = idx(n, k);
+                m[j] = C::new(c[j].to_f64() * power, c[nc + j].to_f64() * power);
+            }
+            power *= r;
+        }
+        FullRange::of(&m, p)
+    }
+}
+
 /// Adds the local expansion about `z_target` of the multipole expansion
 /// `mult` (full range) about `z_source`, `d = z_target - z_source`, to
 /// `local`.

@@ -151,6 +151,27 @@ impl Table {
     }
 }
 
+/// The error of gravity expected at `settings` on the CPU, for choices
+/// that need an estimate rather than a bound (f32 lanes for the M2L): the
+/// [`CPU`] table's, log-linear between its orders and extrapolated past
+/// them at its last factor an order, and scaled from the table's theta
+/// by `(theta / 0.6)^(p + 1)`, the expansions' convergence rate.
+pub(crate) fn expected_error(settings: Settings) -> f64 {
+    let rows = CPU.rows;
+    let Settings { p, theta } = settings;
+    let at = |i: usize| (rows[i].0 as f64, rows[i].2.ln());
+    // The two rows around p (or the last two past the ends).
+    let i = rows
+        .iter()
+        .position(|r| r.0 >= p)
+        .unwrap_or(rows.len() - 1)
+        .clamp(1, rows.len() - 1);
+    let ((p0, e0), (p1, e1)) = (at(i - 1), at(i));
+    let log_error = e0 + (e1 - e0) * (p as f64 - p0) / (p1 - p0);
+    let table_theta = rows[i].1;
+    log_error.exp() * (theta / table_theta).powi(p as i32 + 1)
+}
+
 /// Targets the error is estimated on.
 pub const ERROR_SAMPLES: usize = 64;
 
