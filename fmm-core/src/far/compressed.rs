@@ -293,6 +293,10 @@ pub(crate) struct Bases {
     pub(crate) rank_t: usize,
     pub(crate) v: Vec<f64>,
     pub(crate) rank_s: usize,
+    /// The singular values of `u`'s and `v`'s columns over the largest
+    /// (of the fitted bases; the cube's rotations weigh with them).
+    pub(crate) sigma_t: Vec<f64>,
+    pub(crate) sigma_s: Vec<f64>,
     /// The nodes the operators are projected on `u` and `v` from (None
     /// for a homogeneous kernel's scaled levels: the reference's serve).
     skeleton_t: Option<Arc<Skeleton>>,
@@ -304,8 +308,10 @@ pub(crate) struct Bases {
 /// with `clusters`, and those equal to the last one kept (to 1e-6 of it),
 /// so that a symmetric `g`'s kept span is invariant under its symmetries
 /// ([`cubic`]: their repeated eigenvalues are not split; where rounding
-/// splits them further, the span is found not invariant and not used so).
-fn leading(n: usize, g: &[f64], tol: f64, clusters: bool) -> (Vec<f64>, usize) {
+/// splits them further near the cut, the rotations weigh the columns'
+/// misses by their singular values). With their count and their singular
+/// values over the largest.
+fn leading(n: usize, g: &[f64], tol: f64, clusters: bool) -> (Vec<f64>, usize, Vec<f64>) {
     let (values, vectors) = symmetric_eigen(n, g);
     let top = values.first().copied().unwrap_or(0.0).max(0.0);
     let mut r = values
@@ -317,7 +323,11 @@ fn leading(n: usize, g: &[f64], tol: f64, clusters: bool) -> (Vec<f64>, usize) {
     {
         r += 1;
     }
-    (vectors[..n * r].to_vec(), r)
+    let sigma = values[..r]
+        .iter()
+        .map(|&l| (l.max(0.0) / top.max(f64::MIN_POSITIVE)).sqrt())
+        .collect();
+    (vectors[..n * r].to_vec(), r, sigma)
 }
 
 /// The source fields' common values, or `None` where a field other than
@@ -1031,9 +1041,9 @@ fn operators<K: Kernel>(
                         None => &bases[l],
                     };
                     let rot = if cols {
-                        c.rotations(&b.v, setup.cols(), b.rank_s, true)
+                        c.rotations(&b.v, setup.cols(), &b.sigma_s, true, tol)
                     } else {
-                        c.rotations(&b.u, rows, b.rank_t, false)
+                        c.rotations(&b.u, rows, &b.sigma_t, false, tol)
                     };
                     ((l, cols), rot)
                 })
@@ -1352,7 +1362,7 @@ fn fit_bases<K: Kernel>(
         .map(|l| {
             let mut b = Bases::default();
             if !gt[l].is_empty() {
-                (b.u, b.rank_t) = leading(rows, &gt[l], tol, sharing.cubic.is_some());
+                (b.u, b.rank_t, b.sigma_t) = leading(rows, &gt[l], tol, sharing.cubic.is_some());
                 b.skeleton_t = Some(Arc::new(Skeleton::of(
                     &b.u,
                     rows,
@@ -1362,9 +1372,14 @@ fn fit_bases<K: Kernel>(
                 )));
             }
             if sharing.symmetric {
-                (b.v, b.rank_s, b.skeleton_s) = (b.u.clone(), b.rank_t, b.skeleton_t.clone());
+                (b.v, b.rank_s, b.sigma_s, b.skeleton_s) = (
+                    b.u.clone(),
+                    b.rank_t,
+                    b.sigma_t.clone(),
+                    b.skeleton_t.clone(),
+                );
             } else if !gs[l].is_empty() {
-                (b.v, b.rank_s) = leading(cols, &gs[l], tol, sharing.cubic.is_some());
+                (b.v, b.rank_s, b.sigma_s) = leading(cols, &gs[l], tol, sharing.cubic.is_some());
                 b.skeleton_s = Some(Arc::new(Skeleton::of(
                     &b.v,
                     cols,

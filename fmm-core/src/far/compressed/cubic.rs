@@ -157,10 +157,20 @@ impl Cubic {
     }
 
     /// The rotations of the basis `b` (`n x r`, column-major, orthonormal
-    /// columns) of the rows' side (`cols` false) or the columns':
-    /// `M_R = b^T P_R b` for every element, where `P_R b = b M_R`; `None`
-    /// where the basis's span is not invariant ([`INVARIANT`]).
-    pub(super) fn rotations(&self, b: &[f64], n: usize, r: usize, cols: bool) -> Option<Rotations> {
+    /// columns, of singular values `sigma` over the largest, `r` of them)
+    /// of the rows' side (`cols` false) or the columns': `M_R = b^T P_R b`
+    /// for every element, where `P_R b = b M_R`; `None` where the basis's
+    /// span misses a column's image by more than the rank tolerance `tol`
+    /// allows ([`MISS`]).
+    pub(super) fn rotations(
+        &self,
+        b: &[f64],
+        n: usize,
+        sigma: &[f64],
+        cols: bool,
+        tol: f64,
+    ) -> Option<Rotations> {
+        let r = sigma.len();
         let side = if cols { &self.cols } else { &self.rows };
         // The 48 in parallel: at order 6 a Stokeslet's basis is 1029 x 300,
         // and one after the other they took seconds of a first evaluation.
@@ -199,25 +209,36 @@ impl Cubic {
                     n,
                 );
                 let miss = (0..r)
-                    .map(|j| pb[j * n..(j + 1) * n].iter().map(|x| x * x).sum::<f64>())
+                    .map(|j| {
+                        let m = pb[j * n..(j + 1) * n].iter().map(|x| x * x).sum::<f64>();
+                        m.sqrt() * sigma[j]
+                    })
                     .fold(0.0f64, f64::max);
-                (miss.sqrt() <= INVARIANT).then_some(mr)
+                (miss <= MISS * tol).then_some(mr)
             })
             .collect::<Option<Vec<_>>>()?;
         Some(Rotations { m, r })
     }
 }
 
-/// A basis's span is taken as invariant where `P_R b - b M_R` is at most
-/// this in every column's norm. The bases keep repeated eigenvalues whole
-/// ([`super::leading`]), but near the rank tolerance's cut the
-/// eigenproblem's rounding (about 1e-16 of the largest eigenvalue) splits
-/// them and mixes their vectors: the last columns miss the span by up to
-/// about 1e-4 (Yukawa order 3 at 1e-6: 2e-5). Those columns carry an
-/// operator's part at the tolerance, so the rotated operator differs from
-/// the projected one by that miss times the tolerance: negligible. A
-/// resolved cluster cut in two would miss by order 1.
-const INVARIANT: f64 = 1e-2;
+/// How far a basis's span may miss a column's image under the group,
+/// weighted by the column's singular value, in rank tolerances.
+///
+/// Why weighted: the bases are fitted to whole orbits, so a Gram matrix's
+/// kept span is invariant except where the cut splits a repeated
+/// eigenvalue; the bases keep those whole ([`super::leading`]), but near
+/// the cut the eigenproblem's rounding (about 1e-16 of the largest
+/// eigenvalue, so 1e-8 of the largest singular value) splits them further
+/// and mixes their vectors, and the last columns miss the span by up to
+/// order 1 (session 8: the singular Stokeslet at order 6 and 1e-7 missed
+/// by more than 1e-2, an unweighted test's limit, and none of its 824
+/// operators were rotated). The rotated operator `M_t C M_s^T` differs
+/// from the projected `U^T P A P^T V` by `E^T (I - U U^T) A` and its
+/// source-side twin, `E` the miss: at most the part of `A` the bases
+/// drop, which the rank tolerance bounds. The test is kept, weighted, for
+/// what it would catch: a span cut inside a resolved cluster (a miss of
+/// order 1 at a singular value of order 1).
+const MISS: f64 = 10.0;
 
 /// A basis's rotations under the group ([`Cubic::rotations`]).
 pub(super) struct Rotations {
@@ -531,10 +552,16 @@ mod tests {
         let mut gs = vec![0.0; cols * cols];
         crate::far::linalg::gram_add(rows, cols, View::new(&a, cols).t(), &mut gt);
         crate::far::linalg::gram_add(cols, rows, View::new(&a, cols), &mut gs);
-        let (u, rt) = super::super::leading(rows, &cubic.symmetrize(&gt, rows, false), 1e-6, true);
-        let (v, rs) = super::super::leading(cols, &cubic.symmetrize(&gs, cols, true), 1e-6, true);
-        let mt = cubic.rotations(&u, rows, rt, false).expect("invariant");
-        let ms = cubic.rotations(&v, cols, rs, true).expect("invariant");
+        let (u, rt, st) =
+            super::super::leading(rows, &cubic.symmetrize(&gt, rows, false), 1e-6, true);
+        let (v, rs, ss) =
+            super::super::leading(cols, &cubic.symmetrize(&gs, cols, true), 1e-6, true);
+        let mt = cubic
+            .rotations(&u, rows, &st, false, 1e-6)
+            .expect("invariant");
+        let ms = cubic
+            .rotations(&v, cols, &ss, true, 1e-6)
+            .expect("invariant");
         // U^T A V, A row by row.
         let compress = |a: &[f64]| {
             let mut av = vec![0.0; rows * rs];
@@ -579,6 +606,8 @@ mod tests {
         }
         // A basis cut inside a resolved repeated eigenvalue is refused: the
         // three largest eigenvalues are equal, and cut after two.
-        assert!(cubic.rotations(&u[..2 * rows], rows, 2, false).is_none());
+        assert!(cubic
+            .rotations(&u[..2 * rows], rows, &st[..2], false, 1e-6)
+            .is_none());
     }
 }
