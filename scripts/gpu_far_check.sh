@@ -3,9 +3,10 @@
 # the CPU and the f64 direct sum), then the timings the issue asks for, side
 # by side with the Laplace FMM in the same run. Run on the GPU host from the
 # repository root after scripts/stage_gpu.sh staged .gpu/ here; logs under
-# $OUT. Usage: scripts/gpu_far_check.sh [tests|timings|compressed|treecode|all]
+# $OUT. Usage: scripts/gpu_far_check.sh [tests|timings|compressed|treecode|tables|all]
 # (compressed: the compressed M2L's GPU test and its timings only;
-# treecode: the walk with node far fields, its tests and timings only).
+# treecode: the walk with node far fields, its tests and timings only;
+# tables: the node far fields' errors and times over a grid of settings).
 set -u
 OUT=${OUT:-/tmp/fmm-out}
 mkdir -p "$OUT"
@@ -34,6 +35,24 @@ if [ "$what" = treecode ]; then
     run tree-gravity-monopole-n$n .gpu/tree_bench --backend cuda --kernel gravity --n $n --far-field monopole --theta 0.5 --repeat 3
     run tree-gravity-ppm-p4-n$n .gpu/tree_bench --backend cuda --kernel gravity --n $n --far-field ppm --order 4 --theta 0.6 --repeat 3
   done
+  exit 0
+fi
+if [ "$what" = tables ]; then
+  # The node far fields' settings on the GPU (for a GPU tolerance table):
+  # gravity without softening, 10^6 points in a cube, f64 (the CPU tables'
+  # kernel; f64 so that errors below f32's reach are seen), every (p,
+  # theta) of a grid; one line each in tables.log.
+  for ff in ki ppm; do
+    if [ $ff = ki ]; then orders="2 3 4 5 6"; else orders="3 4 5 6 7 8"; fi
+    for p in $orders; do
+      for t in 0.6 0.7 0.8; do
+        echo "-- $ff p $p theta $t" >>"$OUT/tables.log"
+        timeout 60 .gpu/fmm_bench --backend cuda --precision f64 --params 0 --n 1000000 --far-field $ff --p $p --theta $t --repeat 3 --samples 256 2>&1 \
+          | grep -E "^time per|^first|^relative" >>"$OUT/tables.log" || echo "   FAILED" >>"$OUT/tables.log"
+      done
+    done
+  done
+  paste -d' ' - - - - <"$OUT/tables.log" | cut -c1-220
   exit 0
 fi
 if [ "$what" = compressed ]; then

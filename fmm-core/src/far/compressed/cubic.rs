@@ -143,8 +143,9 @@ impl Cubic {
     /// Whether one permutation serves both sides (a symmetric kernel's
     /// one basis): the rows' and the columns' the same up to one sign per
     /// element, which the Gram sums' `P g P^T` do not see and the
-    /// rotations carry (Biot-Savart: its velocity a vector and its
-    /// strength a pseudo-vector, so the sides differ by `det R`).
+    /// rotations carry (Biot-Savart: of its velocity and its vorticity
+    /// strength one is a vector and the other a pseudo-vector, so the
+    /// sides differ by `det R`).
     pub(super) fn same_sides(&self) -> bool {
         self.rows.iter().zip(&self.cols).all(|(r, c)| {
             let s = match (r.sign.first(), c.sign.first()) {

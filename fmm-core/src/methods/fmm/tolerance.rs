@@ -120,14 +120,58 @@ pub(crate) fn cpu_table(far_field: crate::far::FarField) -> &'static Table {
     }
 }
 
-/// The GPU's table for a node far field: the CPU's ([`cpu_table`]) until
-/// GPU tables are measured (the error of given settings is the same on
-/// both; what is cheapest for an error may not be), capped at the orders
-/// the GPU takes (`far::cuda::max_gpu_order`: Chebyshev nodes to 11).
+/// The kernel-independent far field on the GPU: the settings no other
+/// was both faster and more accurate than, cheapest first, of a grid of p
+/// 2 to 6 and theta 0.6, 0.7, 0.8 (gravity without softening, 10^6 points
+/// in a cube, f64, compressed M2L, one H200, `scripts/gpu_far_check.sh
+/// tables`, 2026-11-24). Unlike the CPU's [`KI_CPU`], theta 0.8 and 0.6
+/// are on it: the GPU's P2P is cheap beside its M2L, so a wider MAC pays
+/// at low orders, and a narrower one at high orders (p 4 at theta 0.6,
+/// 8.1e-7 in 0.076 s, beats p 5 at 0.8, 1.8e-6 in 0.099 s).
+pub(crate) const KI_GPU: &[(usize, f64, f64)] = &[
+    (2, 0.8, 4.6e-4),
+    (2, 0.7, 1.5e-4),
+    (3, 0.8, 7.6e-5),
+    (3, 0.7, 2.1e-5),
+    (3, 0.6, 1.4e-5),
+    // 1.006e-5: three digits, so that a tolerance of 1e-5 is not met by
+    // a row its estimate then misses (softened gravity took two runs).
+    (4, 0.8, 1.01e-5),
+    (4, 0.7, 1.8e-6),
+    (4, 0.6, 8.1e-7),
+    (5, 0.7, 2.7e-7),
+    (5, 0.6, 9.4e-8),
+    (6, 0.7, 4.1e-8),
+    (6, 0.6, 1.2e-8),
+];
+
+/// Pseudo-particles on the GPU, measured as [`KI_GPU`] over p 3 to 8.
+pub(crate) const PPM_GPU: &[(usize, f64, f64)] = &[
+    (3, 0.8, 1.4e-3),
+    (4, 0.8, 4.8e-4),
+    (3, 0.7, 3.6e-4),
+    (4, 0.7, 9.6e-5),
+    (4, 0.6, 3.1e-5),
+    (5, 0.6, 6.8e-6),
+    (6, 0.6, 1.7e-6),
+    (8, 0.7, 1.1e-6),
+    (7, 0.6, 7.5e-7),
+    (8, 0.6, 1.6e-7),
+];
+
+/// The GPU's table for a node far field ([`KI_GPU`], [`PPM_GPU`]), capped
+/// at the orders the GPU takes (`far::cuda::max_gpu_order`: Chebyshev
+/// nodes to 11); the CPU's for the others.
 pub(crate) fn gpu_node_table(far_field: crate::far::FarField) -> Table {
+    use crate::far::FarField;
     let cpu = cpu_table(far_field);
+    let rows = match far_field {
+        FarField::KernelIndependent => KI_GPU,
+        FarField::Ppm => PPM_GPU,
+        _ => cpu.rows,
+    };
     Table {
-        rows: cpu.rows,
+        rows,
         most_p: cpu.most_p.min(crate::far::cuda::max_gpu_order(far_field)),
     }
 }
@@ -358,6 +402,26 @@ mod tests {
         // Past the table: 0.5 an order.
         assert_eq!(CPU.first(3.5e-8), Settings { p: 18, theta: 0.6 });
         assert_eq!(GPU.first(1e-12).p, super::super::MAX_GPU_ORDER);
+    }
+
+    /// The GPU's node tables list settings cheapest first, each more
+    /// accurate than every cheaper one (else it would never be chosen),
+    /// and pick from them, capped at the GPU's orders.
+    #[test]
+    fn the_gpu_node_tables_fall_in_error_as_they_rise_in_cost() {
+        use crate::far::FarField;
+        for rows in [KI_GPU, PPM_GPU] {
+            for w in rows.windows(2) {
+                assert!(w[1].2 < w[0].2, "{w:?}");
+            }
+        }
+        let ki = gpu_node_table(FarField::KernelIndependent);
+        assert_eq!(ki.first(1e-4), Settings { p: 3, theta: 0.8 });
+        assert_eq!(ki.first(1e-5), Settings { p: 4, theta: 0.7 });
+        assert_eq!(ki.first(1e-6), Settings { p: 4, theta: 0.6 });
+        let ppm = gpu_node_table(FarField::Ppm);
+        assert_eq!(ppm.first(1e-5), Settings { p: 5, theta: 0.6 });
+        assert!(ki.first(1e-14).p <= crate::far::cuda::max_gpu_order(FarField::KernelIndependent));
     }
 
     /// An error that halves with every order is met; one that stops
