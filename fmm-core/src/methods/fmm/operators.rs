@@ -312,6 +312,54 @@ mod tests {
         (phi, g)
     }
 
+    /// The scaled multipoles the lanes' M2L reads give back, unscaled in
+    /// full range (the M2L one cell at a time on CPUs without AVX2), the
+    /// expansions they were made from, radius 0 included (degree 0 only).
+    #[test]
+    fn scaled_multipoles_unscale_to_the_full_range() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let p = 7;
+        let mut s = Scratch::new(p);
+        let mut mult = vec![C::ZERO; 3 * ncoef(p)];
+        let centers = [[0.0, 0.0, 0.0], [3.0, 1.0, -2.0], [-1.0, 4.0, 0.5]];
+        let radius = [0.4, 0.0, 1e-3];
+        for ((m, z), r) in mult.chunks_mut(ncoef(p)).zip(centers).zip(radius) {
+            let x = if r > 0.0 {
+                cluster(&mut rng, z, r / 2.0, 9)
+            } else {
+                vec![z; 2]
+            };
+            let q: Vec<f64> = (0..x.len()).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            p2m(z, &x, &q, &mut s, m);
+        }
+        fn check<T: crate::real::Real>(mult: &[C], p: usize, radius: &[f64], tol: f64) {
+            let scaled = ScaledMultipoles::<T>::new(mult, p, 1, radius);
+            for (i, m) in mult.chunks(ncoef(p)).enumerate() {
+                let want = FullRange::of(m, p);
+                let got = scaled.full_range(i, p);
+                let big = want
+                    .re
+                    .iter()
+                    .chain(&want.im)
+                    .fold(0.0f64, |a, x| a.max(x.abs()));
+                for (g, w) in got
+                    .re
+                    .iter()
+                    .chain(&got.im)
+                    .zip(want.re.iter().chain(&want.im))
+                {
+                    assert!(
+                        (g - w).abs() <= tol * big,
+                        "{} cell {i}: {g} against {w}",
+                        T::NAME
+                    );
+                }
+            }
+        }
+        check::<f64>(&mult, p, &radius, 1e-14);
+        check::<f32>(&mult, p, &radius, 1e-6);
+    }
+
     fn cluster(rng: &mut StdRng, c: [f64; 3], r: f64, n: usize) -> Vec<[f64; 3]> {
         (0..n)
             .map(|_| [0, 1, 2].map(|a| c[a] + rng.gen_range(-r..r)))
