@@ -135,17 +135,13 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // (scaled, in f32 where the settings' error leaves room).
     let single = single_m2l(plan.opts.cpu_m2l, plan.settings, R::NAME == "f32");
     let radius: Vec<f64> = ssph.iter().map(|s| s.radius).collect();
-    let centers: Vec<[f64; 3]> = ssph.iter().map(|s| s.center).collect();
-    let m2l_all = |k: usize, a: usize| -> Vec<usize> {
-        lists.m2l[a].iter().map(|&b| b as usize * nq + k).collect()
-    };
     let mut local = vec![C::ZERO; ttree.cells.len() * block];
     if single {
         let scaled = ScaledMultipoles::<f32>::new(&mult, order, nq, &radius);
-        m2l_pass(&scaled, order, nq, &tsph, &centers, &m2l_all, &mut local);
+        m2l_pass(&scaled, order, nq, &tsph, &ssph, &lists.m2l, &mut local);
     } else {
         let scaled = ScaledMultipoles::<f64>::new(&mult, order, nq, &radius);
-        m2l_pass(&scaled, order, nq, &tsph, &centers, &m2l_all, &mut local);
+        m2l_pass(&scaled, order, nq, &tsph, &ssph, &lists.m2l, &mut local);
     }
     clock.lap(Stage::M2l)?;
 
@@ -448,35 +444,36 @@ impl Passes {
     }
 }
 
-/// The M2L of every target cell's list into `local` (`nq` expansions a
-/// cell), from `mult`, scaled in `T`, expansion `b * nq + k` of source
-/// cell `b` centred at `centers[b]`; `list(k, a)` is the expansions for
-/// target cell `a`'s `k`-th.
+/// The M2L of every target cell `a` (spheres `tsph`) from the source
+/// cells of `m2l[a]` (spheres `ssph`) into `local`, `nq` expansions a
+/// cell; `mult` holds expansion `k` of source cell `b` at `b * nq + k`,
+/// scaled, in `T`.
 fn m2l_pass<T: Real>(
     mult: &ScaledMultipoles<T>,
     order: usize,
     nq: usize,
     tsph: &[super::traversal::Sphere],
-    centers: &[[f64; 3]],
-    list: &(dyn Fn(usize, usize) -> Vec<usize> + Sync),
+    ssph: &[super::traversal::Sphere],
+    m2l: &[Vec<u32>],
     local: &mut [C],
 ) {
     let nc = ncoef(order);
-    // The expansions' centres, `nq` a cell as the lists index them.
-    let centers: Vec<[f64; 3]> = centers
+    // The expansions' centres, `nq` a cell as `mult` holds them.
+    let centers: Vec<[f64; 3]> = ssph
         .iter()
-        .flat_map(|&z| std::iter::repeat_n(z, nq))
+        .flat_map(|s| std::iter::repeat_n(s.center, nq))
         .collect();
     local.par_chunks_mut(nq * nc).enumerate().for_each_init(
-        || M2lScratch::<T>::new(order),
-        |s, (a, l)| {
+        || (M2lScratch::<T>::new(order), Vec::new()),
+        |(s, list), (a, l)| {
             for k in 0..nq {
-                let list = list(k, a);
+                list.clear();
+                list.extend(m2l[a].iter().map(|&b| b as usize * nq + k));
                 s.m2l_list(
                     tsph[a].center,
                     mult,
                     &centers,
-                    &list,
+                    list,
                     &mut l[k * nc..(k + 1) * nc],
                 );
             }
