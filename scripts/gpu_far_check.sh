@@ -3,10 +3,13 @@
 # the CPU and the f64 direct sum), then the timings the issue asks for, side
 # by side with the Laplace FMM in the same run. Run on the GPU host from the
 # repository root after scripts/stage_gpu.sh staged .gpu/ here; logs under
-# $OUT. Usage: scripts/gpu_far_check.sh [tests|timings|compressed|treecode|tables|all]
+# $OUT. Usage: scripts/gpu_far_check.sh
+# [tests|timings|compressed|treecode|tables|coverage|coverage-timings|all]
 # (compressed: the compressed M2L's GPU test and its timings only;
 # treecode: the walk with node far fields, its tests and timings only;
-# tables: the node far fields' errors and times over a grid of settings).
+# tables: the node far fields' errors and times over a grid of settings;
+# coverage: gpu_fmm and the conformance GPU rows; coverage-timings: the
+# compressed M2L with a core radius, the default far field's switch).
 set -u
 OUT=${OUT:-/tmp/fmm-out}
 mkdir -p "$OUT"
@@ -53,6 +56,34 @@ if [ "$what" = tables ]; then
     done
   done
   paste -d' ' - - - - <"$OUT/tables.log" | cut -c1-220
+  exit 0
+fi
+if [ "$what" = coverage ]; then
+  # The compressed M2L for targets apart and a uniform core radius, the
+  # default far field following the tolerance (softened gravity: Laplace
+  # stops short, then ki), and every GPU row of the conformance matrix.
+  echo "== gpu_fmm and the conformance matrix's GPU rows"
+  timeout 280 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture >"$OUT/gpu_fmm.log" 2>&1
+  grep -E "^test |panicked|result|FAILED|against|f32" "$OUT/gpu_fmm.log"
+  timeout 300 .gpu/conformance --ignored --test-threads=1 --nocapture gpu_ >"$OUT/conformance.log" 2>&1
+  grep -E "^test |panicked|result|FAILED" "$OUT/conformance.log"
+  exit 0
+fi
+if [ "$what" = coverage-timings ]; then
+  # A uniform core radius (one spacing): compressed, then by the kernel
+  # (what the GPU ran before); softened gravity at a tolerance with the
+  # default far field (the switch) and with ki asked for; softened gravity
+  # in f64 at 1e-6.
+  run biot-savart-ki-p4 .gpu/fmm_bench --backend cuda --kernel biot-savart --n $N --far-field ki --p 4 --theta 0.8 --repeat 3 --samples 256
+  run biot-savart-ki-p4-kernel .gpu/fmm_bench --backend cuda --kernel biot-savart --n $N --far-field ki --p 4 --theta 0.8 --repeat 3 --samples 256 --node-m2l kernel
+  run softened-auto-tol1e-5 .gpu/fmm_bench --backend cuda --n $N --tol 1e-5 --repeat 3 --samples 256
+  run softened-ki-tol1e-5 .gpu/fmm_bench --backend cuda --n $N --far-field ki --tol 1e-5 --repeat 3 --samples 256
+  run softened-f64-ki-tol1e-6 .gpu/fmm_bench --backend cuda --precision f64 --n 1000000 --far-field ki --tol 1e-6 --repeat 3 --samples 256
+  run softened-f64-auto-tol1e-6 .gpu/fmm_bench --backend cuda --precision f64 --n 1000000 --tol 1e-6 --repeat 3 --samples 256
+  # yokota2009's question at equal error, measured rather than
+  # interpolated: pseudo-particles p 4 against the expansions at p 8.
+  run ppm-p4-t0.6 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field ppm --p 4 --theta 0.6 --repeat 3 --samples 256
+  run laplace-p8-t0.6 .gpu/fmm_bench --backend cuda --params 0 --n $N --far-field laplace --p 8 --theta 0.6 --repeat 3 --samples 256
   exit 0
 fi
 if [ "$what" = compressed ]; then

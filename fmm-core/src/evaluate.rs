@@ -23,7 +23,7 @@ use crate::backend::{resolve, Backend, Device};
 use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
 use crate::cuda::Gpu;
 use crate::error::Error;
-use crate::far;
+use crate::far::{self, FarField};
 use crate::kernel::Kernel;
 use crate::methods::fmm::{self, tolerance, Accuracy, Achieved, FmmOptions, Plan, Settings};
 use crate::methods::{direct, treecode, Method};
@@ -159,6 +159,10 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             out
         }
         Method::Fmm(o) => {
+            if let Some(ki) = switched_options::<K>(&problem, o, R::NAME == "f32", true) {
+                let ki = Method::Fmm(ki);
+                return evaluate_resident::<K, R>(gpu, &ki, problem, targets, sources);
+            }
             let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
             let run = |settings: Settings, stats: &mut Stats| {
                 let mut clock = Clock::gpu(stats, gpu);
@@ -204,10 +208,33 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
                         far::Plan::Nodes(rep) => tolerance::gpu_node_table(rep.far_field),
                         _ => tolerance::GPU,
                     };
-                    let (out, st, a) =
-                        tolerance::drive(tol, &table, R::NAME == "f32", run, |out| {
-                            estimate.error(gpu, out)
-                        })?;
+                    let f32 = R::NAME == "f32";
+                    let key = problem_key::<K>(&problem, tol, f32, true);
+                    let driven = tolerance::drive(
+                        tol,
+                        &table,
+                        far.far_field(),
+                        f32,
+                        Some(&key),
+                        run,
+                        |out| estimate.error(gpu, out),
+                    );
+                    let (out, st, a) = match driven {
+                        Ok(done) => done,
+                        Err(stop) if switch_to_nodes::<K>(&stop, o.far_field, &far, f32) => {
+                            tolerance::announce_switch(&stop);
+                            tolerance::remember_switch(key);
+                            let ki = Method::Fmm(FmmOptions {
+                                far_field: FarField::KernelIndependent,
+                                ..o.clone()
+                            });
+                            let mut ev =
+                                evaluate_resident::<K, R>(gpu, &ki, problem, targets, sources)?;
+                            ev.stats.absorb_time(&stop.spent);
+                            return Ok(ev);
+                        }
+                        Err(stop) => return Err(stop.error),
+                    };
                     stats = st;
                     stats.add(Stage::ErrorEstimate, reference_seconds);
                     achieved = Some(a);
@@ -335,6 +362,9 @@ fn fmm_cpu<K: Kernel, R: Real>(
     sources: &Particles<R>,
     opts: &FmmOptions,
 ) -> Result<(Outputs<R>, Stats, Option<Achieved>), Error> {
+    if let Some(ki) = switched_options::<K>(problem, opts, R::NAME == "f32", false) {
+        return fmm_cpu::<K, R>(problem, params, targets, sources, &ki);
+    }
     let far = far::plan::<K>(opts.far_field, far::Tree::Fmm)?;
     let run = |settings: Settings, stats: &mut Stats| match &far {
         far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
@@ -379,14 +409,76 @@ fn fmm_cpu<K: Kernel, R: Real>(
             );
             let reference_seconds = t.elapsed().as_secs_f64();
             let table = tolerance::cpu_table(far.far_field());
-            let (out, mut stats, a) =
-                tolerance::drive(tol, table, R::NAME == "f32", run, |out: &Outputs<R>| {
+            let f32 = R::NAME == "f32";
+            let key = problem_key::<K>(problem, tol, f32, false);
+            let driven =
+                tolerance::drive(tol, table, far.far_field(), f32, Some(&key), run, |out| {
                     Ok(reference::relative_l2(&reference::at(out, &idx), &want))
-                })?;
+                });
+            let (out, mut stats, a) = match driven {
+                Ok(done) => done,
+                Err(stop) if switch_to_nodes::<K>(&stop, opts.far_field, &far, f32) => {
+                    tolerance::announce_switch(&stop);
+                    tolerance::remember_switch(key);
+                    let ki = FmmOptions {
+                        far_field: FarField::KernelIndependent,
+                        ..opts.clone()
+                    };
+                    let (out, mut stats, a) =
+                        fmm_cpu::<K, R>(problem, params, targets, sources, &ki)?;
+                    stats.absorb_time(&stop.spent);
+                    return Ok((out, stats, a));
+                }
+                Err(stop) => return Err(stop.error),
+            };
             stats.add(Stage::ErrorEstimate, reference_seconds);
             Ok((out, stats, Some(a)))
         }
     }
+}
+
+/// Whether the FMM's tolerance that the far field `far` stopped short of
+/// (`stopped`) is to be run again with the kernel-independent far field
+/// ([`tolerance::switch_to_nodes`]), kernel `K` able to use it.
+fn switch_to_nodes<K: Kernel>(
+    stopped: &tolerance::Stopped,
+    asked: FarField,
+    far: &far::Plan,
+    f32: bool,
+) -> bool {
+    tolerance::switch_to_nodes(stopped, asked, far.far_field(), f32)
+        && far::plan::<K>(FarField::KernelIndependent, far::Tree::Fmm).is_ok()
+}
+
+/// The key a tolerance's choices (the settings that met it, the switch of
+/// the default far field) are remembered by.
+fn problem_key<K: Kernel>(
+    problem: &Problem<'_>,
+    tol: f64,
+    f32: bool,
+    gpu: bool,
+) -> tolerance::ProblemKey {
+    tolerance::ProblemKey::new(K::name(), problem.params, tol, f32, gpu)
+}
+
+/// The FMM's options with the far field a tolerance chose before for the
+/// same problem (the default switched to the nodes: [`tolerance`]'s
+/// `remember_switch`), else `None`.
+fn switched_options<K: Kernel>(
+    problem: &Problem<'_>,
+    opts: &FmmOptions,
+    f32: bool,
+    gpu: bool,
+) -> Option<FmmOptions> {
+    let Accuracy::Tolerance(tol) = opts.accuracy else {
+        return None;
+    };
+    (opts.far_field == FarField::Auto
+        && tolerance::switched_before(&problem_key::<K>(problem, tol, f32, gpu)))
+    .then(|| FmmOptions {
+        far_field: FarField::KernelIndependent,
+        ..opts.clone()
+    })
 }
 
 /// Whether two particle sets sit at the same points (compared on all

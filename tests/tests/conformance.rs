@@ -6,7 +6,8 @@
 //! [`user::Yukawa`], a kernel of the test's own with `strength q;` and no
 //! far field; the built-ins without a Laplace far field, `Stokeslet`,
 //! `StokesletSingular` and `Yukawa`, have direct and kernel-independent
-//! rows), a method (the direct sum; the treecode at an opening angle, with
+//! rows and are refused by the Laplace and pseudo-particle far fields), a
+//! method (the direct sum; the treecode at an opening angle, with
 //! its monopole or Chebyshev nodes; the FMM at an order and a MAC with
 //! Laplace expansions, pseudo-particles or Chebyshev nodes; or the FMM at a
 //! tolerance), a precision, a particle set
@@ -34,7 +35,8 @@
 //! Besides the table, every method (the direct sum, the treecode at theta
 //! 0.5, the FMM at p 8 and theta 0.5 and at a tolerance of 1e-4) meets the
 //! degenerate inputs ([`Degenerate`]) for every kernel in f32 and f64 (the
-//! direct-only built-ins through the direct sum only):
+//! built-ins without a Laplace far field through every method but the
+//! monopole treecode, refused where the far field is not theirs):
 //! zero sources (zero outputs), zero targets (empty outputs), one particle
 //! (a lone particle feels nothing: zeros), one source with many targets
 //! (nothing at the one on it), a pair, and coincident or clustered
@@ -65,8 +67,8 @@ use std::time::Instant;
 
 use fmm_core::reference::{at, direct_f64_at, relative_l2, sample_indices};
 use fmm_core::{
-    evaluate, Backend, Error, FarField, FmmOptions, Kernel, M2lChoice, Method, NodeM2l, Outputs,
-    Real, Stats, TreeOptions,
+    evaluate, Backend, Error, FarField, FmmOptions, Kernel, M2lChoice, Method, Outputs, Real,
+    Stats, TreeOptions,
 };
 use fmm_tests::naive::{self, Case, Named};
 use fmm_tests::sets::{self, build, Dist, Spec, Strengths, Targets};
@@ -350,6 +352,8 @@ const ROWS: &[Row] = &[
     row(HuBiotSavart, Fmm(8, 0.5), F32, APART, 0.05, Within(5e-5)),    // 1.7e-5
     row(Yukawa, Fmm(8, 0.5), F64, CUBE, 0.0, NoFarField),
     row(Yukawa, Fmm(8, 0.5), F32, CUBE, 0.0, NoFarField),
+    row(Stokeslet, Fmm(8, 0.5), F64, CUBE_SIGNED, 0.5, NoFarField),
+    row(StokesletSingular, Fmm(8, 0.5), F32, APART, 0.0, NoFarField),
     // The FMM at a tolerance: the bound is the contract, 3x the tolerance.
     row(Gravity, Tol(1e-6), F64, PLUMMER, 0.0, Within(3e-6)),          // 4.5e-7
     row(Gravity, Tol(1e-4), F32, CUBE, 0.0, Within(3e-4)),             // 6.6e-5
@@ -362,41 +366,66 @@ const ROWS: &[Row] = &[
     // spacing, Gaussian cores of five spacings, larger than a leaf);
     // pseudo-particles of order 6 at theta 0.6 for the Laplace family (the
     // velocity gradient of stretching through the per-target-slot local
-    // values), refused for Yukawa; the treecode with Chebyshev nodes; and
-    // the tolerance with the far field from the declaration (Yukawa: ki).
+    // values), refused for Yukawa and the Stokeslets; the treecode with
+    // Chebyshev nodes; and the tolerance with the far field from the
+    // declaration (Yukawa: ki) and the tolerance (softened gravity: the
+    // expansions stop short, then ki).
     row(Gravity, Ki(4, 0.7), F64, CUBE, 1.0, Within(6.4e-6)),                 // 2.1e-6
     row(Gravity, Ki(4, 0.7), F32, CUBE, 1.0, Within(6.4e-6)),                 // 2.1e-6
     row(Gravity, Ki(4, 0.7), F64, PLUMMER, 0.5, Within(2.3e-5)),              // 7.6e-6
     row(Coulomb, Ki(4, 0.7), F64, APART, 0.0, Within(5.8e-6)),                // 1.9e-6
+    row(Coulomb, Ki(4, 0.7), F32, APART, 0.0, Within(1.5e-5)),                // 4.8e-6
     row(BiotSavart, Ki(4, 0.7), F64, CUBE, 5.0, Within(5.5e-6)),              // 1.8e-6
     row(BiotSavart, Ki(4, 0.7), F32, CUBE, 5.0, Within(5.6e-6)),              // 1.8e-6
     row(Stretching, Ki(4, 0.7), F64, APART, 1.0, Within(4.7e-5)),             // 1.6e-5
+    row(Stretching, Ki(4, 0.7), F32, APART, 1.0, Within(7.2e-5)),             // 2.4e-5
     row(VelocityStretching, Ki(4, 0.7), F64, PLUMMER, 1.0, Within(3.3e-5)),   // 1.1e-5
     row(VelocityStretching, Ki(4, 0.7), F32, PLUMMER, 1.0, Within(3.3e-5)),   // 1.1e-5
     row(HuBiotSavart, Ki(4, 0.7), F64, APART, 1.0, Within(2.4e-5)),           // 8.0e-6
+    row(HuBiotSavart, Ki(4, 0.7), F32, APART, 1.0, Within(4.4e-5)),           // 1.5e-5
     row(Yukawa, Ki(4, 0.7), F64, CUBE, 0.0, Within(6e-6)),                    // 2.0e-6
     row(Yukawa, Ki(4, 0.7), F32, CUBE, 0.0, Within(6.1e-6)),
     row(Stokeslet, Ki(4, 0.7), F64, CUBE_SIGNED, 1.0, Within(1.3e-4)),        // 4.3e-5
     row(Stokeslet, Ki(4, 0.7), F32, CUBE_SIGNED, 1.0, Within(1.3e-4)),        // 4.3e-5
     row(StokesletSingular, Ki(4, 0.7), F64, APART, 0.0, Within(5.7e-5)),      // 1.9e-5
     row(StokesletSingular, Ki(4, 0.7), F32, APART, 0.0, Within(5.7e-5)),      // 1.9e-5
-    row(BuiltinYukawa, Ki(4, 0.7), F64, PLUMMER, 0.0, Within(6e-6)),         // 2.0e-6                  // 2.0e-6
+    row(BuiltinYukawa, Ki(4, 0.7), F64, PLUMMER, 0.0, Within(6e-6)),         // 2.0e-6
+    row(BuiltinYukawa, Ki(4, 0.7), F32, PLUMMER, 0.0, Within(6e-6)),          // 2.0e-6
     row(Gravity, Ppm(6, 0.6), F64, PLUMMER, 0.0, Within(7.1e-6)),             // 2.4e-6
     row(Gravity, Ppm(6, 0.6), F32, PLUMMER, 0.0, Within(7.1e-6)),             // 2.4e-6
     row(Coulomb, Ppm(6, 0.6), F64, CUBE_SIGNED, 0.0, Within(8.2e-6)),         // 2.7e-6
+    row(Coulomb, Ppm(6, 0.6), F32, CUBE_SIGNED, 0.0, Within(8.2e-6)),         // 2.7e-6
     row(BiotSavart, Ppm(6, 0.6), F64, CUBE, 0.05, Within(4.5e-6)),            // 1.5e-6
+    row(BiotSavart, Ppm(6, 0.6), F32, CUBE, 0.05, Within(4.5e-6)),            // 1.5e-6
     row(Stretching, Ppm(6, 0.6), F64, CUBE_SIGNED, 0.05, Within(1.1e-6)),     // 3.6e-7
+    row(Stretching, Ppm(6, 0.6), F32, CUBE_SIGNED, 0.05, Within(1.6e-6)),     // 5.3e-7
     row(VelocityStretching, Ppm(6, 0.6), F64, PLUMMER, 0.05, Within(6.3e-6)), // 2.1e-6
     row(VelocityStretching, Ppm(6, 0.6), F32, PLUMMER, 0.05, Within(6.3e-6)), // 2.1e-6
+    row(HuBiotSavart, Ppm(6, 0.6), F64, CUBE_SIGNED, 0.05, Within(1.1e-5)),   // 3.7e-6
+    row(HuBiotSavart, Ppm(6, 0.6), F32, CUBE_SIGNED, 0.05, Within(1.1e-5)),   // 3.7e-6
     row(Yukawa, Ppm(6, 0.6), F64, CUBE, 0.0, NoFarField),
+    row(Stokeslet, Ppm(6, 0.6), F32, CUBE_SIGNED, 0.5, NoFarField),
+    row(BuiltinYukawa, Ppm(6, 0.6), F64, PLUMMER, 0.0, NoFarField),
     row(Yukawa, TreeKi(4, 0.5), F64, CUBE, 0.0, Within(1.3e-6)),              // 4.2e-7
     row(Yukawa, TreeKi(4, 0.5), F32, CUBE, 0.0, Within(1.5e-6)),
-    row(Stokeslet, TreeKi(4, 0.5), F64, CUBE_SIGNED, 1.0, Within(1.8e-5)),    // 5.9e-6              // 4.7e-7
+    row(Stokeslet, TreeKi(4, 0.5), F64, CUBE_SIGNED, 1.0, Within(1.8e-5)),    // 5.9e-6
+    row(Stokeslet, TreeKi(4, 0.5), F32, CUBE_SIGNED, 1.0, Within(1.8e-5)),    // 5.9e-6
+    row(StokesletSingular, TreeKi(4, 0.5), F64, APART, 0.0, Within(1.7e-5)),  // 5.6e-6
     row(Gravity, TreeKi(4, 0.5), F64, CUBE, 1.0, Within(1e-6)),               // 3.3e-7
+    row(Gravity, TreeKi(4, 0.5), F32, CUBE, 1.0, Within(1e-6)),               // 3.4e-7
+    row(Coulomb, TreeKi(4, 0.5), F64, CUBE_SIGNED, 0.0, Within(5e-6)),        // 1.7e-6
+    row(BiotSavart, TreeKi(4, 0.5), F64, CUBE, 5.0, Within(2.4e-7)),          // 8.0e-8
+    row(HuBiotSavart, TreeKi(4, 0.5), F32, APART, 1.0, Within(1.5e-5)),       // 5.1e-6
+    row(BuiltinYukawa, TreeKi(4, 0.5), F64, PLUMMER, 0.0, Within(1.3e-6)),   // 4.3e-7
     row(Stretching, TreeKi(4, 0.5), F64, CUBE_SIGNED, 1.0, Within(5.3e-5)),   // 1.8e-5
     row(VelocityStretching, TreeKi(4, 0.5), F64, PLUMMER, 1.0, Within(4.1e-6)), // 1.4e-6
     row(Yukawa, AutoTol(1e-5), F64, CUBE, 0.0, Within(3e-5)),                 // 5.9e-8
     row(Gravity, AutoTol(1e-5), F64, CUBE, 0.0, Within(3e-5)),                // 3.9e-6
+    // Softened by half a spacing, which the expansions drop: the default
+    // far field switches to the nodes.
+    row(Gravity, AutoTol(1e-5), F64, CUBE, 0.5, Within(3e-5)),                // 2.1e-6
+    row(Gravity, AutoTol(1e-4), F32, PLUMMER, 0.5, Within(3e-4)),             // 2.2e-5
+    row(Stokeslet, AutoTol(1e-4), F32, CUBE_SIGNED, 0.5, Within(3e-4)),       // 1.5e-6
 ];
 
 impl Row {
@@ -706,19 +735,12 @@ fn against_cpu(row: &Row, gpu: &Measured) -> Result<(), String> {
     if let Tol(_) | AutoTol(_) = row.how {
         return Ok(());
     }
-    // The CPU's node far fields with the GPU's M2L: by compressed operators
-    // where the GPU's ran so (the same operators, the same pairs left to
-    // the kernel), else by the kernel (the operators' truncation would
-    // differ, and their common root cube would give other lists); the
-    // Laplace expansions' M2L in f64, as the GPU's for f64 particles.
-    let node_m2l = if gpu.stats.m2l_compressed > 0 {
-        NodeM2l::Compressed
-    } else {
-        NodeM2l::Kernel
-    };
+    // The node far fields' M2L as the row asks on both (compressed
+    // operators by default: the GPU builds both trees in one root cube and
+    // compresses the pairs the CPU does, with its operators); the Laplace
+    // expansions' M2L in f64, as the GPU's for f64 particles.
     let method = match row.how.method() {
         Method::Fmm(opts) => Method::Fmm(FmmOptions {
-            node_m2l,
             cpu_m2l: M2lChoice::Double,
             ..opts
         }),
@@ -860,7 +882,10 @@ fn degenerate_bound(backend: Backend, how: How, d: Degenerate, prec: Prec) -> f6
 
 /// Whether `how` refuses kernel `kernel` (the FMM needs a far field).
 fn refuses(kernel: Kern, how: How) -> bool {
-    kernel == Yukawa && matches!(how, Fmm(..) | Tol(_) | Ppm(..))
+    matches!(
+        kernel,
+        Yukawa | Stokeslet | StokesletSingular | BuiltinYukawa
+    ) && matches!(how, Fmm(..) | Tol(_) | Ppm(..))
 }
 
 /// Every degenerate input through `how` on `backend` with kernel `K` in
@@ -968,9 +993,10 @@ fn degenerate_inputs(backend: Backend) {
             HuBiotSavart,
             Yukawa,
         ];
-        // The kernels without a Laplace far field: the direct sum and the
-        // kernel-independent far field.
-        if matches!(how, Direct | Ki(..) | TreeKi(..)) {
+        // The kernels without a Laplace far field too: refused by the
+        // Laplace and pseudo-particle far fields, whatever the input (the
+        // monopole treecode's bounds below are the Laplace family's).
+        if !matches!(how, Tree(..)) {
             kernels.extend([Stokeslet, StokesletSingular, BuiltinYukawa]);
         }
         for kernel in kernels {

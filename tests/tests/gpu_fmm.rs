@@ -132,10 +132,17 @@ fn the_tolerance_is_met_on_the_gpu() {
     let e =
         evaluate::<Gravity, f32>(Backend::Cuda, &tolerance(1e-10), &[0.0], &t32, &s32).unwrap_err();
     assert!(e.to_string().contains("f64 particles"), "{e}");
-    // Past what the GPU's highest order gives (9e-8 at p 20 here): not
-    // met, and said so.
-    let e = evaluate::<Gravity, f64>(Backend::Cuda, &tolerance(1e-9), &[0.0], &t, &s).unwrap_err();
+    // Past what the GPU's highest order gives (9e-8 at p 20 here): with
+    // the Laplace far field asked for, not met, and said so; by default
+    // the far field follows the tolerance, and Chebyshev nodes meet it.
+    let laplace = Method::Fmm(FmmOptions::tolerance(1e-9).with_far_field(FarField::Laplace));
+    let e = evaluate::<Gravity, f64>(Backend::Cuda, &laplace, &[0.0], &t, &s).unwrap_err();
     assert!(matches!(e, Error::ToleranceNotMet { .. }), "{e}");
+    let ev = evaluate::<Gravity, f64>(Backend::Cuda, &tolerance(1e-9), &[0.0], &t, &s).unwrap();
+    let a = ev.achieved.unwrap();
+    println!("tolerance 1e-9 by default: {a:?}");
+    assert_eq!(a.far_field, FarField::KernelIndependent);
+    assert!(a.estimated_error <= 1e-9);
     let e = evaluate::<Gravity, f64>(Backend::Cuda, &tolerance(-1.0), &[0.0], &t, &s).unwrap_err();
     assert!(matches!(e, Error::BadOption(_)), "{e}");
 }
@@ -358,19 +365,27 @@ fn node_far_field_limits_small_inputs_and_tolerance_on_the_gpu() {
     }
 }
 
-/// The compressed M2L on the GPU (the node far fields' default where every
-/// source field is a strength and the targets are the sources): in f64 the
-/// CPU's compressed M2L to rounding, with the same pairs compressed, the
-/// same operators and the same pairs left to the kernel, on a deep tree
-/// (Plummer) for a scalar and a vector strength at two orders; in f32
-/// the f64 direct sum to the method's accuracy; and M2L by the kernel
-/// where it does not apply (targets apart, a core radius among the source
-/// fields).
+/// The compressed M2L on the GPU (the node far fields' default): in f64
+/// the CPU's compressed M2L to rounding, with the same pairs compressed,
+/// the same operators and the same pairs left to the kernel, on a deep
+/// tree (Plummer) for a scalar and a vector strength at two orders, for
+/// targets apart from the sources (both trees in one root cube, as on the
+/// CPU) and for a uniform core radius among the source fields (with and
+/// without target fields); in f32 the f64 direct sum to the method's
+/// accuracy; and M2L by the kernel on both where it does not apply (core
+/// radii that differ between sources).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_compressed_m2l_on_the_gpu_is_the_cpus() {
-    fn check<K: Kernel>(params: &[f64], pos: &[[f64; 3]], p: usize, theta: f64) {
-        let (t, s) = set::<K>(pos, pos, 0.01, 7);
+    fn check<K: Kernel>(
+        params: &[f64],
+        tpos: &[[f64; 3]],
+        spos: &[[f64; 3]],
+        p: usize,
+        theta: f64,
+    ) {
+        let case = case_at(spos.to_vec(), tpos.to_vec(), Strengths::RandomSign, 0.01, 7);
+        let (t, s) = build::<K, f64>(&case);
         // At most 1e-6, where the CPU's products run in f64 as the GPU's
         // f64 ones do (past it the CPU's run in f32).
         let opts = FmmOptions {
@@ -383,9 +398,14 @@ fn the_compressed_m2l_on_the_gpu_is_the_cpus() {
         let e = rel_l2(&g.slots().concat(), &c.slots().concat());
         let ex = rel_l2(&g.slots().concat(), &exact.slots().concat());
         let ec = rel_l2(&c.slots().concat(), &exact.slots().concat());
+        let apart = if std::ptr::eq(tpos, spos) {
+            ""
+        } else {
+            ", targets apart"
+        };
         println!(
-            "{} ki p {p} theta {theta}: GPU against CPU {e:.2e}; against direct {ex:.2e} (CPU \
-             {ec:.2e}); {} of {} M2L compressed by {} operators",
+            "{} ki p {p} theta {theta}{apart}: GPU against CPU {e:.2e}; against direct {ex:.2e} \
+             (CPU {ec:.2e}); {} of {} M2L compressed by {} operators",
             K::name(),
             gs.m2l_compressed,
             gs.m2l,
@@ -398,7 +418,6 @@ fn the_compressed_m2l_on_the_gpu_is_the_cpus() {
         );
         assert!(e < 1e-12, "{}: {e:e}", K::name());
         // In f32: the CPU's f32 accuracy (its compressed M2L in f64).
-        let case = case_at(pos.to_vec(), pos.to_vec(), Strengths::RandomSign, 0.01, 7);
         let (t32, s32) = build::<K, f32>(&case);
         let (g32, gs32) = fmm_gpu::<K, f32>(params, &t32, &s32, &opts).unwrap();
         let (c32, _) = fmm_cpu::<K, f32>(params, &t32, &s32, &opts).unwrap();
@@ -412,23 +431,35 @@ fn the_compressed_m2l_on_the_gpu_is_the_cpus() {
         assert!(e32 < 1.5 * c32 + 1e-6, "{}: f32 {e32:e}", K::name());
     }
     let pos = plummer(20_000, 3).0;
-    check::<Gravity>(&[0.005], &pos, 3, 0.7);
-    check::<Gravity>(&[0.005], &pos, 5, 0.6);
-    check::<Stokeslet>(&[0.005, 1.0], &pos, 4, 0.7);
-    check::<Yukawa>(&[4.0], &uniform_cube(20_000, 5), 4, 0.7);
+    check::<Gravity>(&[0.005], &pos, &pos, 3, 0.7);
+    check::<Gravity>(&[0.005], &pos, &pos, 5, 0.6);
+    check::<Stokeslet>(&[0.005, 1.0], &pos, &pos, 4, 0.7);
+    let cube = uniform_cube(20_000, 5);
+    check::<Yukawa>(&[4.0], &cube, &cube, 4, 0.7);
+    // Targets apart: a cube of them inside the Plummer sphere's sources.
+    check::<Gravity>(&[0.005], &uniform_cube(12_000, 6), &pos, 3, 0.7);
+    // A uniform core radius (0.01, a source field): symmetric Biot-Savart,
+    // and stretching with its target field.
+    check::<BiotSavart>(&[], &pos, &pos, 3, 0.7);
+    check::<Stretching>(&[], &cube, &cube, 2, 0.7);
 
-    // Where it does not apply: targets apart (two root cubes), and core
-    // radii (a source field that is not a strength).
-    let tpos = uniform_cube(2_000, 6);
-    let (t, s) = set::<Gravity>(&pos, &tpos, 0.01, 8);
+    // Where it does not apply: core radii that differ between sources (by
+    // 2x, exact in f32), on neither the GPU nor the CPU.
+    let mut case = case_at(pos.clone(), pos.clone(), Strengths::RandomSign, 0.01, 9);
+    for (i, r) in case.sigma.iter_mut().enumerate() {
+        *r *= (1 + i % 2) as f64;
+    }
+    let (t, s) = build::<BiotSavart, f64>(&case);
     let opts = fmm_options(3, 0.7, 32).with_far_field(FarField::KernelIndependent);
-    let (_, gs) = fmm_gpu::<Gravity, f64>(&[0.005], &t, &s, &opts).unwrap();
-    assert_eq!(gs.m2l_compressed, 0, "targets apart: {gs:?}");
+    let (g, gs) = fmm_gpu::<BiotSavart, f64>(&[], &t, &s, &opts).unwrap();
+    let (_, cs) = fmm_cpu::<BiotSavart, f64>(&[], &t, &s, &opts).unwrap();
+    assert_eq!(
+        (gs.m2l_compressed, cs.m2l_compressed),
+        (0, 0),
+        "core radii: {gs:?}"
+    );
     assert!(gs.m2l > 0);
-    let (t, s) = set::<VelocityStretching>(&pos, &pos, 0.01, 9);
-    let (g, gs) = fmm_gpu::<VelocityStretching, f64>(&[], &t, &s, &opts).unwrap();
-    assert_eq!(gs.m2l_compressed, 0, "core radii: {gs:?}");
-    let exact = direct_cpu::<VelocityStretching, f64>(&[], &t, &s).unwrap();
+    let exact = direct_cpu::<BiotSavart, f64>(&[], &t, &s).unwrap();
     let e = rel_l2(&g.slots().concat(), &exact.slots().concat());
     assert!(e < 1e-3, "{e:e}");
 }

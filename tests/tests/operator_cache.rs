@@ -1,7 +1,8 @@
 //! The compressed M2L's operators are kept between evaluations of one
 //! geometry (`fmm_core::far::clear_operator_cache`): a second evaluation
 //! reuses them all and gives the first's outputs; another kernel
-//! parameter or root cube computes its own; the rank tolerance is an
+//! parameter or root cube computes its own; the last two geometries are
+//! kept, the least recently used dropped; the rank tolerance is an
 //! option, checked. Its own test binary: the cache is one per process, and
 //! other tests' evaluations would replace it between these steps.
 
@@ -58,6 +59,17 @@ fn operators_are_kept_for_the_same_geometry_only() {
     assert_eq!(sd.m2l_operators_reused, 0);
     let err2 = error(9.0, &t2, &s2, &d);
     assert!(err2 < 3e-4, "scaled cube: {err2:e}");
+
+    // Two geometries are kept (a tolerance met on its second run uses two
+    // orders): lambda 9 in the first cube is still there; lambda 4, the
+    // least recently used of three, is not.
+    let (_, sc2) = fmm_cpu::<Yukawa, f64>(&[9.0], &t, &s, &opts).unwrap();
+    assert_eq!(sc2.m2l_operators_reused, sc2.m2l_operators);
+    let (_, sa2) = fmm_cpu::<Yukawa, f64>(&[4.0], &t, &s, &opts).unwrap();
+    assert_eq!(
+        sa2.m2l_operators_reused, 0,
+        "the least recently used, dropped"
+    );
 
     println!("errors: lambda 4 {err:.2e}, lambda 9 {err9:.2e}, scaled {err2:.2e}");
     // A looser rank tolerance: fewer singular values, a larger but

@@ -28,8 +28,10 @@
 //! with the same kernel, parameters, nodes, root cube and tolerance (an
 //! iterative solver's or a benchmark's repeated products; exafmm-t and
 //! PVFMM keep theirs in files): only the offsets not seen before are then
-//! computed. One geometry is kept, up to [`CACHE_BYTES`];
-//! [`clear_operator_cache`] drops it.
+//! computed. The last [`CACHE_GEOMETRIES`] geometries are kept (a
+//! tolerance met on the second run computes two orders' operators each
+//! evaluation otherwise), up to [`CACHE_BYTES`] in all;
+//! [`clear_operator_cache`] drops them.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -82,6 +84,10 @@ pub(crate) const MIN_PAIRS: usize = 32;
 /// The most bytes of operators kept for the next evaluation (past it they
 /// are computed again each time).
 pub const CACHE_BYTES: usize = 1 << 30;
+
+/// The most geometries whose operators are kept: two, the orders of a
+/// tolerance met on its second run (or an application alternating two).
+pub const CACHE_GEOMETRIES: usize = 2;
 
 /// The loosest rank tolerance whose operators are compressed from a
 /// skeleton of their rows and columns ([`skeleton`]); past it, from all of
@@ -146,12 +152,13 @@ struct Cached {
     bytes: usize,
 }
 
-static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
+/// The geometries kept, the most recently used last.
+static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
 
-/// Drops the compressed M2L operators kept from the last evaluation.
+/// Drops the compressed M2L operators kept from the last evaluations.
 pub fn clear_operator_cache() {
     if let Ok(mut c) = CACHE.lock() {
-        *c = None;
+        c.clear();
     }
 }
 
@@ -828,9 +835,9 @@ pub(crate) fn too_large(rows: usize, cols: usize) -> bool {
 }
 
 /// The operators of `keys` (each with its number of pairs) for a source
-/// tree whose fields other than the strength are all 0 (the GPU's FMM:
-/// kernels whose every source field is a strength), in a root cube of
-/// half side `root_half`, for the keys of enough pairs
+/// tree whose fields are `fields` in every cell (the strength slots' 0;
+/// the GPU's FMM checks that the others are common to all cells), in a
+/// root cube of half side `root_half`, for the keys of enough pairs
 /// ([`Operators::frequent`], as the CPU chooses); `None` where they are
 /// [`too_large`] or no key is frequent.
 #[allow(clippy::too_many_arguments)]
@@ -839,7 +846,7 @@ pub(crate) fn operator_set<K: Kernel>(
     tol: f64,
     params: &[f64],
     rep: &Representation,
-    n_source_slots: usize,
+    fields: Vec<f64>,
     n_outputs: usize,
     root_half: f64,
     keys: &[(Key, usize)],
@@ -847,7 +854,7 @@ pub(crate) fn operator_set<K: Kernel>(
     let setup = Setup {
         basis,
         params: params.to_vec(),
-        fields: vec![0.0; n_source_slots],
+        fields,
         strength: &rep.strength,
         n_outputs,
         target_slots: rep.target_slots,
@@ -939,9 +946,9 @@ fn operators<K: Kernel>(
     // level's are scaled to the others). Each operator is then projected
     // on them, as the operators the bases were not fitted to always are.
     type Kept = (Arc<Vec<Bases>>, Option<Arc<Bases>>, Vec<Option<Dense>>);
-    let kept: Option<Kept> = CACHE.lock().ok().and_then(|c| {
-        let c = c.as_ref()?;
-        let serves = c.geometry == geometry && (c.reference.is_some() || covered(&c.bases));
+    let kept: Option<Kept> = CACHE.lock().ok().and_then(|cache| {
+        let c = cache.iter().find(|c| c.geometry == geometry)?;
+        let serves = c.reference.is_some() || covered(&c.bases);
         serves.then(|| {
             let ops = distinct
                 .iter()
@@ -1125,8 +1132,10 @@ fn operators<K: Kernel>(
 
     // Kept for the next evaluation, within the cache's bytes: the
     // operators are valid while the bases they were projected on are.
-    if let Ok(mut c) = CACHE.lock() {
-        let same = c.as_ref().is_some_and(|c| {
+    if let Ok(mut cache) = CACHE.lock() {
+        // This geometry's entry, moved last; a new one replaces the
+        // geometry's old (other bases), else the least recently used.
+        let same = cache.iter().position(|c| {
             c.geometry == geometry
                 && match (&c.reference, &reference) {
                     (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -1135,27 +1144,41 @@ fn operators<K: Kernel>(
                 }
         });
         let bytes = |b: &[Bases]| b.iter().map(|b| (b.u.len() + b.v.len()) * 8).sum::<usize>();
-        if !same {
-            *c = Some(Cached {
-                geometry,
-                bases: bases.clone(),
-                reference: reference.clone(),
-                ops: HashMap::new(),
-                bytes: 0,
-            });
-        }
-        let c = c.as_mut().expect("set above");
+        let entry = match same {
+            Some(i) => cache.remove(i),
+            None => {
+                cache.retain(|c| c.geometry != geometry);
+                if cache.len() >= CACHE_GEOMETRIES {
+                    cache.remove(0);
+                }
+                Cached {
+                    geometry,
+                    bases: bases.clone(),
+                    reference: reference.clone(),
+                    ops: HashMap::new(),
+                    bytes: 0,
+                }
+            }
+        };
+        let mut c = entry;
         c.bases = bases.clone();
         c.bytes = bytes(&bases)
             + reference
                 .as_deref()
                 .map_or(0, |r| bytes(std::slice::from_ref(r)))
             + c.ops.values().map(|o| o.len() * 8).sum::<usize>();
+        // The others' bytes count against this one's room; where it needs
+        // more, the least recently used others go (the geometry in use now
+        // is the one the next evaluation most likely repeats).
+        let mut others: usize = cache.iter().map(|o| o.bytes).sum();
         // Not those taken from a partner: they are its again.
         let dense =
             (distinct.iter().zip(&computed)).filter_map(|((key, _), op)| Some((key, op.as_ref()?)));
         for (key, op) in dense {
-            if c.bytes + op.len() * 8 > CACHE_BYTES {
+            while others + c.bytes + op.len() * 8 > CACHE_BYTES && !cache.is_empty() {
+                others -= cache.remove(0).bytes;
+            }
+            if others + c.bytes + op.len() * 8 > CACHE_BYTES {
                 break;
             }
             if !c.ops.contains_key(key) {
@@ -1163,6 +1186,7 @@ fn operators<K: Kernel>(
                 c.ops.insert(*key, op.clone());
             }
         }
+        cache.push(c);
     }
     Operators {
         bases,

@@ -183,7 +183,48 @@ impl<R: Real> DeviceOctree<R> {
     /// of at most `ncrit` particles except at the depth bound: the tree
     /// [`Octree::build`] builds from the same points converted to f64.
     pub fn build(gpu: &Gpu, pos: [&CudaSlice<R>; 3], ncrit: usize) -> Result<Self, Error> {
-        Self::build_inner(gpu, pos, ncrit, None)
+        Self::build_inner(gpu, pos, ncrit, None, None)
+    }
+
+    /// [`DeviceOctree::build`] in the root cube `root`, which must hold
+    /// every point (a target tree and a source tree built in one cube have
+    /// their cells on one lattice: [`Octree::build_in`]).
+    pub fn build_in(
+        gpu: &Gpu,
+        pos: [&CudaSlice<R>; 3],
+        ncrit: usize,
+        root: Bounds,
+    ) -> Result<Self, Error> {
+        Self::build_inner(gpu, pos, ncrit, Some(root), None)
+    }
+
+    /// The smallest cube around the points `pos` ([`Bounds::of`]: min and
+    /// max on the device, the cube from them by the CPU's own code, which
+    /// on the two points (lo, hi) per axis finds the same min and max).
+    pub fn bounds(gpu: &Gpu, pos: [&CudaSlice<R>; 3]) -> Result<Bounds, Error> {
+        let n = pos[0].len();
+        if n == 0 {
+            return Ok(Bounds::of([&[], &[], &[]]));
+        }
+        let k = Kernels::get::<R>(gpu)?;
+        let s = gpu.stream();
+        let ni = n as i32;
+        let nb = n.div_ceil(BLOCK as usize).min(BBOX_BLOCKS);
+        let mut part = alloc::<f64>(s, 6 * nb)?;
+        let mut out = alloc::<f64>(s, 6)?;
+        let cfg = LaunchConfig {
+            grid_dim: (nb as u32, 1, 1),
+            ..blocks(1, 1)
+        };
+        launch!(s, k.bbox, cfg, "bbox"; &ni, pos[0], pos[1], pos[2], &mut part)?;
+        let nbi = nb as i32;
+        launch!(s, k.bbox_final, blocks(1, 1), "bbox_final"; &nbi, &part, &mut out)?;
+        let mm = download(s, &out, 6)?;
+        Ok(Bounds::of([
+            &[mm[0], mm[3]],
+            &[mm[1], mm[4]],
+            &[mm[2], mm[5]],
+        ]))
     }
 
     /// [`DeviceOctree::build`], also returning the milliseconds of each
@@ -195,7 +236,7 @@ impl<R: Real> DeviceOctree<R> {
         ncrit: usize,
     ) -> Result<(Self, Stages), Error> {
         let mut stages = Vec::new();
-        let tree = Self::build_inner(gpu, pos, ncrit, Some(&mut stages))?;
+        let tree = Self::build_inner(gpu, pos, ncrit, None, Some(&mut stages))?;
         Ok((tree, stages))
     }
 
@@ -203,6 +244,7 @@ impl<R: Real> DeviceOctree<R> {
         gpu: &Gpu,
         pos: [&CudaSlice<R>; 3],
         ncrit: usize,
+        root: Option<Bounds>,
         mut stages: Option<&mut Stages>,
     ) -> Result<Self, Error> {
         let mut t0 = std::time::Instant::now();
@@ -236,24 +278,10 @@ impl<R: Real> DeviceOctree<R> {
         let s = gpu.stream();
         let ni = n as i32;
 
-        // The bounding cube: min and max on the device, the cube from them
-        // by the CPU's own code, which on the two points (lo, hi) per axis
-        // finds the same min and max.
-        let bounds = if n == 0 {
-            Bounds::of([&[], &[], &[]])
-        } else {
-            let nb = n.div_ceil(BLOCK as usize).min(BBOX_BLOCKS);
-            let mut part = alloc::<f64>(s, 6 * nb)?;
-            let mut out = alloc::<f64>(s, 6)?;
-            let cfg = LaunchConfig {
-                grid_dim: (nb as u32, 1, 1),
-                ..blocks(1, 1)
-            };
-            launch!(s, k.bbox, cfg, "bbox"; &ni, pos[0], pos[1], pos[2], &mut part)?;
-            let nbi = nb as i32;
-            launch!(s, k.bbox_final, blocks(1, 1), "bbox_final"; &nbi, &part, &mut out)?;
-            let mm = download(s, &out, 6)?;
-            Bounds::of([&[mm[0], mm[3]], &[mm[1], mm[4]], &[mm[2], mm[5]]])
+        // The bounding cube, unless given.
+        let bounds = match root {
+            Some(b) => b,
+            None => Self::bounds(gpu, pos)?,
         };
         stage("bounds")?;
 
@@ -523,7 +551,22 @@ impl<R: Real> TreeOrdered<R> {
         slots: &[CudaSlice<R>],
         ncrit: usize,
     ) -> Result<Self, Error> {
-        let mut tree = DeviceOctree::build(gpu, pos, ncrit)?;
+        Self::build_in(gpu, pos, slots, ncrit, None)
+    }
+
+    /// [`TreeOrdered::build`] in the root cube `root` where given (it must
+    /// hold every point), else the points' own.
+    pub fn build_in(
+        gpu: &Gpu,
+        pos: [&CudaSlice<R>; 3],
+        slots: &[CudaSlice<R>],
+        ncrit: usize,
+        root: Option<Bounds>,
+    ) -> Result<Self, Error> {
+        let mut tree = match root {
+            Some(b) => DeviceOctree::build_in(gpu, pos, ncrit, b)?,
+            None => DeviceOctree::build(gpu, pos, ncrit)?,
+        };
         tree.keys = None;
         let sorted = [
             tree.gather(gpu, pos[0])?,

@@ -18,13 +18,26 @@
 //! the error falls by less than a tenth an order over two steps running
 //! (each of up to 4 orders), it has stopped falling (an error that
 //! converges falls by about theta an order at worst), and more orders will
-//! not help. The FMM's far field is the singular Laplace one, so a
+//! not help. The Laplace far field is the singular kernel's, so a
 //! kernel's smoothing (Plummer softening, a core radius) that is not
 //! negligible at the distance of well-separated cells sets a floor under
 //! its error, as does f32's rounding (near 1e-6 to 1e-7).
+//!
+//! The far field chosen by default (`FarField::Auto`) follows the
+//! tolerance too: where it took the Laplace expansions and their error
+//! stopped above the tolerance for the smoothing (not f32's rounding), the
+//! evaluation says so and runs again with the kernel-independent far field
+//! ([`switch_to_nodes`]), which interpolates the kernel itself, smoothing
+//! included (softened gravity: a floor of 1e-3 against 1e-6 and below).
+//! The Laplace runs' time counts in the returned stats. The switch is
+//! decided by measurement, not predicted: how far the smoothing reaches
+//! depends on the kernel, its parameters, the points and the MAC.
 
 use super::Settings;
 use crate::error::Error;
+use std::sync::Mutex;
+
+use crate::far::FarField;
 use crate::stats::{Stage, Stats};
 
 /// The error of gravity by (p, theta) a backend starts from.
@@ -112,7 +125,6 @@ pub(crate) const PPM_CPU: Table = Table {
 
 /// The CPU's table for a far field.
 pub(crate) fn cpu_table(far_field: crate::far::FarField) -> &'static Table {
-    use crate::far::FarField;
     match far_field {
         FarField::KernelIndependent => &KI_CPU,
         FarField::Ppm => &PPM_CPU,
@@ -163,7 +175,6 @@ pub(crate) const PPM_GPU: &[(usize, f64, f64)] = &[
 /// at the orders the GPU takes (`far::cuda::max_gpu_order`: Chebyshev
 /// nodes to 11); the CPU's for the others.
 pub(crate) fn gpu_node_table(far_field: crate::far::FarField) -> Table {
-    use crate::far::FarField;
     let cpu = cpu_table(far_field);
     let rows = match far_field {
         FarField::KernelIndependent => KI_GPU,
@@ -230,6 +241,167 @@ pub struct Achieved {
     /// f64 direct sum: within the tolerance.
     pub estimated_error: f64,
     pub samples: usize,
+    /// The far field that met it (the kernel-independent one where the
+    /// default's Laplace expansions stopped short: [`switch_to_nodes`]).
+    pub far_field: FarField,
+}
+
+/// A tolerance-driven evaluation that stopped short: why, and the time of
+/// its runs.
+#[derive(Debug)]
+pub(crate) struct Stopped {
+    pub(crate) error: Error,
+    /// Boxed: the stats are large, and a `Result`'s error is best small.
+    pub(crate) spent: Box<Stats>,
+    /// Whether the error stopped falling (a floor), rather than the order
+    /// reaching the backend's highest while it still fell.
+    pub(crate) floor: bool,
+}
+
+impl From<Error> for Stopped {
+    fn from(error: Error) -> Self {
+        Stopped {
+            error,
+            spent: Box::default(),
+            floor: false,
+        }
+    }
+}
+
+/// Whether a tolerance that the FMM with the far field `ran` stopped short
+/// of (`stopped`), the caller having asked for `asked`, is one to run again
+/// with the kernel-independent far field: the default (`Auto`) took the
+/// Laplace expansions, and their error stopped above the tolerance for a
+/// reason the nodes do not share: a floor that the kernel's smoothing,
+/// which the expansions drop, explains, or the expansions' highest order
+/// (the nodes converge faster an order: unsoftened gravity at 1e-9 on the
+/// GPU, past order 20 there, met at ki order 10); not f32's rounding.
+/// Whether the kernel can use that far field is the caller's to check.
+pub(crate) fn switch_to_nodes(
+    stopped: &Stopped,
+    asked: FarField,
+    ran: FarField,
+    f32: bool,
+) -> bool {
+    let Error::ToleranceNotMet { best, .. } = &stopped.error else {
+        return false;
+    };
+    asked == FarField::Auto && ran == FarField::Laplace && !f32_floor(f32, *best)
+}
+
+/// What a tolerance's choices are remembered by: the kernel, its
+/// parameters' bits, the tolerance's, the particles' precision and the
+/// backend.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ProblemKey {
+    kernel: &'static str,
+    params: Vec<u64>,
+    tol: u64,
+    f32: bool,
+    gpu: bool,
+}
+
+impl ProblemKey {
+    pub(crate) fn new(
+        kernel: &'static str,
+        params: &[f64],
+        tol: f64,
+        f32: bool,
+        gpu: bool,
+    ) -> Self {
+        ProblemKey {
+            kernel,
+            params: params.iter().map(|x| x.to_bits()).collect(),
+            tol: tol.to_bits(),
+            f32,
+            gpu,
+        }
+    }
+}
+
+/// The problems switched so far in this process, so that the next
+/// evaluation of one (a simulation's next step, a benchmark's repeat)
+/// starts with the nodes rather than running the expansions to their
+/// floor again: softened gravity at 1e-5, 10^7 points on the H200, took
+/// 2.42 s an evaluation switching each time against 0.27 s with the nodes
+/// (a floor depends on the points too, so a problem of other points may
+/// have met the tolerance with the expansions; it is still met, by the
+/// nodes). At most [`SWITCHES_KEPT`], the oldest dropped.
+static SWITCHED: Mutex<Vec<ProblemKey>> = Mutex::new(Vec::new());
+
+/// Problems whose switch is remembered.
+const SWITCHES_KEPT: usize = 64;
+
+/// Remembers that `key`'s default far field switched to the nodes.
+pub(crate) fn remember_switch(key: ProblemKey) {
+    let mut kept = SWITCHED.lock().unwrap_or_else(|e| e.into_inner());
+    if !kept.contains(&key) {
+        if kept.len() >= SWITCHES_KEPT {
+            kept.remove(0);
+        }
+        kept.push(key);
+    }
+}
+
+/// Whether `key`'s default far field switched to the nodes before.
+pub(crate) fn switched_before(key: &ProblemKey) -> bool {
+    SWITCHED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(key)
+}
+
+/// The settings that met each problem's tolerance last, per far field
+/// (at most [`SWITCHES_KEPT`], the oldest dropped): the next evaluation
+/// starts there rather than at the table's settings, so that a tolerance
+/// met on the second run (clustered points, strengths of both signs) is
+/// one run the next time, as a simulation's next step or a benchmark's
+/// repeat wants; its error is still measured, and the order raised if
+/// the points moved so that it is no longer met. (It is never lowered:
+/// a problem whose error fell keeps the settings it needed before.)
+static STARTS: Mutex<Vec<(ProblemKey, FarField, Settings)>> = Mutex::new(Vec::new());
+
+/// The settings that met `key`'s tolerance with the far field `far` last.
+fn remembered_start(key: &ProblemKey, far: FarField) -> Option<Settings> {
+    let kept = STARTS.lock().unwrap_or_else(|e| e.into_inner());
+    kept.iter()
+        .find(|(k, f, _)| k == key && *f == far)
+        .map(|&(_, _, s)| s)
+}
+
+/// Remembers that `settings` met `key`'s tolerance with the far field `far`.
+fn remember_start(key: &ProblemKey, far: FarField, settings: Settings) {
+    let mut kept = STARTS.lock().unwrap_or_else(|e| e.into_inner());
+    kept.retain(|(k, f, _)| !(k == key && *f == far));
+    if kept.len() >= SWITCHES_KEPT {
+        kept.remove(0);
+    }
+    kept.push((key.clone(), far, settings));
+}
+
+/// Says on stderr that the default far field is switched, and why.
+pub(crate) fn announce_switch(stopped: &Stopped) {
+    if let Error::ToleranceNotMet {
+        tolerance, reason, ..
+    } = &stopped.error
+    {
+        let why = if stopped.floor {
+            ": the kernel's smoothing, which the expansions drop, sets a floor; the \
+             kernel-independent far field keeps it"
+        } else {
+            ""
+        };
+        eprintln!(
+            "[fmm] tolerance {tolerance:e} with the Laplace far field (the default for this \
+             kernel): {reason}{why}; running the kernel-independent far field for this kernel, \
+             parameters and tolerance from now on (ask for a far field to choose it yourself)"
+        );
+    }
+}
+
+/// Whether an error of `best` is at f32's rounding floor.
+fn f32_floor(f32: bool, best: f64) -> bool {
+    f32 && best < 1e-5
 }
 
 /// An error that falls by less than this factor an order, two steps
@@ -242,16 +414,23 @@ const MOST_STEP: usize = 4;
 /// Runs the FMM (`run`, at the settings given) from the table's settings
 /// up, estimating each result's error with `error`, until the error is
 /// within `tol`; stops early, with an error that says why, when the error
-/// has stopped falling or the order is the backend's highest. `f32` says
-/// whether the particles are f32 (for the explanation).
+/// has stopped falling or the order is the backend's highest, with the
+/// time spent. `far` is the far field run and `f32` says whether the
+/// particles are f32 (both for the explanation). With `key`, the settings
+/// that met the same problem's tolerance last are the first
+/// ([`STARTS`]), and those that meet it now are kept for the next time.
 pub(crate) fn drive<O>(
     tol: f64,
     table: &Table,
+    far: FarField,
     f32: bool,
+    key: Option<&ProblemKey>,
     mut run: impl FnMut(Settings, &mut Stats) -> Result<O, Error>,
     mut error: impl FnMut(&O) -> Result<f64, Error>,
-) -> Result<(O, Stats, Achieved), Error> {
-    let mut settings = table.first(tol);
+) -> Result<(O, Stats, Achieved), Stopped> {
+    let mut settings = key
+        .and_then(|k| remembered_start(k, far))
+        .unwrap_or_else(|| table.first(tol));
     let mut total = Stats::default();
     // (p, error) of every run.
     let mut history: Vec<(usize, f64)> = Vec::new();
@@ -263,12 +442,12 @@ pub(crate) fn drive<O>(
         let e = error(&out)?;
         stats.add(Stage::ErrorEstimate, t.elapsed().as_secs_f64());
         if !e.is_finite() {
-            return Err(Error::NonFinite {
+            return Err(Stopped::from(Error::NonFinite {
                 what: "the FMM's estimated error (outputs sampled against the direct sum) at order"
                     .into(),
                 index: settings.p,
                 value: e,
-            });
+            }));
         }
         history.push((settings.p, e));
         let earlier = std::mem::take(&mut total);
@@ -280,23 +459,33 @@ pub(crate) fn drive<O>(
                 settings,
                 estimated_error: e,
                 samples: ERROR_SAMPLES,
+                far_field: far,
             };
+            if let Some(k) = key {
+                remember_start(k, far, settings);
+            }
             return Ok((out, total, achieved));
         }
-        if let Some(reason) = stalled(&history, settings.p >= table.most_p, table.most_p) {
+        let at_most = settings.p >= table.most_p;
+        if let Some(reason) = stalled(&history, at_most, table.most_p) {
             let &(best_p, best) = history
                 .iter()
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .expect("one run");
-            return Err(not_met(
-                tol,
-                &history,
-                best,
-                best_p,
-                settings.theta,
-                reason,
-                f32,
-            ));
+            return Err(Stopped {
+                error: not_met(
+                    tol,
+                    &history,
+                    best,
+                    best_p,
+                    settings.theta,
+                    reason,
+                    far,
+                    f32,
+                ),
+                spent: Box::new(total),
+                floor: !at_most,
+            });
         }
         settings.p = (settings.p + step(&history, tol)).min(table.most_p);
     }
@@ -352,6 +541,7 @@ fn stalled(history: &[(usize, f64)], at_most: bool, most: usize) -> Option<Strin
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn not_met(
     tol: f64,
     history: &[(usize, f64)],
@@ -359,24 +549,29 @@ fn not_met(
     p: usize,
     theta: f64,
     reason: String,
+    far: FarField,
     f32: bool,
 ) -> Error {
-    let mut advice = String::new();
-    if f32 && best < 1e-5 {
-        advice.push_str(
-            "f32 particles round the near field and the outputs in float, which stops the \
-             error near 1e-6 to 1e-7: use f64 particles for this tolerance",
-        );
+    let advice = if f32_floor(f32, best) {
+        "f32 particles round the near field and the outputs in float, which stops the error \
+         near 1e-6 to 1e-7: use f64 particles for this tolerance"
+            .to_string()
+    } else if far == FarField::Laplace {
+        format!(
+            "the Laplace far field is the singular kernel's, so a kernel's smoothing (Plummer \
+             softening, a core radius) that is not negligible at the distance of \
+             well-separated cells sets a floor under the error: use the kernel-independent \
+             far field (`FarField::KernelIndependent`, `--far-field ki`), which keeps the \
+             smoothing, a looser tolerance (at least {best:.1e}), or the direct sum"
+        )
     } else {
-        advice.push_str(
-            "the FMM's far field is the singular Laplace one, so a kernel's smoothing \
-             (Plummer softening, a core radius) that is not negligible at the distance of \
-             well-separated cells sets a floor under the error: use a smaller softening or \
-             core radius, a looser tolerance",
-        );
-        advice.push_str(&format!(" (at least {best:.1e})"));
-        advice.push_str(", the treecode, or the direct sum");
-    }
+        format!(
+            "the {} far field converges for kernels smooth away from their sources; a kernel \
+             that is not (or a tolerance past its highest order) needs a looser tolerance \
+             (at least {best:.1e}), the `ki` far field if this is `ppm`, or the direct sum",
+            far.name()
+        )
+    };
     Error::ToleranceNotMet {
         tolerance: tol,
         best,
@@ -409,7 +604,6 @@ mod tests {
     /// and pick from them, capped at the GPU's orders.
     #[test]
     fn the_gpu_node_tables_fall_in_error_as_they_rise_in_cost() {
-        use crate::far::FarField;
         for rows in [KI_GPU, PPM_GPU] {
             for w in rows.windows(2) {
                 assert!(w[1].2 < w[0].2, "{w:?}");
@@ -432,13 +626,14 @@ mod tests {
         let run = |s: Settings, _: &mut Stats| Ok(s.p);
         // From p 10 (the table's for 1e-5): 9.8e-5, then 4 orders more.
         let falling = |p: &usize| Ok(1e-1 * 0.5f64.powi(*p as i32));
-        let (p, stats, a) = drive(1e-5, &CPU, false, run, falling).unwrap();
+        let (p, stats, a) =
+            drive(1e-5, &CPU, FarField::Laplace, false, None, run, falling).unwrap();
         assert_eq!((p, a.settings.p, stats.runs), (14, 14, 2));
         assert!(a.estimated_error <= 1e-5);
         // An error that falls only by 0.75 an order (theta 0.7 at worst)
         // is followed, not given up on.
         let slow = |p: &usize| Ok(2e-3 * 0.75f64.powi(*p as i32));
-        let (p, stats, _) = drive(1e-5, &GPU, false, run, slow).unwrap();
+        let (p, stats, _) = drive(1e-5, &GPU, FarField::Laplace, false, None, run, slow).unwrap();
         assert!(2e-3 * 0.75f64.powi(p as i32) <= 1e-5, "p {p}");
         assert!(stats.runs <= 5, "{} runs", stats.runs);
 
@@ -447,14 +642,17 @@ mod tests {
         let e = drive(
             1e-5,
             &CPU,
+            FarField::Laplace,
             false,
+            None,
             |s, st| {
                 runs += 1;
                 run(s, st)
             },
             floor,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .error;
         assert!(runs <= 3, "{runs} runs");
         let text = e.to_string();
         assert!(text.contains("stopped falling"), "{text}");
@@ -466,21 +664,93 @@ mod tests {
         let e = drive(
             1e-6,
             &GPU,
+            FarField::Laplace,
             true,
+            None,
             |s, st| {
                 runs += 1;
                 run(s, st)
             },
             rising,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .error;
         assert_eq!(runs, 3);
         assert!(matches!(e, Error::ToleranceNotMet { .. }), "{e}");
     }
 
+    /// The default's Laplace expansions stopped by a smoothing switch to
+    /// the nodes; f32's floor, a far field asked for, or a node far field
+    /// that stopped do not; the Laplace advice names the switch.
+    #[test]
+    fn only_the_defaults_expansions_stopped_by_a_smoothing_switch() {
+        let floor = |p: &usize| Ok((1e-3 * 0.5f64.powi(*p as i32)).max(4e-4));
+        let run = |s: Settings, _: &mut Stats| Ok(s.p);
+        let stop = drive(1e-5, &CPU, FarField::Laplace, false, None, run, floor).unwrap_err();
+        assert!(stop.spent.runs >= 2, "{:?}", stop.spent);
+        assert!(stop.floor);
+        let text = stop.error.to_string();
+        assert!(text.contains("--far-field ki"), "{text}");
+        let (auto, laplace, ki) = (
+            FarField::Auto,
+            FarField::Laplace,
+            FarField::KernelIndependent,
+        );
+        assert!(switch_to_nodes(&stop, auto, laplace, false));
+        assert!(!switch_to_nodes(&stop, laplace, laplace, false));
+        assert!(!switch_to_nodes(&stop, auto, ki, false));
+        let f32_floor = drive(1e-8, &CPU, laplace, true, None, run, |_| Ok(3e-7)).unwrap_err();
+        assert!(!switch_to_nodes(&f32_floor, auto, laplace, true));
+        // Still falling at the highest order: not a floor, but switched.
+        let slow = |p: &usize| Ok(1e-2 * 0.7f64.powi(*p as i32));
+        let most = drive(1e-9, &CPU, laplace, false, None, run, slow).unwrap_err();
+        assert!(!most.floor);
+        assert!(switch_to_nodes(&most, auto, laplace, false));
+        let e = drive(
+            1e-5,
+            &CPU,
+            FarField::KernelIndependent,
+            false,
+            None,
+            run,
+            floor,
+        )
+        .unwrap_err()
+        .error;
+        assert!(!e.to_string().contains("singular"), "{e}");
+    }
+
+    /// A tolerance met on the second run is met on the first the next
+    /// time the same problem is evaluated; another tolerance or far field
+    /// starts from the table.
+    #[test]
+    fn the_settings_that_met_a_tolerance_are_the_next_start() {
+        let run = |s: Settings, _: &mut Stats| Ok(s.p);
+        let falling = |p: &usize| Ok(1e-1 * 0.5f64.powi(*p as i32));
+        let key = ProblemKey::new("test kernel", &[0.25], 1e-5, false, false);
+        let laplace = FarField::Laplace;
+        let (_, first, a) = drive(1e-5, &CPU, laplace, false, Some(&key), run, falling).unwrap();
+        assert_eq!((first.runs, a.settings.p), (2, 14));
+        let (_, next, b) = drive(1e-5, &CPU, laplace, false, Some(&key), run, falling).unwrap();
+        assert_eq!((next.runs, b.settings), (1, a.settings));
+        let ki = FarField::KernelIndependent;
+        let (_, other, _) = drive(1e-5, &CPU, ki, false, Some(&key), run, falling).unwrap();
+        assert_eq!(other.runs, 2, "another far field starts from the table");
+    }
+
     #[test]
     fn f32_rounding_is_named_when_it_is_the_floor() {
-        let e = drive(1e-8, &CPU, true, |s, _| Ok(s.p), |_| Ok(3e-7)).unwrap_err();
+        let e = drive(
+            1e-8,
+            &CPU,
+            FarField::Laplace,
+            true,
+            None,
+            |s, _| Ok(s.p),
+            |_| Ok(3e-7),
+        )
+        .unwrap_err()
+        .error;
         assert!(e.to_string().contains("f64 particles"), "{e}");
     }
 }

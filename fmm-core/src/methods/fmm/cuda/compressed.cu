@@ -16,7 +16,9 @@
 //   compressed_expand  U times each target cell's compressed values, added
 //                      to its node values:
 // all three one gathered matrix product (`gathered`), over a table of
-// jobs (a matrix and the columns it multiplies).
+// jobs (a matrix and the columns it multiplies);
+//   compressed_uniform whether a node source field other than the strength
+//                      (a core radius) is the same in every cell.
 //
 // Plain CUDA C for NVRTC; the host prepends OFFSET_BITS.
 
@@ -264,6 +266,21 @@ __device__ void gathered(const int n_jobs, const long long* __restrict__ jobs,
     }
 }
 
+// Whether each of the `n` values `v[i stride]` equals `v[0]` to `tol`
+// relatively: `differs` set where one does not (or is not finite). A node
+// source field other than the strength (a core radius, every node of a
+// cell at its cell's mean): the operators are one per offset only where it
+// is the same in every cell.
+template <typename T>
+__device__ void uniform(const long long n, const int stride, const T* __restrict__ v,
+                        const double tol, int* differs)
+{
+    const long long i = item();
+    if (i >= n) return;
+    const double a = (double)v[i * stride], b = (double)v[0];
+    if (!(fabs(a - b) <= tol * fmax(fabs(b), 1e-300))) *differs = 1;
+}
+
 // The entry points, per precision T of the bases, operators and
 // compressed values (S its suffix): the node strengths (X of the
 // projection) and node values (Y of the expansion) stay double.
@@ -277,7 +294,13 @@ __device__ void gathered(const int n_jobs, const long long* __restrict__ jobs,
 #define PRECISION(T, S)                                                                            \
     GATHERED(compressed_project_##S, T, double, T, MODE_STORE)                                     \
     GATHERED(compressed_m2l_##S, T, T, T, MODE_ATOMIC)                                             \
-    GATHERED(compressed_expand_##S, T, T, double, MODE_ADD)
+    GATHERED(compressed_expand_##S, T, T, double, MODE_ADD)                                       \
+    extern "C" __global__ void compressed_uniform_##S(const long long n, const int stride,         \
+                                                      const T* __restrict__ v, const double tol,  \
+                                                      int* differs)                               \
+    {                                                                                              \
+        uniform<T>(n, stride, v, tol, differs);                                                    \
+    }
 
 PRECISION(float, f32)
 PRECISION(double, f64)

@@ -25,9 +25,11 @@
 //!   and operators stay uploaded for the next evaluation with the same
 //!   operators (`device_pool`).
 //!
-//! It applies where the CPU's does and the two trees are one (targets at
-//! the sources, so one lattice) and every source field is a strength (no
-//! cell means to check); elsewhere M2L runs by the kernel.
+//! It applies where the CPU's does: both trees in one root cube (targets
+//! apart too: `Trees::build` then builds them in the union of their cubes,
+//! as the CPU does), so one lattice, and every source field other than the
+//! strength (a core radius) the same in every cell, checked on the device
+//! ([`common_fields`]); elsewhere M2L runs by the kernel.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex, Weak};
@@ -85,6 +87,7 @@ entry_points! {
         project = "compressed_project" per_precision,
         m2l = "compressed_m2l" per_precision,
         expand = "compressed_expand" per_precision,
+        uniform = "compressed_uniform" per_precision,
     }
 }
 
@@ -169,11 +172,13 @@ pub(crate) struct Pool<R: Real> {
     c_at: Vec<usize>,
 }
 
-/// The pool last uploaded, kept for the next evaluation with the same
-/// operators (the same bases and keys: the host's cache's, which they
-/// come from) on the same device: building and uploading it took 80 ms of
-/// a 10^7 softened gravity FMM's 0.34 s on the H200. Dropped when another
-/// replaces it.
+/// A pool uploaded, kept for the next evaluation with the same operators
+/// (the same bases and keys: the host's cache's, which they come from) on
+/// the same device: building and uploading it took 80 ms of a 10^7
+/// softened gravity FMM's 0.34 s on the H200. The last
+/// [`compressed::CACHE_GEOMETRIES`] are kept, as the host keeps their
+/// operators (a tolerance met on its second run uses two); the least
+/// recently used is dropped for a new one.
 struct KeptPool {
     context: usize,
     bases: Weak<Vec<Bases>>,
@@ -181,7 +186,8 @@ struct KeptPool {
     pool: Box<dyn Any + Send + Sync>,
 }
 
-static KEPT_POOL: Mutex<Option<KeptPool>> = Mutex::new(None);
+/// The pools kept, the most recently used last.
+static KEPT_POOL: Mutex<Vec<KeptPool>> = Mutex::new(Vec::new());
 
 /// The pool of `bases` and the operators `small` (of `keys`), the kept one
 /// where it is theirs.
@@ -194,13 +200,23 @@ fn device_pool<R: Real>(
 ) -> Result<Arc<Pool<R>>, Error> {
     let context = Arc::as_ptr(gpu.context()) as usize;
     let mut kept = KEPT_POOL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(k) = kept.as_ref() {
-        let same = k.context == context
+    // Pools whose bases the host's cache dropped serve no one.
+    kept.retain(|k| k.bases.strong_count() > 0);
+    let found = kept.iter().position(|k| {
+        k.context == context
             && k.bases.upgrade().is_some_and(|b| Arc::ptr_eq(&b, bases))
-            && k.keys == keys;
-        if let (true, Some(pool)) = (same, k.pool.downcast_ref::<Arc<Pool<R>>>()) {
-            return Ok(pool.clone());
-        }
+            && k.keys == keys
+            && k.pool.is::<Arc<Pool<R>>>()
+    });
+    if let Some(i) = found {
+        let k = kept.remove(i);
+        let pool = k
+            .pool
+            .downcast_ref::<Arc<Pool<R>>>()
+            .expect("checked")
+            .clone();
+        kept.push(k);
+        return Ok(pool);
     }
     let mut data: Vec<R> = Vec::new();
     let (mut vt_at, mut u_at) = (Vec::new(), Vec::new());
@@ -219,15 +235,17 @@ fn device_pool<R: Real>(
         let rt = bases[key.target_level as usize].rank_t;
         data.extend(c.column_major(rt).iter().map(|&x| R::c(x)));
     }
-    // The old pool freed before the new one is allocated.
-    *kept = None;
+    // The least recently used pool freed before the new one is allocated.
+    if kept.len() >= compressed::CACHE_GEOMETRIES {
+        kept.remove(0);
+    }
     let pool = Arc::new(Pool {
         data: upload(gpu.stream(), &data)?,
         vt_at,
         u_at,
         c_at,
     });
-    *kept = Some(KeptPool {
+    kept.push(KeptPool {
         context,
         bases: Arc::downgrade(bases),
         keys: keys.to_vec(),
@@ -255,7 +273,7 @@ pub(super) fn plan<K: Kernel, R: Real>(
     tol: f64,
     params: &[R],
     rep: &Representation,
-    n_source_slots: usize,
+    node_slots: &[CudaSlice<R>],
     n_outputs: usize,
     tt: &FmmTree<R>,
     st: &FmmTree<R>,
@@ -263,7 +281,6 @@ pub(super) fn plan<K: Kernel, R: Real>(
 ) -> Result<Option<Plan<R>>, Error> {
     if tt.tree.bounds.center != st.tree.bounds.center
         || tt.tree.bounds.half != st.tree.bounds.half
-        || n_source_slots != rep.strength.len()
         || lists.n_m2l == 0
     {
         return Ok(None);
@@ -272,6 +289,10 @@ pub(super) fn plan<K: Kernel, R: Real>(
     let (module, _) = gpu.module(MODULE, &source())?;
     let ops = CompressedOps::load::<R>(gpu, &module)?;
     let (tnc, snc) = (tt.tree.n_cells, st.tree.n_cells);
+    let Some(fields) = common_fields(gpu, &ops, node_slots, &rep.strength, basis.len(), snc)?
+    else {
+        return Ok(None);
+    };
     let tnci = tnc as i32;
 
     // The keys and their counts, in the smallest table that holds them.
@@ -330,14 +351,7 @@ pub(super) fn plan<K: Kernel, R: Real>(
         reused,
         frequent,
     }) = compressed::operator_set::<K>(
-        basis,
-        tol,
-        &params64,
-        rep,
-        n_source_slots,
-        n_outputs,
-        root_half,
-        &counted,
+        basis, tol, &params64, rep, fields, n_outputs, root_half, &counted,
     )
     else {
         return Ok(None);
@@ -491,6 +505,38 @@ impl<R: Real> Plan<R> {
         }
         Ok(())
     }
+}
+
+/// The source fields the operators are computed with, from the node
+/// sources' slots `slots` (`k` a cell, `n_cells` cells): the strength slots
+/// 0, each other slot (a core radius, each cell's strength-weighted mean)
+/// its value where it is the same in every cell, relatively to 1e-12 as
+/// the CPU's `common_fields` checks; `None` where one varies, so that the
+/// operator is not one per offset.
+fn common_fields<R: Real>(
+    gpu: &Gpu,
+    ops: &CompressedOps,
+    slots: &[CudaSlice<R>],
+    strength: &[usize],
+    k: usize,
+    n_cells: usize,
+) -> Result<Option<Vec<f64>>, Error> {
+    let s = gpu.stream();
+    let mut fields = vec![0.0; slots.len()];
+    for (i, v) in slots.iter().enumerate() {
+        if strength.contains(&i) || n_cells == 0 {
+            continue;
+        }
+        let mut differs = zeros::<i32>(s, 1)?;
+        let (n, stride, tol) = (n_cells as i64, k as i32, 1e-12f64);
+        launch!(s, ops.uniform, per_item(n_cells, BLOCK), "compressed_uniform";
+            &n, &stride, v, &tol, &mut differs)?;
+        if download(s, &differs, 1)?[0] != 0 {
+            return Ok(None);
+        }
+        fields[i] = download(s, v, 1)?[0].to_f64();
+    }
+    Ok(Some(fields))
 }
 
 /// A key of `compressed.cu` (`pair_key`) as the CPU's: the offset from half

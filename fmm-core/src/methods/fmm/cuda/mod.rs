@@ -414,7 +414,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
     // Both trees, their cells' radii, the particles in tree order.
     let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);
-    let trees = Trees::build(gpu, &ops, targets, sources, ncrit, |_| Ok(()))?;
+    let trees = Trees::build(gpu, &ops, targets, sources, ncrit, false, |_| Ok(()))?;
     let (st, tt) = (&trees.source, trees.target());
     let (sslots, tslots) = (&trees.sslots, &trees.tslots);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
@@ -610,22 +610,34 @@ struct Trees<R> {
 impl<R: Real> Trees<R> {
     /// The trees of `targets` and `sources`, leaves of at most `ncrit`,
     /// each passed to `adjust` once built (the node far fields give the
-    /// cells other radii).
+    /// cells other radii). With `one_cube`, targets apart and the sources
+    /// are built in one root cube, the union of theirs, so that their
+    /// cells lie on one lattice (the compressed M2L's operators are per
+    /// offset; the CPU builds its trees so, `Bounds::union`); else each in
+    /// its own.
     fn build(
         gpu: &Gpu,
         ops: &Ops,
         targets: &DeviceParticles<R>,
         sources: &DeviceParticles<R>,
         ncrit: usize,
+        one_cube: bool,
         adjust: impl Fn(&mut FmmTree<R>) -> Result<(), Error>,
     ) -> Result<Self, Error> {
         let spos = sources
             .positions()
             .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
+        let root = match targets.positions() {
+            Some(tpos) if one_cube => {
+                let sb = DeviceOctree::bounds(gpu, refs3(spos))?;
+                Some(sb.union(&DeviceOctree::bounds(gpu, refs3(tpos))?))
+            }
+            _ => None,
+        };
         let (mut source, sslots) = FmmTree::of(
             gpu,
             ops,
-            TreeOrdered::build(gpu, refs3(spos), sources.slots(), ncrit)?,
+            TreeOrdered::build_in(gpu, refs3(spos), sources.slots(), ncrit, root)?,
         )?;
         adjust(&mut source)?;
         let (target, tslots) = match targets.positions() {
@@ -634,7 +646,7 @@ impl<R: Real> Trees<R> {
                 let (mut t, slots) = FmmTree::of(
                     gpu,
                     ops,
-                    TreeOrdered::build(gpu, refs3(tpos), targets.slots(), ncrit)?,
+                    TreeOrdered::build_in(gpu, refs3(tpos), targets.slots(), ncrit, root)?,
                 )?;
                 adjust(&mut t)?;
                 (Some(t), slots)

@@ -13,8 +13,9 @@
 //!   strength-weighted means, which the treecode's pseudo-sources already
 //!   compute: `device_pseudo_sources`).
 //! - **M2L**: by the CPU's compressed operators where they apply
-//!   ([`compressed`]: targets at the sources, every source field a
-//!   strength; `NodeM2l::Compressed`, the default), the pairs of rare
+//!   ([`compressed`]: both trees in one root cube, every source field but
+//!   the strength the same in every cell; `NodeM2l::Compressed`, the
+//!   default), the pairs of rare
 //!   offsets, or all pairs elsewhere, by the kernel: its own generated
 //!   P2P-list entry, the near field's,
 //!   with the target cells' nodes as targets (groups of at most a block of
@@ -87,11 +88,20 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
     // Both trees, each cell's radius its node sphere's.
     let ncrit = opts.leaf_size(rep.far_field);
-    let trees = Trees::build(gpu, &ops, targets, sources, ncrit, |t: &mut FmmTree<R>| {
-        let nci = t.tree.n_cells as i32;
-        launch!(s, nodes.radius, grid(t.tree.n_cells), "far_nodes_radius";
+    let compress = opts.node_m2l == NodeM2l::Compressed;
+    let trees = Trees::build(
+        gpu,
+        &ops,
+        targets,
+        sources,
+        ncrit,
+        compress,
+        |t: &mut FmmTree<R>| {
+            let nci = t.tree.n_cells as i32;
+            launch!(s, nodes.radius, grid(t.tree.n_cells), "far_nodes_radius";
             &nci, &basis.radius, &t.tree.half, &mut t.radius)
-    })?;
+        },
+    )?;
     let (st, tt) = (&trees.source, trees.target());
     let (sslots, tslots) = (&trees.sslots, &trees.tslots);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
@@ -121,7 +131,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
     // M2L: by compressed operators where they apply (the CPU's operators,
     // `compressed`), the pairs of rare offsets (or all) by the kernel.
-    let plan = if opts.node_m2l == NodeM2l::Compressed {
+    let plan = if compress {
         let host = far::nodes::basis(rep.far_field, settings.p);
         let tol = opts
             .rank_tolerance
@@ -132,7 +142,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
             tol,
             params,
             rep,
-            sslots.len(),
+            &src_slots,
             no,
             tt,
             st,
