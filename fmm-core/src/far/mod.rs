@@ -44,7 +44,11 @@ pub use pseudo::PseudoParticles;
 pub enum FarField {
     /// From the declaration: where the kernel declares a Laplace far field,
     /// Laplace expansions (the FMM) or the monopole (the treecode); else the
-    /// kernel-independent one.
+    /// kernel-independent one. And from the tolerance: the FMM driven by
+    /// one whose Laplace expansions stop short of it (a smoothing they
+    /// drop, or their highest order) runs the kernel-independent far field
+    /// instead, and remembers that for the same problem
+    /// (`methods::fmm::tolerance`).
     #[default]
     Auto,
     /// The treecode's classic far field: a cell's summed strength at its
