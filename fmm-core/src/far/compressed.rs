@@ -1144,7 +1144,7 @@ fn operators<K: Kernel>(
                 }
         });
         let bytes = |b: &[Bases]| b.iter().map(|b| (b.u.len() + b.v.len()) * 8).sum::<usize>();
-        let entry = match same {
+        let mut c = match same {
             Some(i) => cache.remove(i),
             None => {
                 cache.retain(|c| c.geometry != geometry);
@@ -1160,7 +1160,6 @@ fn operators<K: Kernel>(
                 }
             }
         };
-        let mut c = entry;
         c.bases = bases.clone();
         c.bytes = bytes(&bases)
             + reference

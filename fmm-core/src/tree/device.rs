@@ -186,18 +186,6 @@ impl<R: Real> DeviceOctree<R> {
         Self::build_inner(gpu, pos, ncrit, None, None)
     }
 
-    /// [`DeviceOctree::build`] in the root cube `root`, which must hold
-    /// every point (a target tree and a source tree built in one cube have
-    /// their cells on one lattice: [`Octree::build_in`]).
-    pub fn build_in(
-        gpu: &Gpu,
-        pos: [&CudaSlice<R>; 3],
-        ncrit: usize,
-        root: Bounds,
-    ) -> Result<Self, Error> {
-        Self::build_inner(gpu, pos, ncrit, Some(root), None)
-    }
-
     /// The smallest cube around the points `pos` ([`Bounds::of`]: min and
     /// max on the device, the cube from them by the CPU's own code, which
     /// on the two points (lo, hi) per axis finds the same min and max).
@@ -555,7 +543,9 @@ impl<R: Real> TreeOrdered<R> {
     }
 
     /// [`TreeOrdered::build`] in the root cube `root` where given (it must
-    /// hold every point), else the points' own.
+    /// hold every point; a target tree and a source tree built in one cube
+    /// have their cells on one lattice, as [`Octree::build_in`]'s), else
+    /// the points' own.
     pub fn build_in(
         gpu: &Gpu,
         pos: [&CudaSlice<R>; 3],
@@ -563,10 +553,7 @@ impl<R: Real> TreeOrdered<R> {
         ncrit: usize,
         root: Option<Bounds>,
     ) -> Result<Self, Error> {
-        let mut tree = match root {
-            Some(b) => DeviceOctree::build_in(gpu, pos, ncrit, b)?,
-            None => DeviceOctree::build(gpu, pos, ncrit)?,
-        };
+        let mut tree = DeviceOctree::build_inner(gpu, pos, ncrit, root, None)?;
         tree.keys = None;
         let sorted = [
             tree.gather(gpu, pos[0])?,

@@ -25,13 +25,16 @@
 //!
 //! The far field chosen by default (`FarField::Auto`) follows the
 //! tolerance too: where it took the Laplace expansions and their error
-//! stopped above the tolerance for the smoothing (not f32's rounding), the
-//! evaluation says so and runs again with the kernel-independent far field
-//! ([`switch_to_nodes`]), which interpolates the kernel itself, smoothing
-//! included (softened gravity: a floor of 1e-3 against 1e-6 and below).
-//! The Laplace runs' time counts in the returned stats. The switch is
-//! decided by measurement, not predicted: how far the smoothing reaches
-//! depends on the kernel, its parameters, the points and the MAC.
+//! stopped above the tolerance for the smoothing, or at their highest
+//! order (not at f32's rounding), the evaluation says so and runs again
+//! with the kernel-independent far field ([`switch_to_nodes`]), which
+//! interpolates the kernel itself, smoothing included (softened gravity: a
+//! floor of 1e-3 against 1e-6 and below). The Laplace runs' time counts in
+//! the returned stats. The switch is decided by measurement, not
+//! predicted: how far the smoothing reaches depends on the kernel, its
+//! parameters, the points and the MAC. The switch and the settings that
+//! met a tolerance are remembered per [`ProblemKey`] for the next
+//! evaluation ([`SWITCHED`], [`STARTS`]).
 
 use super::Settings;
 use crate::error::Error;
@@ -326,21 +329,27 @@ impl ProblemKey {
 /// 2.42 s an evaluation switching each time against 0.27 s with the nodes
 /// (a floor depends on the points too, so a problem of other points may
 /// have met the tolerance with the expansions; it is still met, by the
-/// nodes). At most [`SWITCHES_KEPT`], the oldest dropped.
+/// nodes). At most [`PROBLEMS_KEPT`], the oldest dropped.
 static SWITCHED: Mutex<Vec<ProblemKey>> = Mutex::new(Vec::new());
 
-/// Problems whose switch is remembered.
-const SWITCHES_KEPT: usize = 64;
+/// Problems whose switch, and whose settings, are remembered.
+const PROBLEMS_KEPT: usize = 64;
+
+/// `item` added last to `kept` in place of those `same` as it, the oldest
+/// dropped past [`PROBLEMS_KEPT`].
+fn keep<T>(kept: &Mutex<Vec<T>>, item: T, same: impl Fn(&T) -> bool) {
+    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+    kept.retain(|k| !same(k));
+    if kept.len() >= PROBLEMS_KEPT {
+        kept.remove(0);
+    }
+    kept.push(item);
+}
 
 /// Remembers that `key`'s default far field switched to the nodes.
 pub(crate) fn remember_switch(key: ProblemKey) {
-    let mut kept = SWITCHED.lock().unwrap_or_else(|e| e.into_inner());
-    if !kept.contains(&key) {
-        if kept.len() >= SWITCHES_KEPT {
-            kept.remove(0);
-        }
-        kept.push(key);
-    }
+    let same = key.clone();
+    keep(&SWITCHED, key, |k| *k == same);
 }
 
 /// Whether `key`'s default far field switched to the nodes before.
@@ -352,7 +361,7 @@ pub(crate) fn switched_before(key: &ProblemKey) -> bool {
 }
 
 /// The settings that met each problem's tolerance last, per far field
-/// (at most [`SWITCHES_KEPT`], the oldest dropped): the next evaluation
+/// (at most [`PROBLEMS_KEPT`], the oldest dropped): the next evaluation
 /// starts there rather than at the table's settings, so that a tolerance
 /// met on the second run (clustered points, strengths of both signs) is
 /// one run the next time, as a simulation's next step or a benchmark's
@@ -371,12 +380,9 @@ fn remembered_start(key: &ProblemKey, far: FarField) -> Option<Settings> {
 
 /// Remembers that `settings` met `key`'s tolerance with the far field `far`.
 fn remember_start(key: &ProblemKey, far: FarField, settings: Settings) {
-    let mut kept = STARTS.lock().unwrap_or_else(|e| e.into_inner());
-    kept.retain(|(k, f, _)| !(k == key && *f == far));
-    if kept.len() >= SWITCHES_KEPT {
-        kept.remove(0);
-    }
-    kept.push((key.clone(), far, settings));
+    keep(&STARTS, (key.clone(), far, settings), |(k, f, _)| {
+        k == key && *f == far
+    });
 }
 
 /// Says on stderr that the default far field is switched, and why.
