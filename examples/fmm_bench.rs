@@ -26,6 +26,8 @@ enum MethodName {
     Direct,
     Tree,
     Fmm,
+    /// Whichever of the direct sum and the FMM meets `--tol` sooner.
+    Tolerance,
 }
 
 /// Which M2L the GPU and the CPU run.
@@ -260,6 +262,7 @@ fn run<K: Kernel, R: Real>(
 fn method_of(args: &Args) -> Method {
     match args.method {
         MethodName::Direct => Method::direct(),
+        MethodName::Tolerance => Method::tolerance(args.tol.unwrap_or(1e-4)),
         MethodName::Tree => Method::Treecode(TreeOptions {
             theta: args.theta,
             ncrit: if args.ncrit == 0 { 32 } else { args.ncrit },
@@ -336,8 +339,8 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     if let Some(a) = &report.achieved {
         println!(
-            "tolerance             {:e}: chose p {}, theta {}, estimated error {:.3e} on {} targets ({} run(s); the time includes the estimate)",
-            a.tolerance, a.settings.p, a.settings.theta, a.estimated_error, a.samples, s.runs
+            "tolerance             {:e}: chose {} (far field {}, p {}, theta {}), estimated error {:.3e} on {} targets ({} run(s); the time includes the estimate)",
+            a.tolerance, a.method, a.far_field.name(), a.settings.p, a.settings.theta, a.estimated_error, a.samples, s.runs
         );
     }
     print_stats(s);

@@ -9,9 +9,9 @@ export FMM_CACHE_DIR=/tmp/fmm-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
 
 echo "== NVRTC compiles every built-in kernel"
-timeout 300 .gpu/nvrtc_compile --ignored 2>&1 | tail -4 | tee "$OUT/tests.log"
+timeout 300 .gpu/suite --ignored nvrtc_compile:: 2>&1 | tail -4 | tee "$OUT/tests.log"
 echo "== GPU against CPU"
-timeout 500 .gpu/gpu --ignored --test-threads=1 --nocapture 2>&1 | tee -a "$OUT/tests.log" | grep -E "test |M = |result|panicked|compile"
+timeout 500 .gpu/suite --ignored --test-threads=1 --nocapture gpu:: 2>&1 | tee -a "$OUT/tests.log" | grep -E "test |M = |result|panicked|compile"
 
 bench() { # kernel precision n [m]
   local extra=""; [ -n "${4:-}" ] && extra="--m $4"

@@ -25,9 +25,9 @@ run() { # name, then the command
 N=10000000
 if [ "$what" = treecode ]; then
   echo "== the treecode's walk, monopoles and node far fields"
-  timeout 200 .gpu/gpu --ignored --test-threads=1 --nocapture walk >"$OUT/gpu_walk.log" 2>&1
+  timeout 200 .gpu/suite --ignored --test-threads=1 --nocapture gpu::the_gpu_walk >"$OUT/gpu_walk.log" 2>&1
   grep -E "^test |panicked|result|FAILED|against" "$OUT/gpu_walk.log"
-  timeout 240 .gpu/conformance --ignored --test-threads=1 --nocapture gpu_treecode gpu_degenerate >"$OUT/conformance_tree.log" 2>&1
+  timeout 240 .gpu/suite --ignored --test-threads=1 --nocapture conformance::gpu_treecode conformance::gpu_degenerate >"$OUT/conformance_tree.log" 2>&1
   grep -E "^test |panicked|result|FAILED" "$OUT/conformance_tree.log"
   # Node far fields against monopoles, the kernels without a Laplace far
   # field (Plummer sphere, coherent strengths, f32).
@@ -63,9 +63,9 @@ if [ "$what" = coverage ]; then
   # default far field following the tolerance (softened gravity: Laplace
   # stops short, then ki), and every GPU row of the conformance matrix.
   echo "== gpu_fmm and the conformance matrix's GPU rows"
-  timeout 280 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture >"$OUT/gpu_fmm.log" 2>&1
+  timeout 280 .gpu/suite --ignored --test-threads=1 --nocapture gpu_fmm:: >"$OUT/gpu_fmm.log" 2>&1
   grep -E "^test |panicked|result|FAILED|against|f32" "$OUT/gpu_fmm.log"
-  timeout 300 .gpu/conformance --ignored --test-threads=1 --nocapture gpu_ >"$OUT/conformance.log" 2>&1
+  timeout 300 .gpu/suite --ignored --test-threads=1 --nocapture conformance::gpu_ >"$OUT/conformance.log" 2>&1
   grep -E "^test |panicked|result|FAILED" "$OUT/conformance.log"
   exit 0
 fi
@@ -88,7 +88,7 @@ if [ "$what" = coverage-timings ]; then
 fi
 if [ "$what" = compressed ]; then
   echo "== the compressed M2L on the GPU"
-  timeout 200 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture compressed >"$OUT/gpu_fmm_compressed.log" 2>&1
+  timeout 200 .gpu/suite --ignored --test-threads=1 --nocapture gpu_fmm::the_compressed >"$OUT/gpu_fmm_compressed.log" 2>&1
   grep -E "^test |panicked|result|FAILED|against|f32" "$OUT/gpu_fmm_compressed.log"
   # Softened gravity (eps half the mean spacing) at 1e-5 (issue: <= 0.3 s):
   # compressed (the default) against the kernel between node sets.
@@ -108,9 +108,9 @@ if [ "$what" = compressed ]; then
 fi
 if [ "$what" != timings ]; then
   echo "== conformance (node far fields)"
-  timeout 240 .gpu/conformance --ignored --test-threads=1 --nocapture gpu_ >"$OUT/conformance.log" 2>&1
+  timeout 240 .gpu/suite --ignored --test-threads=1 --nocapture conformance::gpu_ >"$OUT/conformance.log" 2>&1
   echo "== gpu_fmm"
-  timeout 200 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture >"$OUT/gpu_fmm.log" 2>&1
+  timeout 200 .gpu/suite --ignored --test-threads=1 --nocapture gpu_fmm:: >"$OUT/gpu_fmm.log" 2>&1
   grep -E "^test |panicked|result|FAILED" "$OUT/gpu_fmm.log"
   grep -E "^test |panicked|result|FAILED" "$OUT/conformance.log"
 fi

@@ -7,7 +7,7 @@ set -u
 export FMM_CACHE_DIR=/tmp/fmm-cache
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 echo "== GPU FMM against the CPU FMM and the direct sum"
-timeout 300 .gpu/gpu_fmm --ignored --test-threads=1 --nocapture 2>&1 | grep -E "^test |GPU vs|GPU against|f32 gravity|velocity|tolerance|panicked|result|error" | head -60
+timeout 300 .gpu/suite --ignored --test-threads=1 --nocapture gpu_fmm:: 2>&1 | grep -E "^test |GPU vs|GPU against|f32 gravity|velocity|tolerance|panicked|result|error" | head -60
 echo "== fmm_bench (f32, uniform cube)"
 fb() {
   echo "-- $*"

@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total 
 if [ "$what" != timings ]; then
   for t in gpu gpu_tree gpu_fmm gpu_scale conformance; do
     echo "== $t"
-    timeout 400 ".gpu/$t" --ignored --test-threads=1 --nocapture >"$OUT/$t.log" 2>&1
+    timeout 400 .gpu/suite --ignored --test-threads=1 --nocapture "$t::" >"$OUT/$t.log" 2>&1
     grep -E "^test |panicked|result" "$OUT/$t.log"
   done
 fi

@@ -23,7 +23,7 @@ fb() { # log name, then fmm_bench arguments; fails when the run does
 if [ "$what" = tests ] || [ "$what" = all ]; then
   for t in gpu_scale gpu_fmm; do
     echo "== $t"
-    timeout 500 ".gpu/$t" --ignored --test-threads=1 --nocapture >"$OUT/$t.log" 2>&1
+    timeout 500 .gpu/suite --ignored --test-threads=1 --nocapture "$t::" >"$OUT/$t.log" 2>&1
     grep -E "^test |panicked|result|resident|N = 1e7|tolerance" "$OUT/$t.log" | head -30
   done
 fi

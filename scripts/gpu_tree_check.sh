@@ -7,9 +7,9 @@ set -u
 export FMM_CACHE_DIR=/tmp/fmm-cache
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 echo "== device tree against the CPU tree"
-timeout 200 .gpu/gpu_tree --ignored --test-threads=1 --nocapture 2>&1 | grep -E "^test |result|panicked|GPU build" | head -30
+timeout 200 .gpu/suite --ignored --test-threads=1 --nocapture gpu_tree:: 2>&1 | grep -E "^test |result|panicked|GPU build" | head -30
 echo "== GPU against CPU"
-timeout 300 .gpu/gpu --ignored --test-threads=1 --nocapture 2>&1 | grep -E "^test |walk|theta|GPU vs|panicked|result" | head -30
+timeout 300 .gpu/suite --ignored --test-threads=1 --nocapture gpu:: 2>&1 | grep -E "^test |walk|theta|GPU vs|panicked|result" | head -30
 echo "== tree_bench (gravity, Plummer, theta 0.5)"
 tb() {
   echo "-- $*"

@@ -19,13 +19,14 @@
 //! each side ([`evaluate_resident`] keeps particles and outputs on the
 //! device between calls).
 
+use crate::accuracy::{self, choose, Achieved, Goal, ProblemKey, Stopped, Ways};
 use crate::backend::{resolve, Backend, Device};
 use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
 use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::far::{self, FarField};
 use crate::kernel::Kernel;
-use crate::methods::fmm::{self, tolerance, Accuracy, Achieved, FmmOptions, Plan, Settings};
+use crate::methods::fmm::{self, tables, Accuracy, FmmOptions, Plan, Settings};
 use crate::methods::{direct, treecode, Method};
 use crate::outputs::Outputs;
 use crate::particles::{Particles, Role};
@@ -34,6 +35,7 @@ use crate::real::Real;
 use crate::reference;
 use crate::require::check_requirements;
 use crate::stats::{Clock, Stage, Stats};
+use cudarc::driver::CudaSlice;
 
 /// What an evaluation gives back.
 #[derive(Clone, Debug)]
@@ -141,14 +143,14 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             achieved: None,
         });
     }
-    let mut achieved = None;
-    let slots = match method {
+    let f32 = R::NAME == "f32";
+    let (slots, stats, achieved) = match method {
         Method::Direct(o) => {
             let mut clock = Clock::gpu(&mut stats, gpu);
             let out =
                 direct::cuda::run_resident::<K, R>(gpu, &params, targets, sources, o, &mut clock)?;
             stats.runs = 1;
-            out
+            (out, stats, None)
         }
         Method::Treecode(o) => {
             let far = far::plan::<K>(o.far_field, far::Tree::Treecode)?;
@@ -156,91 +158,51 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             let out =
                 treecode::cuda::run::<K, R>(gpu, &params, &far, targets, sources, o, &mut clock)?;
             stats.runs = 1;
-            out
+            (out, stats, None)
         }
         Method::Fmm(o) => {
-            if let Some(ki) = switched_options::<K>(&problem, o, R::NAME == "f32", true) {
-                let ki = Method::Fmm(ki);
-                return evaluate_resident::<K, R>(gpu, &ki, problem, targets, sources);
-            }
-            let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
-            let run = |settings: Settings, stats: &mut Stats| {
-                let mut clock = Clock::gpu(stats, gpu);
-                match &far {
-                    far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
-                    far::Plan::Laplace { strength, terms } => {
-                        let plan = Plan {
-                            params: &params,
-                            strength,
-                            terms,
-                            settings,
-                            opts: o,
-                        };
-                        fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
-                    }
-                    far::Plan::Nodes(rep) => fmm::cuda::nodes::run::<K, R>(
-                        gpu, &params, rep, settings, o, targets, sources, &mut clock,
-                    ),
-                }
-            };
-            match o.accuracy {
-                Accuracy::Fixed { p, theta } => {
-                    let out = run(Settings { p, theta }, &mut stats)?;
+            fmm_resident::<K, R>(gpu, &problem, &params, o, targets, sources, f64::INFINITY)
+                .map_err(|stop| stop.error)?
+        }
+        Method::Tolerance(tol) => {
+            let tol = *tol;
+            let (m, n) = (targets.len(), sources.len());
+            let key = problem_key::<K>(&problem, tol, f32, true).with_sizes(m, n);
+            let fmm_runs = far::plan::<K>(FarField::Auto, far::Tree::Fmm).is_ok();
+            let opts = FmmOptions::tolerance(tol);
+            let ways = Ways {
+                fmm: fmm_runs.then_some(|budget| {
+                    fmm_resident::<K, R>(gpu, &problem, &params, &opts, targets, sources, budget)
+                        .map(|(out, st, a)| (out, st, a.expect("a tolerance says what it met")))
+                }),
+                direct: || {
+                    let mut stats = Stats::default();
+                    let mut clock = Clock::gpu(&mut stats, gpu);
+                    let out = direct::cuda::run_resident::<K, R>(
+                        gpu,
+                        &params,
+                        targets,
+                        sources,
+                        &Default::default(),
+                        &mut clock,
+                    )?;
                     stats.runs = 1;
-                    out
-                }
-                Accuracy::Tolerance(tol) => {
-                    // The reference sums at the sampled targets, once.
-                    let t = std::time::Instant::now();
-                    let estimate = fmm::cuda::estimate::Estimator::<K, R>::new(
+                    Ok((out, stats))
+                },
+                direct_error: |out: &Vec<_>| {
+                    let estimator = fmm::cuda::estimate::Estimator::<K, R>::new(
                         gpu,
                         problem.params,
                         targets,
                         sources,
-                        tolerance::ERROR_SAMPLES,
+                        accuracy::ERROR_SAMPLES,
                     )?;
-                    let reference_seconds = t.elapsed().as_secs_f64();
-                    // The node far fields start from the CPU's tables until
-                    // GPU ones are measured (the error of given settings is
-                    // the same on both; only the fastest settings for an
-                    // error may differ), capped at the orders the GPU takes.
-                    let table = match &far {
-                        far::Plan::Nodes(rep) => tolerance::gpu_node_table(rep.far_field),
-                        _ => tolerance::GPU,
-                    };
-                    let f32 = R::NAME == "f32";
-                    let key = problem_key::<K>(&problem, tol, f32, true);
-                    let driven = tolerance::drive(
-                        tol,
-                        &table,
-                        far.far_field(),
-                        f32,
-                        Some(&key),
-                        run,
-                        |out| estimate.error(gpu, out),
-                    );
-                    let (out, st, a) = match driven {
-                        Ok(done) => done,
-                        Err(stop) if switch_to_nodes::<K>(&stop, o.far_field, &far, f32) => {
-                            tolerance::announce_switch(&stop);
-                            tolerance::remember_switch(key);
-                            let ki = Method::Fmm(FmmOptions {
-                                far_field: FarField::KernelIndependent,
-                                ..o.clone()
-                            });
-                            let mut ev =
-                                evaluate_resident::<K, R>(gpu, &ki, problem, targets, sources)?;
-                            ev.stats.absorb_time(&stop.spent);
-                            return Ok(ev);
-                        }
-                        Err(stop) => return Err(stop.error),
-                    };
-                    stats = st;
-                    stats.add(Stage::ErrorEstimate, reference_seconds);
-                    achieved = Some(a);
-                    out
-                }
-            }
+                    estimator.error(gpu, out)
+                },
+            };
+            let predicted = direct::cuda::predicted_seconds::<K>(m, n, f32);
+            let (out, st, a) = choose(tol, &key, predicted, ways)?;
+            (out, st, Some(a))
         }
     };
     Ok(ResidentEvaluation {
@@ -319,12 +281,44 @@ fn evaluate_checked<K: Kernel, R: Real>(
             out
         }
         (Method::Fmm(o), Device::Cpu) => {
-            let (out, st, a) = fmm_cpu::<K, R>(problem, params, targets, sources, o)?;
+            let (out, st, a) = fmm_cpu::<K, R>(problem, params, targets, sources, o, f64::INFINITY)
+                .map_err(|stop| stop.error)?;
             stats = st;
             achieved = a;
             out
         }
-        (Method::Treecode(_) | Method::Fmm(_), Device::Cuda(gpu)) => {
+        (Method::Tolerance(tol), Device::Cpu) => {
+            let tol = *tol;
+            let (m, n) = (targets.len(), sources.len());
+            let f32 = R::NAME == "f32";
+            let key = problem_key::<K>(problem, tol, f32, false).with_sizes(m, n);
+            let fmm_runs = far::plan::<K>(FarField::Auto, far::Tree::Fmm).is_ok();
+            let opts = FmmOptions::tolerance(tol);
+            let ways = Ways {
+                fmm: fmm_runs.then_some(|budget| {
+                    fmm_cpu::<K, R>(problem, params, targets, sources, &opts, budget)
+                        .map(|(out, st, a)| (out, st, a.expect("a tolerance says what it met")))
+                }),
+                direct: || {
+                    let mut stats = Stats::default();
+                    let mut clock = Clock::cpu(&mut stats);
+                    let out = direct::cpu::run::<K, R>(params, targets, sources);
+                    clock.lap(Stage::P2p)?;
+                    stats.p2p = (m * n) as u64;
+                    stats.runs = 1;
+                    Ok((out, stats))
+                },
+                direct_error: |out: &Outputs<R>| {
+                    Ok(Reference::<K, R>::new(problem.params, targets, sources).error(out))
+                },
+            };
+            let predicted = direct::cpu::predicted_seconds::<K, R>(params, targets, sources);
+            let (out, st, a) = choose(tol, &key, predicted, ways)?;
+            stats = st;
+            achieved = Some(a);
+            out
+        }
+        (Method::Treecode(_) | Method::Fmm(_) | Method::Tolerance(_), Device::Cuda(gpu)) => {
             // The resident path, with the copies on each side.
             let mut clock = Clock::gpu(&mut stats, gpu);
             let src = DeviceParticles::upload(gpu, sources)?;
@@ -353,17 +347,110 @@ fn evaluate_checked<K: Kernel, R: Real>(
     })
 }
 
+/// What an FMM evaluation gives back: the outputs, the stats, and what a
+/// tolerance achieved; or, stopped short of a tolerance, why and the time
+/// its runs took.
+type FmmResult<O> = Result<(O, Stats, Option<Achieved>), Stopped>;
+
+/// The FMM on the GPU, at fixed settings or driven by a tolerance (the
+/// error estimated on the device against its f64 direct sum at sampled
+/// targets), a tolerance's runs within `budget` seconds.
+fn fmm_resident<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    problem: &Problem<'_>,
+    params: &[R],
+    o: &FmmOptions,
+    targets: &DeviceParticles<R>,
+    sources: &DeviceParticles<R>,
+    budget: f64,
+) -> FmmResult<Vec<CudaSlice<R>>> {
+    let f32 = R::NAME == "f32";
+    if let Some(ki) = switched_options::<K>(problem, o, f32, true) {
+        return fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget);
+    }
+    let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
+    let run = |settings: Settings, stats: &mut Stats| {
+        let mut clock = Clock::gpu(stats, gpu);
+        match &far {
+            far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
+            far::Plan::Laplace { strength, terms } => {
+                let plan = Plan {
+                    params,
+                    strength,
+                    terms,
+                    settings,
+                    opts: o,
+                };
+                fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
+            }
+            far::Plan::Nodes(rep) => fmm::cuda::nodes::run::<K, R>(
+                gpu, params, rep, settings, o, targets, sources, &mut clock,
+            ),
+        }
+    };
+    let tol = match o.accuracy {
+        Accuracy::Fixed { p, theta } => {
+            let mut stats = Stats::default();
+            let out = run(Settings { p, theta }, &mut stats)?;
+            stats.runs = 1;
+            return Ok((out, stats, None));
+        }
+        Accuracy::Tolerance(tol) => tol,
+    };
+    // The reference sums at the sampled targets, once.
+    let t = std::time::Instant::now();
+    let estimate = fmm::cuda::estimate::Estimator::<K, R>::new(
+        gpu,
+        problem.params,
+        targets,
+        sources,
+        accuracy::ERROR_SAMPLES,
+    )?;
+    let reference_seconds = t.elapsed().as_secs_f64();
+    let table = match &far {
+        far::Plan::Nodes(rep) => tables::gpu_node_table(rep.far_field),
+        _ => tables::GPU,
+    };
+    let key = problem_key::<K>(problem, tol, f32, true);
+    let goal = Goal {
+        tol,
+        table: &table,
+        far: far.far_field(),
+        f32,
+        key: Some(&key),
+        budget,
+        widest: 1.0,
+    };
+    let driven = accuracy::drive_within(&goal, run, |out| estimate.error(gpu, out));
+    match driven {
+        Ok((out, mut stats, a)) => {
+            stats.add(Stage::ErrorEstimate, reference_seconds);
+            Ok((out, stats, Some(a)))
+        }
+        Err(stop) if switch_to_nodes::<K>(&stop, o.far_field, &far, f32) => {
+            let ki = o.clone().with_far_field(FarField::KernelIndependent);
+            accuracy::on_to_nodes(stop, key, budget, |left| {
+                fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, left)
+            })
+        }
+        Err(stop) => Err(stop),
+    }
+}
+
 /// The FMM on the CPU, at fixed settings or driven by a tolerance (the
-/// error estimated against the f64 direct sum on sampled targets).
+/// error estimated against the f64 direct sum at targets stratified over
+/// space), a tolerance's runs within `budget` seconds.
 fn fmm_cpu<K: Kernel, R: Real>(
     problem: &Problem<'_>,
     params: &[R],
     targets: &Particles<R>,
     sources: &Particles<R>,
     opts: &FmmOptions,
-) -> Result<(Outputs<R>, Stats, Option<Achieved>), Error> {
-    if let Some(ki) = switched_options::<K>(problem, opts, R::NAME == "f32", false) {
-        return fmm_cpu::<K, R>(problem, params, targets, sources, &ki);
+    budget: f64,
+) -> FmmResult<Outputs<R>> {
+    let f32 = R::NAME == "f32";
+    if let Some(ki) = switched_options::<K>(problem, opts, f32, false) {
+        return fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget);
     }
     let far = far::plan::<K>(opts.far_field, far::Tree::Fmm)?;
     let run = |settings: Settings, stats: &mut Stats| match &far {
@@ -390,80 +477,124 @@ fn fmm_cpu<K: Kernel, R: Real>(
             &mut Clock::cpu(stats),
         ),
     };
-    match opts.accuracy {
+    let tol = match opts.accuracy {
         Accuracy::Fixed { p, theta } => {
             let mut stats = Stats::default();
             let out = run(Settings { p, theta }, &mut stats)?;
             stats.runs = 1;
-            Ok((out, stats, None))
+            return Ok((out, stats, None));
         }
-        Accuracy::Tolerance(tol) => {
-            // The reference sums at the sampled targets, once.
-            let t = std::time::Instant::now();
-            let idx = reference::sample_indices(targets.len(), tolerance::ERROR_SAMPLES);
-            let want = reference::direct_f64_at::<K, R>(
-                problem.params,
-                targets,
-                &idx,
-                &sources.to_f64(None),
-            );
-            let reference_seconds = t.elapsed().as_secs_f64();
-            let table = tolerance::cpu_table(far.far_field());
-            let f32 = R::NAME == "f32";
-            let key = problem_key::<K>(problem, tol, f32, false);
-            let driven =
-                tolerance::drive(tol, table, far.far_field(), f32, Some(&key), run, |out| {
-                    Ok(reference::relative_l2(&reference::at(out, &idx), &want))
-                });
-            let (out, mut stats, a) = match driven {
-                Ok(done) => done,
-                Err(stop) if switch_to_nodes::<K>(&stop, opts.far_field, &far, f32) => {
-                    tolerance::announce_switch(&stop);
-                    tolerance::remember_switch(key);
-                    let ki = FmmOptions {
-                        far_field: FarField::KernelIndependent,
-                        ..opts.clone()
-                    };
-                    let (out, mut stats, a) =
-                        fmm_cpu::<K, R>(problem, params, targets, sources, &ki)?;
-                    stats.absorb_time(&stop.spent);
-                    return Ok((out, stats, a));
-                }
-                Err(stop) => return Err(stop.error),
-            };
+        Accuracy::Tolerance(tol) => tol,
+    };
+    // The reference sums at the sampled targets, once.
+    let t = std::time::Instant::now();
+    let reference = Reference::<K, R>::new(problem.params, targets, sources);
+    let reference_seconds = t.elapsed().as_secs_f64();
+    let table = tables::cpu_table(far.far_field());
+    let key = problem_key::<K>(problem, tol, f32, false);
+    let widest = match far {
+        far::Plan::Laplace { .. } => accuracy::floor::widest_theta::<K, R>(
+            problem.params,
+            targets,
+            sources,
+            opts.leaf_size(FarField::Laplace),
+            tol,
+        ),
+        _ => Ok(1.0),
+    };
+    let widest = match widest {
+        Ok(theta) => theta,
+        Err(floor) if switch_possible::<K>(opts.far_field, &far, f32 && tol < 1e-5) => {
+            let ki = opts.clone().with_far_field(FarField::KernelIndependent);
+            return accuracy::predicted_switch(tol, floor, key, || {
+                fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget)
+            });
+        }
+        Err(_) => accuracy::driver::MIN_THETA,
+    };
+    let goal = Goal {
+        tol,
+        table,
+        far: far.far_field(),
+        f32,
+        key: Some(&key),
+        budget,
+        widest,
+    };
+    let driven = accuracy::drive_within(&goal, run, |out| Ok(reference.error(out)));
+    match driven {
+        Ok((out, mut stats, a)) => {
             stats.add(Stage::ErrorEstimate, reference_seconds);
             Ok((out, stats, Some(a)))
         }
+        Err(stop) if switch_to_nodes::<K>(&stop, opts.far_field, &far, f32) => {
+            let ki = opts.clone().with_far_field(FarField::KernelIndependent);
+            accuracy::on_to_nodes(stop, key, budget, |left| {
+                fmm_cpu::<K, R>(problem, params, targets, sources, &ki, left)
+            })
+        }
+        Err(stop) => Err(stop),
+    }
+}
+
+/// The f64 direct sum at targets stratified over space
+/// ([`reference::stratified`]), what the CPU's errors are estimated
+/// against.
+struct Reference<K, R> {
+    idx: Vec<usize>,
+    want: Vec<Vec<f64>>,
+    exhaustive: bool,
+    _k: std::marker::PhantomData<(K, R)>,
+}
+
+impl<K: Kernel, R: Real> Reference<K, R> {
+    fn new(params: &[f64], targets: &Particles<R>, sources: &Particles<R>) -> Self {
+        let idx = reference::stratified(targets, accuracy::ERROR_SAMPLES);
+        let want = reference::direct_f64_at::<K, R>(params, targets, &idx, &sources.to_f64(None));
+        Reference {
+            exhaustive: idx.len() == targets.len(),
+            idx,
+            want,
+            _k: std::marker::PhantomData,
+        }
+    }
+
+    fn error(&self, out: &Outputs<R>) -> reference::Estimate {
+        reference::estimate(&reference::at(out, &self.idx), &self.want, self.exhaustive)
     }
 }
 
 /// Whether the FMM's tolerance that the far field `far` stopped short of
 /// (`stopped`) is to be run again with the kernel-independent far field
-/// ([`tolerance::switch_to_nodes`]), kernel `K` able to use it.
+/// ([`accuracy::switch_to_nodes`]), kernel `K` able to use it.
 fn switch_to_nodes<K: Kernel>(
-    stopped: &tolerance::Stopped,
+    stopped: &Stopped,
     asked: FarField,
     far: &far::Plan,
     f32: bool,
 ) -> bool {
-    tolerance::switch_to_nodes(stopped, asked, far.far_field(), f32)
+    accuracy::switch_to_nodes(stopped, asked, far.far_field(), f32)
+        && far::plan::<K>(FarField::KernelIndependent, far::Tree::Fmm).is_ok()
+}
+
+/// Whether the default far field (`asked`, `Auto`) may leave the Laplace
+/// expansions (`far`) for the kernel-independent one: kernel `K` can use
+/// it, and f32's rounding is not a floor of its own (`f32_floor`).
+fn switch_possible<K: Kernel>(asked: FarField, far: &far::Plan, f32_floor: bool) -> bool {
+    asked == FarField::Auto
+        && far.far_field() == FarField::Laplace
+        && !f32_floor
         && far::plan::<K>(FarField::KernelIndependent, far::Tree::Fmm).is_ok()
 }
 
 /// The key a tolerance's choices (the settings that met it, the switch of
-/// the default far field) are remembered by.
-fn problem_key<K: Kernel>(
-    problem: &Problem<'_>,
-    tol: f64,
-    f32: bool,
-    gpu: bool,
-) -> tolerance::ProblemKey {
-    tolerance::ProblemKey::new(K::name(), problem.params, tol, f32, gpu)
+/// the default far field, the methods' times) are remembered by.
+fn problem_key<K: Kernel>(problem: &Problem<'_>, tol: f64, f32: bool, gpu: bool) -> ProblemKey {
+    ProblemKey::new(K::name(), problem.params, tol, f32, gpu)
 }
 
 /// The FMM's options with the far field a tolerance chose before for the
-/// same problem (the default switched to the nodes: [`tolerance`]'s
-/// `remember_switch`), else `None`.
+/// same problem (the default switched to the nodes), else `None`.
 fn switched_options<K: Kernel>(
     problem: &Problem<'_>,
     opts: &FmmOptions,
@@ -474,11 +605,8 @@ fn switched_options<K: Kernel>(
         return None;
     };
     (opts.far_field == FarField::Auto
-        && tolerance::switched_before(&problem_key::<K>(problem, tol, f32, gpu)))
-    .then(|| FmmOptions {
-        far_field: FarField::KernelIndependent,
-        ..opts.clone()
-    })
+        && accuracy::switched_before(&problem_key::<K>(problem, tol, f32, gpu)))
+    .then(|| opts.clone().with_far_field(FarField::KernelIndependent))
 }
 
 /// Whether two particle sets sit at the same points (compared on all

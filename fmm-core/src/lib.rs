@@ -18,6 +18,7 @@
 // expansion names `::fmm_core`.
 extern crate self as fmm_core;
 
+pub mod accuracy;
 pub mod backend;
 pub mod cuda;
 pub mod distributions;
@@ -39,6 +40,7 @@ pub mod simd;
 pub mod stats;
 pub mod tree;
 
+pub use accuracy::Achieved;
 pub use backend::{resolve, Backend, Device};
 pub use cuda::resident::{DeviceOutputs, DeviceParticles};
 pub use error::Error;
@@ -47,7 +49,7 @@ pub use far::FarField;
 pub use fmm_codegen;
 pub use fmm_macros::kernel;
 pub use kernel::{Kernel, SourceSlices, BLOCK, LANES, MAX_SLOTS};
-pub use methods::fmm::{Accuracy, Achieved, FmmOptions, GpuTuning, M2lChoice, NodeM2l, Settings};
+pub use methods::fmm::{Accuracy, FmmOptions, GpuTuning, M2lChoice, NodeM2l, Settings};
 pub use methods::{DirectOptions, Method, TreeOptions};
 pub use outputs::Outputs;
 pub use particles::Particles;

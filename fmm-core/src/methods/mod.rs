@@ -26,6 +26,11 @@ pub enum Method {
     /// The fast multipole method: expansions of order p, or chosen for a
     /// tolerance.
     Fmm(FmmOptions),
+    /// Whichever method meets this relative L2 error sooner: the direct
+    /// sum or the FMM with settings chosen for it, by predicted and
+    /// measured cost (`crate::accuracy`'s `choose`); the error is measured
+    /// on sampled targets either way.
+    Tolerance(f64),
 }
 
 impl Default for Method {
@@ -59,12 +64,19 @@ impl Method {
         Method::Fmm(FmmOptions::tolerance(tol))
     }
 
+    /// Whichever method meets the relative L2 error `tol` sooner (the
+    /// direct sum or the FMM), the error measured on sampled targets.
+    pub fn tolerance(tol: f64) -> Self {
+        Method::Tolerance(tol)
+    }
+
     /// A short name for logs and tables.
     pub fn name(&self) -> &'static str {
         match self {
             Method::Direct(_) => "direct",
             Method::Treecode(_) => "treecode",
             Method::Fmm(_) => "fmm",
+            Method::Tolerance(_) => "tolerance",
         }
     }
 
@@ -74,6 +86,7 @@ impl Method {
     pub(crate) fn check<K: Kernel>(&self) -> Result<(), Error> {
         match self {
             Method::Direct(_) => Ok(()),
+            Method::Tolerance(tol) => fmm::FmmOptions::tolerance(*tol).check(),
             Method::Treecode(o) => {
                 o.check()?;
                 crate::far::plan::<K>(o.far_field, crate::far::Tree::Treecode).map(|_| ())

@@ -12,4 +12,4 @@ pub mod soa;
 
 pub use device::{DeviceGroups, DeviceOctree, TreeOrdered};
 pub use octree::{Cell, Octree};
-pub(crate) use soa::{positions_f64, sorted, SoA};
+pub(crate) use soa::{positions_f64, sorted, to_unit_box, SoA};

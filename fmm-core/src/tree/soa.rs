@@ -79,3 +79,35 @@ pub(crate) fn positions_f64<R: Real>(p: &Particles<R>) -> [Vec<f64>; 3] {
     p.positions()
         .map(|v| v.iter().map(|x| x.to_f64()).collect())
 }
+
+/// Moves the points of both sets into the unit box: their common bounding
+/// box's centre to the origin and its longest side to 1; returns that
+/// side (1 where the points are all one point). The expansions are of the
+/// singular Laplace kernel, whose far field is homogeneous: computed in
+/// the unit box, a potential is the true one times the side, a gradient
+/// times its square and second derivatives its cube, so any length unit
+/// gives the same digits (points in a box of side 1e-30 took local
+/// coefficients of order `d^-(p+1)` past f64's range at p 10).
+pub(crate) fn to_unit_box(a: &mut [Vec<f64>; 3], b: &mut [Vec<f64>; 3]) -> f64 {
+    let mut lo = [f64::INFINITY; 3];
+    let mut hi = [f64::NEG_INFINITY; 3];
+    for set in [&*a, &*b] {
+        for (k, axis) in set.iter().enumerate() {
+            for &x in axis {
+                lo[k] = lo[k].min(x);
+                hi[k] = hi[k].max(x);
+            }
+        }
+    }
+    let side = (0..3).map(|k| hi[k] - lo[k]).fold(0.0, f64::max);
+    if !(side > 0.0 && side.is_finite()) {
+        return 1.0;
+    }
+    let centre: [f64; 3] = std::array::from_fn(|k| 0.5 * (lo[k] + hi[k]));
+    for set in [a, b] {
+        for (k, axis) in set.iter_mut().enumerate() {
+            axis.iter_mut().for_each(|x| *x = (*x - centre[k]) / side);
+        }
+    }
+    side
+}

@@ -33,3 +33,33 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .collect();
     Outputs::new(def.name.as_str(), &def.outputs, slots)
 }
+
+/// The seconds [`run`] is predicted to take for `targets` and `sources`:
+/// a slice of the targets (about 2x10^6 pairs, a millisecond or two) timed
+/// on one thread, scaled to all targets over rayon's threads. What the
+/// direct sum costs depends on the kernel, the precision and this CPU's
+/// vectors, so it is measured rather than tabled.
+pub(crate) fn predicted_seconds<K: Kernel, R: Real>(
+    p: &[R],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> f64 {
+    let (m, n) = (targets.len(), sources.len());
+    let no = K::def().n_outputs();
+    if m == 0 || n == 0 || no == 0 {
+        return 0.0;
+    }
+    let src = sources.source_slices();
+    let k = (2_000_000 / n).clamp(1, 256).min(m);
+    let mut out = vec![R::zero(); no];
+    let t = std::time::Instant::now();
+    for s in 0..k {
+        let i = s * m / k;
+        let mut slots = [R::zero(); MAX_SLOTS];
+        targets.target_slots(i, &mut slots);
+        K::p2p_target(p, targets.position(i), &slots, &src, 0..n, &mut out);
+    }
+    std::hint::black_box(&out);
+    let per_target = t.elapsed().as_secs_f64() / k as f64;
+    per_target * m as f64 / rayon::current_num_threads() as f64
+}

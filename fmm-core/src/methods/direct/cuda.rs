@@ -434,6 +434,22 @@ fn autotune<K: Kernel, R: Real>(
     Ok(best.map_or((256, 1), |b| b.0))
 }
 
+/// Interactions a second of the direct sum of gravity on the GPU, f32 and
+/// f64 (one H200, `direct_bench --kernel gravity --n 1048576`, see
+/// `docs/BENCHMARKS.md`), for the time a direct sum is predicted to take
+/// before it has run once (after that its measured time is used).
+const GRAVITY_RATE: [f64; 2] = [1.5e12, 1.5e11];
+
+/// The seconds the GPU's direct sum is predicted to take for `m` targets
+/// and `n` sources of kernel `K`: gravity's measured rate scaled by the
+/// kernel's weighted flops a pair against gravity's.
+pub(crate) fn predicted_seconds<K: Kernel>(m: usize, n: usize, f32: bool) -> f64 {
+    let gravity = <crate::kernels::Gravity as Kernel>::flops().weighted as f64;
+    let flops = K::flops().weighted as f64;
+    let rate = GRAVITY_RATE[usize::from(!f32)] * gravity / flops.max(1.0);
+    m as f64 * n as f64 / rate
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

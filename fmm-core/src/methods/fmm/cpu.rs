@@ -16,7 +16,7 @@ use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
-use crate::tree::{positions_f64, sorted, Octree, SoA};
+use crate::tree::{positions_f64, sorted, to_unit_box, Octree, SoA};
 use fmm_codegen::kernel::{FarTerm, Term};
 
 /// Cells of a tree by level, shallowest first.
@@ -61,8 +61,11 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let nc = ncoef(order);
     let block = nq * nc;
 
-    // Trees.
-    let spos = positions_f64(sources);
+    // Trees, of the points moved into the unit box (the near field keeps
+    // the particles' own positions).
+    let mut spos = positions_f64(sources);
+    let mut tpos = positions_f64(targets);
+    let side = to_unit_box(&mut spos, &mut tpos);
     let stree = Octree::build([&spos[0], &spos[1], &spos[2]], ncrit);
     let src = sorted(sources, &stree.order);
     let sp = points(&spos, &stree.order);
@@ -70,7 +73,6 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .iter()
         .map(|&k| src.slots[k].iter().map(|x| x.to_f64()).collect())
         .collect();
-    let tpos = positions_f64(targets);
     let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], ncrit);
     let tgt = sorted(targets, &ttree.order);
     let tp = points(&tpos, &ttree.order);
@@ -205,10 +207,14 @@ pub(crate) fn run<K: Kernel, R: Real>(
                 for (j, (i, o)) in (cell.begin..cell.end).zip(out.chunks_mut(no)).enumerate() {
                     let r = sub(tp[i], tsph[a].center);
                     for k in 0..nq {
-                        (x.phi[k], x.grad[k]) = values[k][j];
+                        // Back from the unit box: 1/r scales as 1/side.
+                        let (phi, grad) = values[k][j];
+                        x.phi[k] = phi / side;
+                        x.grad[k] = grad.map(|g| g / (side * side));
                         if hessians {
                             let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
-                            x.hess[k] = l2p_hessian(l, r, s);
+                            let cube = side * side * side;
+                            x.hess[k] = l2p_hessian(l, r, s).map(|row| row.map(|h| h / cube));
                         }
                     }
                     far_outputs(def, terms, nq, &x, |slot| tgt.slots[slot][i].to_f64(), o);
@@ -494,7 +500,7 @@ enum M2lScratch<T: Real> {
 /// Whether the CPU's M2L runs in f32 lanes: `M2lChoice::Auto`, an order
 /// within [`MAX_SINGLE_ORDER`](super::m2l_lanes::MAX_SINGLE_ORDER), and
 /// f32 particles or settings whose expected error (the CPU's table,
-/// [`super::tolerance::expected_error`]) is at least
+/// [`super::tables::expected_error`]) is at least
 /// [`SINGLE_ERROR`](super::m2l_lanes::SINGLE_ERROR), where f32's rounding
 /// is a tenth of the error or less. Twice the lanes for the same work: the
 /// M2L of p 9, theta 0.6 at 10^6 points (2 cores) takes 0.36 s where the
@@ -504,7 +510,7 @@ pub(crate) fn single_m2l(choice: super::M2lChoice, settings: super::Settings, f3
     {
         choice == super::M2lChoice::Auto
             && settings.p <= super::m2l_lanes::MAX_SINGLE_ORDER
-            && (f32 || super::tolerance::expected_error(settings) >= super::m2l_lanes::SINGLE_ERROR)
+            && (f32 || super::tables::expected_error(settings) >= super::m2l_lanes::SINGLE_ERROR)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -4,8 +4,8 @@
 //! tree traversal with the MAC `theta` ([`traversal`]), and the near field
 //! by the kernel's own generated evaluator, smoothing included (the far
 //! field is the singular Laplace one, as `shared/KERNELS.md` says). On the
-//! CPU ([`cpu`]) and entirely on the GPU ([`cuda`]); [`tolerance`] chooses
-//! the settings for an error and measures the error achieved.
+//! CPU ([`cpu`]) and entirely on the GPU ([`cuda`]); [`tables`] holds the
+//! errors measured per setting, from which `crate::accuracy` chooses.
 //!
 //! A kernel's far field is `outputs = coefficient * term` with the terms
 //! of the declaration: the potential and its gradient for a scalar
@@ -22,15 +22,19 @@ pub mod m2l_lanes;
 pub mod operators;
 #[cfg(target_arch = "x86_64")]
 pub mod pass_lanes;
-pub mod tolerance;
+pub mod tables;
 pub mod traversal;
 
 pub use cuda::{MAX_F32_M2L_ORDER, MAX_GPU_ORDER};
-pub use tolerance::Achieved;
 
 use crate::error::Error;
 use crate::far::FarField;
 use fmm_codegen::kernel::FarTerm;
+
+/// The smallest tolerance taken: the f64 direct sum that errors are
+/// measured against rounds at about 1e-16 a term, and its sums of many
+/// terms of both signs lose more.
+pub const MIN_TOLERANCE: f64 = 1e-13;
 
 /// The highest expansion order the operators take.
 pub const MAX_ORDER: usize = 30;
@@ -44,7 +48,7 @@ pub enum Accuracy {
     Fixed { p: usize, theta: f64 },
     /// A relative L2 error: the settings are chosen for it from measured
     /// tables and the error achieved is measured on sampled targets
-    /// against an f64 direct sum ([`tolerance`]).
+    /// against an f64 direct sum (`crate::accuracy`).
     Tolerance(f64),
 }
 
@@ -156,6 +160,13 @@ impl FmmOptions {
                 if !(tol > 0.0 && tol.is_finite()) {
                     return Err(Error::BadOption(format!(
                         "the tolerance must be a finite number above 0, not {tol}"
+                    )));
+                }
+                if tol < MIN_TOLERANCE {
+                    return Err(Error::BadOption(format!(
+                        "a tolerance of {tol:e} is below {MIN_TOLERANCE:e}, what the f64 direct \
+                         sum it is measured against can be trusted to (its own rounding): ask \
+                         for {MIN_TOLERANCE:e} or more"
                     )));
                 }
             }

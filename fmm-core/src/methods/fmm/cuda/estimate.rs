@@ -24,7 +24,7 @@ use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::real::Real;
-use crate::reference::{relative_l2, sample_indices};
+use crate::reference::{estimate, sample_indices, Estimate};
 use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 use fmm_codegen::emit::signature::Role;
 
@@ -40,6 +40,8 @@ pub(crate) struct Estimator<K, R> {
     /// The sampled targets (input order).
     idx: CudaSlice<u32>,
     samples: usize,
+    /// Whether every target is sampled (no sampling uncertainty).
+    exhaustive: bool,
     /// The reference: one vector per output slot, one value per sample.
     want: Vec<Vec<f64>>,
     _k: PhantomData<(K, R)>,
@@ -155,6 +157,7 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
         Ok(Estimator {
             idx,
             samples: ns,
+            exhaustive: ns == m,
             want,
             _k: PhantomData,
         })
@@ -162,7 +165,7 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
 
     /// The relative L2 error of the outputs `out` (input order, on the
     /// device) at the sampled targets.
-    pub(crate) fn error(&self, gpu: &Gpu, out: &[CudaSlice<R>]) -> Result<f64, Error> {
+    pub(crate) fn error(&self, gpu: &Gpu, out: &[CudaSlice<R>]) -> Result<Estimate, Error> {
         let s = gpu.stream();
         let mut got = Vec::with_capacity(out.len());
         for o in out {
@@ -174,6 +177,6 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
                     .collect(),
             );
         }
-        Ok(relative_l2(&got, &self.want))
+        Ok(estimate(&got, &self.want, self.exhaustive))
     }
 }

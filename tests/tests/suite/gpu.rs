@@ -5,7 +5,7 @@
 //! GPU does not write cannot pass. Also: every launch shape, chunking when
 //! memory is short, empty inputs, and the module cache.
 //!
-//! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu -- --ignored`.
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored gpu::`.
 
 use fmm_core::cuda::{CacheOutcome, Gpu, ModuleCache};
 use fmm_core::fmm_codegen::ast::Shape;

@@ -24,7 +24,7 @@
 //! accepted cells, the FMM translated expansions).
 //!
 //! The bounds are about 3x the errors measured on the CPU (printed by
-//! `cargo test -p fmm-tests --test conformance -- --nocapture`), so that
+//! `cargo test -p fmm-tests --test suite -- --nocapture conformance::`), so that
 //! a change that loses accuracy fails, but the ordering of sums does not.
 //! Where the error is rounding alone (the direct sum, the treecode at
 //! theta 0) the f64 bound is 1e-12 (a sum of a few thousand terms in any
@@ -50,7 +50,7 @@
 //! The GPU rows are the same table through `Backend::Cuda`, one test per
 //! method (and one of the degenerate inputs), ignored here (no GPU in CI).
 //! Run them on the GPU host:
-//! `cargo test --release -p fmm-tests --test conformance -- --ignored`
+//! `cargo test --release -p fmm-tests --test suite -- --ignored conformance::`
 //! (add `--nocapture` for the table of errors). There the f64 rows must
 //! also equal the CPU's run of the same row to 1e-12 (the GPU builds the
 //! CPU's trees and lists: its FMM, with every far field, and its treecode

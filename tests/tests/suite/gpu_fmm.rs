@@ -10,7 +10,7 @@
 //! M2M and L2L), with core radii that differ between sources, and at
 //! several orders.
 //!
-//! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu_fmm -- --ignored --nocapture`.
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored --nocapture gpu_fmm::`.
 
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::*;

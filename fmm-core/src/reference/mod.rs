@@ -4,6 +4,10 @@
 //! f64 direct sum on sampled targets"). The tolerance-driven FMM, the
 //! benchmarks and the tests all measure with this.
 
+pub mod sample;
+
+pub use sample::{estimate, stratified, Estimate};
+
 use rayon::prelude::*;
 
 use crate::kernel::{Kernel, MAX_SLOTS};

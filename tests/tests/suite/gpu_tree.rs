@@ -5,7 +5,7 @@
 //! for several `ncrit`; the device pseudo-sources are the CPU's to f64
 //! rounding; and the build time for 10^6 and 10^7 Plummer particles.
 //!
-//! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu_tree -- --ignored --nocapture`.
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored --nocapture gpu_tree::`.
 
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 //! device-resident particles gives what the host path gives, and the FMM's
 //! lists past 2^31 entries stay correct (issue 13, defect 4).
 //!
-//! Run on the GPU host: `cargo test --release -p fmm-tests --test gpu_scale -- --ignored --nocapture`.
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored --nocapture gpu_scale::`.
 
 use fmm_core::cuda::Gpu;
 use fmm_core::distributions::{plummer, uniform_cube};

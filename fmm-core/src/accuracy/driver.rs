@@ -1,0 +1,612 @@
+//! The loop that meets a tolerance with one far field: from the table's
+//! settings (or those that met the same problem before) up in order until
+//! the estimated error is within the tolerance, or a clear stop (the
+//! error stopped falling, the highest order) with why and what to do.
+
+use super::memory::{remember_start, remember_switch, remembered_start, ProblemKey};
+use super::{Achieved, ERROR_SAMPLES};
+use crate::error::Error;
+use crate::far::FarField;
+use crate::methods::fmm::{tables::Table, Settings};
+use crate::reference::Estimate;
+use crate::stats::{Stage, Stats};
+
+/// A tolerance-driven evaluation that stopped short: why, and the time of
+/// its runs.
+#[derive(Debug)]
+pub(crate) struct Stopped {
+    pub(crate) error: Error,
+    /// Boxed: the stats are large, and a `Result`'s error is best small.
+    pub(crate) spent: Box<Stats>,
+    /// Whether the error stopped falling (a floor), rather than the order
+    /// reaching the backend's highest while it still fell.
+    pub(crate) floor: bool,
+}
+
+impl From<Error> for Stopped {
+    fn from(error: Error) -> Self {
+        Stopped {
+            error,
+            spent: Box::default(),
+            floor: false,
+        }
+    }
+}
+
+/// Whether a tolerance that the FMM with the far field `ran` stopped short
+/// of (`stopped`), the caller having asked for `asked`, is one to run again
+/// with the kernel-independent far field: the default (`Auto`) took the
+/// Laplace expansions, and their error stopped above the tolerance for a
+/// reason the nodes do not share: a floor that the kernel's smoothing,
+/// which the expansions drop, explains, or the expansions' highest order
+/// (the nodes converge faster an order: unsoftened gravity at 1e-9 on the
+/// GPU, past order 20 there, met at ki order 10); not f32's rounding.
+/// Whether the kernel can use that far field is the caller's to check.
+pub(crate) fn switch_to_nodes(
+    stopped: &Stopped,
+    asked: FarField,
+    ran: FarField,
+    f32: bool,
+) -> bool {
+    let Error::ToleranceNotMet { best, .. } = &stopped.error else {
+        return false;
+    };
+    asked == FarField::Auto && ran == FarField::Laplace && !f32_floor(f32, *best)
+}
+
+/// The default's Laplace expansions stopped short (`stop`, their time in
+/// it) where the kernel-independent far field may meet the tolerance
+/// ([`switch_to_nodes`], checked by the caller): `nodes` runs it with the
+/// time left of `budget`. Met, the switch is said on stderr and remembered
+/// for `key`, and the Laplace runs' time counts; not met (or no time
+/// left), one error names both far fields' stops and nothing is
+/// remembered.
+pub(crate) fn on_to_nodes<T>(
+    stop: Stopped,
+    key: ProblemKey,
+    budget: f64,
+    nodes: impl FnOnce(f64) -> Result<(T, Stats, Option<Achieved>), Stopped>,
+) -> Result<(T, Stats, Option<Achieved>), Stopped> {
+    let left = budget - stop.spent.total_seconds();
+    if left <= 0.0 {
+        return Err(stop);
+    }
+    match nodes(left) {
+        Ok((out, mut stats, achieved)) => {
+            announce_switch(&stop);
+            remember_switch(key);
+            stats.absorb_time(&stop.spent);
+            Ok((out, stats, achieved))
+        }
+        Err(next) => Err(both(stop, next)),
+    }
+}
+
+/// One stop for the Laplace expansions' (`first`) and then the nodes'
+/// (`then`): the best error of either, the nodes' order and advice, both
+/// reasons named by their far field, the time of both.
+fn both(first: Stopped, then: Stopped) -> Stopped {
+    let mut spent = *then.spent;
+    spent.absorb_time(&first.spent);
+    let error = match (first.error, then.error) {
+        (
+            Error::ToleranceNotMet {
+                tolerance,
+                best: laplace_best,
+                reason: laplace,
+                tried: mut tried_laplace,
+                ..
+            },
+            Error::ToleranceNotMet {
+                best,
+                p,
+                theta,
+                reason: nodes,
+                advice,
+                tried,
+                ..
+            },
+        ) => {
+            tried_laplace.extend(tried);
+            Error::ToleranceNotMet {
+                tolerance,
+                best: best.min(laplace_best),
+                p,
+                theta,
+                reason: format!(
+                    "with the Laplace expansions {laplace}; with the kernel-independent far \
+                     field {nodes}"
+                ),
+                advice,
+                tried: tried_laplace,
+            }
+        }
+        (_, other) => other,
+    };
+    Stopped {
+        error,
+        spent: Box::new(spent),
+        floor: then.floor,
+    }
+}
+
+/// Runs `nodes` (the kernel-independent far field) where the Laplace
+/// expansions' floor, predicted from the declaration, is above `tol` at
+/// every MAC the driver takes (`floor::widest_theta`: `floor` there);
+/// met, the switch is said and remembered for `key` as a measured one is;
+/// not met, the error says the expansions were not run, and why.
+pub(crate) fn predicted_switch<T>(
+    tol: f64,
+    floor: f64,
+    key: ProblemKey,
+    nodes: impl FnOnce() -> Result<(T, Stats, Option<Achieved>), Stopped>,
+) -> Result<(T, Stats, Option<Achieved>), Stopped> {
+    let why = format!(
+        "the kernel's smoothing, which the Laplace expansions drop, is predicted to leave \
+         them {floor:.1e} from the kernel at theta {MIN_THETA}"
+    );
+    match nodes() {
+        Ok(done) => {
+            eprintln!(
+                "[fmm] tolerance {tol:e}: {why}; met by the kernel-independent far field, which \
+                 this kernel, parameters and tolerance take from now on (ask for a far field to \
+                 choose it yourself)"
+            );
+            remember_switch(key);
+            Ok(done)
+        }
+        Err(mut stop) => {
+            if let Error::ToleranceNotMet { reason, .. } = &mut stop.error {
+                *reason = format!("{why}; with the kernel-independent far field {reason}");
+            }
+            Err(stop)
+        }
+    }
+}
+
+/// Says on stderr that the default far field switched, and why.
+fn announce_switch(stopped: &Stopped) {
+    if let Error::ToleranceNotMet {
+        tolerance, reason, ..
+    } = &stopped.error
+    {
+        let why = if stopped.floor {
+            ": the kernel's smoothing, which the expansions drop, sets a floor; the \
+             kernel-independent far field keeps it"
+        } else {
+            ""
+        };
+        eprintln!(
+            "[fmm] tolerance {tolerance:e} with the Laplace far field (the default for this \
+             kernel): {reason}{why}; met by the kernel-independent far field, which this \
+             kernel, parameters and tolerance take from now on (ask for a far field to choose \
+             it yourself)"
+        );
+    }
+}
+
+/// Whether an error of `best` is at f32's rounding floor.
+fn f32_floor(f32: bool, best: f64) -> bool {
+    f32 && best < 1e-5
+}
+
+/// An error that falls by less than this factor an order, two steps
+/// running, has stopped falling.
+const STALL: f64 = 0.9;
+
+/// Most orders one step adds.
+const MOST_STEP: usize = 4;
+
+/// Runs the FMM (`run`, at the settings given) from the table's settings
+/// up, estimating each result's error with `error`, until the error is
+/// within `tol`; stops early, with an error that says why, when the error
+/// has stopped falling or the order is the backend's highest, with the
+/// time spent. `far` is the far field run and `f32` says whether the
+/// particles are f32 (both for the explanation). With `key`, the settings
+/// that met the same problem's tolerance last are the first
+/// ([`STARTS`]), and those that meet it now are kept for the next time.
+#[cfg(test)]
+pub(crate) fn drive<O, V: Into<Estimate>>(
+    tol: f64,
+    table: &Table,
+    far: FarField,
+    f32: bool,
+    key: Option<&ProblemKey>,
+    run: impl FnMut(Settings, &mut Stats) -> Result<O, Error>,
+    error: impl FnMut(&O) -> Result<V, Error>,
+) -> Result<(O, Stats, Achieved), Stopped> {
+    let goal = Goal {
+        tol,
+        table,
+        far,
+        f32,
+        key,
+        budget: f64::INFINITY,
+        widest: 1.0,
+    };
+    drive_within(&goal, run, error)
+}
+
+/// What [`drive_within`] is to meet, and within what.
+pub(crate) struct Goal<'a> {
+    pub tol: f64,
+    /// The far field's table of first settings.
+    pub table: &'a Table,
+    pub far: FarField,
+    /// Whether the particles are f32 (for the explanation of a floor).
+    pub f32: bool,
+    /// What the settings that met it are remembered by.
+    pub key: Option<&'a ProblemKey>,
+    /// Seconds the runs may take.
+    pub budget: f64,
+    /// The widest MAC to start from (the floor predicted from the
+    /// declaration: `floor::widest_theta`).
+    pub widest: f64,
+}
+
+/// [`drive`] toward `goal`: within its budget of seconds (a tolerance not
+/// met when the runs so far have taken that long stops there: the direct
+/// sum's predicted time, for `Method::tolerance`, past which the direct
+/// sum is sooner), from a MAC no wider than its `widest`.
+pub(crate) fn drive_within<O, V: Into<Estimate>>(
+    goal: &Goal<'_>,
+    mut run: impl FnMut(Settings, &mut Stats) -> Result<O, Error>,
+    mut error: impl FnMut(&O) -> Result<V, Error>,
+) -> Result<(O, Stats, Achieved), Stopped> {
+    let &Goal {
+        tol,
+        table,
+        far,
+        f32,
+        key,
+        budget,
+        widest,
+    } = goal;
+    let mut settings = key
+        .and_then(|k| remembered_start(k, far))
+        .unwrap_or_else(|| {
+            let first = table.first(tol);
+            Settings {
+                theta: first.theta.min(widest),
+                ..first
+            }
+        });
+    let mut total = Stats::default();
+    // (p, error) of every run.
+    let mut history: Vec<(usize, f64)> = Vec::new();
+    // Every run's (p, error), over every theta tried.
+    let mut tried: Vec<(usize, f64)> = Vec::new();
+    loop {
+        let mut stats = Stats::default();
+        let out = run(settings, &mut stats)?;
+        stats.runs = 1;
+        let t = std::time::Instant::now();
+        let estimate: Estimate = error(&out)?.into();
+        // The safe side: the estimate plus three standard errors.
+        let e = estimate.bound();
+        stats.add(Stage::ErrorEstimate, t.elapsed().as_secs_f64());
+        if !e.is_finite() {
+            return Err(Stopped::from(Error::NonFinite {
+                what: "the FMM's estimated error (outputs sampled against the direct sum) at order"
+                    .into(),
+                index: settings.p,
+                value: e,
+            }));
+        }
+        history.push((settings.p, e));
+        tried.push((settings.p, e));
+        let earlier = std::mem::take(&mut total);
+        total = stats;
+        total.absorb_time(&earlier);
+        if e <= tol {
+            let achieved = Achieved {
+                tolerance: tol,
+                method: "fmm",
+                settings,
+                estimated_error: e,
+                samples: ERROR_SAMPLES,
+                far_field: far,
+            };
+            if let Some(k) = key {
+                remember_start(k, far, settings);
+            }
+            return Ok((out, total, achieved));
+        }
+        let at_most = settings.p >= table.most_p;
+        let over = (total.total_seconds() >= budget).then(|| {
+            format!(
+                "its runs took {:.3} s, the direct sum's predicted time, which meets any \
+                 tolerance sooner from here",
+                total.total_seconds()
+            )
+        });
+        let floor = over.is_none() && !at_most;
+        if let Some(reason) = over.or_else(|| stalled(&history, at_most, table.most_p, far)) {
+            let &(best_p, best) = history
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("one run");
+            if floor && far == FarField::Laplace && !f32_floor(f32, best) {
+                if let Some(theta) = narrower(settings.theta) {
+                    // The expansions' floor (a smoothing they drop, or a
+                    // slow convergence of derivatives) falls as cells
+                    // further apart interact: from the best order so far.
+                    settings = Settings { p: best_p, theta };
+                    history.clear();
+                    continue;
+                }
+            }
+            return Err(Stopped {
+                error: not_met(tol, &tried, best, best_p, settings.theta, reason, far, f32),
+                spent: Box::new(total),
+                floor,
+            });
+        }
+        settings.p = (settings.p + step(&history, tol)).min(table.most_p);
+    }
+}
+
+/// The narrowest MAC the expansions are taken to before a stall is given
+/// up on: their cost grows about as theta^-3 (M2L and P2P), so past this
+/// a node far field or the direct sum is sooner.
+pub(crate) const MIN_THETA: f64 = 0.4;
+
+/// Theta's next step down when the expansions' error has stopped falling.
+const NARROWER: f64 = 0.8;
+
+/// The MAC after `theta` when the error stopped falling at it, while it is
+/// above [`MIN_THETA`].
+pub(crate) fn narrower(theta: f64) -> Option<f64> {
+    (theta > MIN_THETA + 1e-9).then(|| (theta * NARROWER).max(MIN_THETA))
+}
+
+/// The error's fall per order over the step that ended at run `k`.
+fn per_order(history: &[(usize, f64)], k: usize) -> f64 {
+    let (p0, e0) = history[k - 1];
+    let (p1, e1) = history[k];
+    (e1 / e0).powf(1.0 / (p1 - p0).max(1) as f64)
+}
+
+/// Orders to add for the error of the last run to reach `tol`: by the
+/// fall per order so far (a factor 2 before there is one), 1 to
+/// [`MOST_STEP`].
+fn step(history: &[(usize, f64)], tol: f64) -> usize {
+    let n = history.len();
+    let fall = if n >= 2 {
+        per_order(history, n - 1).clamp(0.25, 0.9)
+    } else {
+        0.5
+    };
+    let e = history[n - 1].1;
+    ((e / tol).ln() / (1.0 / fall).ln())
+        .ceil()
+        .clamp(1.0, MOST_STEP as f64) as usize
+}
+
+/// Why the error will not reach the tolerance, if it will not: the order
+/// is at the highest, or the error fell by less than [`STALL`] an order
+/// over each of the last two steps.
+fn stalled(history: &[(usize, f64)], at_most: bool, most: usize, far: FarField) -> Option<String> {
+    if at_most {
+        return Some(format!(
+            "the order reached the highest the {} far field takes on this backend ({most})",
+            far.name()
+        ));
+    }
+    let n = history.len();
+    // Two steps, not one: with few sources the error at a handful of
+    // sampled targets can stand still over an order and then fall (one
+    // BiotSavart source, 300 targets: 1.8e-4 at p 10, 1.9e-4 at p 11 and
+    // 12, 7.2e-5 at p 14).
+    let flat = n >= 3 && per_order(history, n - 1) > STALL && per_order(history, n - 2) > STALL;
+    flat.then(|| {
+        let from = history[n.saturating_sub(3)];
+        format!(
+            "the error stopped falling ({:.1e} at p {} to {:.1e} at p {})",
+            from.1,
+            from.0,
+            history[n - 1].1,
+            history[n - 1].0
+        )
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn not_met(
+    tol: f64,
+    history: &[(usize, f64)],
+    best: f64,
+    p: usize,
+    theta: f64,
+    reason: String,
+    far: FarField,
+    f32: bool,
+) -> Error {
+    let advice = if f32_floor(f32, best) {
+        "f32 particles round the near field and the outputs in float, which stops the error \
+         near 1e-6 to 1e-7: use f64 particles for this tolerance"
+            .to_string()
+    } else if far == FarField::Laplace {
+        format!(
+            "the Laplace far field is the singular kernel's, so a kernel's smoothing (Plummer \
+             softening, a core radius) that is not negligible at the distance of \
+             well-separated cells sets a floor under the error: use the kernel-independent \
+             far field (`FarField::KernelIndependent`, `--far-field ki`), which keeps the \
+             smoothing, a looser tolerance (at least {best:.1e}), or the direct sum"
+        )
+    } else {
+        format!(
+            "the {} far field converges for kernels smooth away from their sources; a kernel \
+             that is not (or a tolerance past its highest order) needs a looser tolerance \
+             (at least {best:.1e}), the `ki` far field if this is `ppm`, or the direct sum",
+            far.name()
+        )
+    };
+    Error::ToleranceNotMet {
+        tolerance: tol,
+        best,
+        p,
+        theta,
+        reason,
+        advice,
+        tried: history.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::methods::fmm::tables::{CPU, GPU};
+
+    /// An error that halves with every order is met; one that stops
+    /// falling is given up on within three orders of the stall, with the
+    /// reason; one that rises at once is given up on at once.
+    #[test]
+    fn a_stalled_error_stops_the_driver_with_a_reason() {
+        let run = |s: Settings, _: &mut Stats| Ok(s.p);
+        // From p 10 (the table's for 1e-5): 9.8e-5, then 4 orders more.
+        let falling = |p: &usize| Ok(1e-1 * 0.5f64.powi(*p as i32));
+        let (p, stats, a) =
+            drive(1e-5, &CPU, FarField::Laplace, false, None, run, falling).unwrap();
+        assert_eq!((p, a.settings.p, stats.runs), (14, 14, 2));
+        assert!(a.estimated_error <= 1e-5);
+        // An error that falls only by 0.75 an order (theta 0.7 at worst)
+        // is followed, not given up on.
+        let slow = |p: &usize| Ok(2e-3 * 0.75f64.powi(*p as i32));
+        let (p, stats, _) = drive(1e-5, &GPU, FarField::Laplace, false, None, run, slow).unwrap();
+        assert!(2e-3 * 0.75f64.powi(p as i32) <= 1e-5, "p {p}");
+        assert!(stats.runs <= 5, "{} runs", stats.runs);
+
+        let floor = |p: &usize| Ok((1e-3 * 0.5f64.powi(*p as i32)).max(4e-4));
+        let mut runs = 0;
+        let e = drive(
+            1e-5,
+            &CPU,
+            FarField::Laplace,
+            false,
+            None,
+            |s, st| {
+                runs += 1;
+                run(s, st)
+            },
+            floor,
+        )
+        .unwrap_err()
+        .error;
+        // Three runs at each of theta 0.6, 0.48 and 0.4.
+        assert!(runs <= 9, "{runs} runs");
+        assert!(matches!(e, Error::ToleranceNotMet { theta, .. } if theta == MIN_THETA));
+        let text = e.to_string();
+        assert!(text.contains("stopped falling"), "{text}");
+        assert!(text.contains("smoothing"), "{text}");
+        assert!(text.contains("4.0e-4"), "{text}");
+
+        let rising = |p: &usize| Ok(1e-4 * (*p as f64));
+        let mut runs = 0;
+        let e = drive(
+            1e-6,
+            &GPU,
+            FarField::Laplace,
+            true,
+            None,
+            |s, st| {
+                runs += 1;
+                run(s, st)
+            },
+            rising,
+        )
+        .unwrap_err()
+        .error;
+        assert!(runs <= 9, "{runs} runs");
+        assert!(matches!(e, Error::ToleranceNotMet { .. }), "{e}");
+    }
+
+    /// A floor that falls as theta does (cells further apart see less of
+    /// a smoothing) is met by narrowing the MAC from the best order, not
+    /// given up on.
+    #[test]
+    fn a_floor_that_falls_with_theta_is_met_by_narrowing() {
+        let run = |s: Settings, _: &mut Stats| Ok(s);
+        let error =
+            |s: &Settings| Ok((1e-3 * 0.5f64.powi(s.p as i32)).max(4e-4 * (s.theta / 0.6).powi(8)));
+        let (_, stats, a) = drive(2e-5, &CPU, FarField::Laplace, false, None, run, error).unwrap();
+        assert_eq!(a.settings.theta, MIN_THETA, "{a:?}");
+        assert!(a.estimated_error <= 2e-5);
+        assert!(stats.runs <= 9, "{} runs", stats.runs);
+    }
+
+    /// The default's Laplace expansions stopped by a smoothing switch to
+    /// the nodes; f32's floor, a far field asked for, or a node far field
+    /// that stopped do not; the Laplace advice names the switch.
+    #[test]
+    fn only_the_defaults_expansions_stopped_by_a_smoothing_switch() {
+        let floor = |p: &usize| Ok((1e-3 * 0.5f64.powi(*p as i32)).max(4e-4));
+        let run = |s: Settings, _: &mut Stats| Ok(s.p);
+        let stop = drive(1e-5, &CPU, FarField::Laplace, false, None, run, floor).unwrap_err();
+        assert!(stop.spent.runs >= 2, "{:?}", stop.spent);
+        assert!(stop.floor);
+        let text = stop.error.to_string();
+        assert!(text.contains("--far-field ki"), "{text}");
+        let (auto, laplace, ki) = (
+            FarField::Auto,
+            FarField::Laplace,
+            FarField::KernelIndependent,
+        );
+        assert!(switch_to_nodes(&stop, auto, laplace, false));
+        assert!(!switch_to_nodes(&stop, laplace, laplace, false));
+        assert!(!switch_to_nodes(&stop, auto, ki, false));
+        let f32_floor = drive(1e-8, &CPU, laplace, true, None, run, |_| Ok(3e-7)).unwrap_err();
+        assert!(!switch_to_nodes(&f32_floor, auto, laplace, true));
+        // Still falling at the highest order: not a floor, but switched.
+        let slow = |p: &usize| Ok(1e-2 * 0.7f64.powi(*p as i32));
+        let most = drive(1e-9, &CPU, laplace, false, None, run, slow).unwrap_err();
+        assert!(!most.floor);
+        assert!(switch_to_nodes(&most, auto, laplace, false));
+        let e = drive(
+            1e-5,
+            &CPU,
+            FarField::KernelIndependent,
+            false,
+            None,
+            run,
+            floor,
+        )
+        .unwrap_err()
+        .error;
+        assert!(!e.to_string().contains("singular"), "{e}");
+    }
+
+    /// A tolerance met on the second run is met on the first the next
+    /// time the same problem is evaluated; another tolerance or far field
+    /// starts from the table.
+    #[test]
+    fn the_settings_that_met_a_tolerance_are_the_next_start() {
+        let run = |s: Settings, _: &mut Stats| Ok(s.p);
+        let falling = |p: &usize| Ok(1e-1 * 0.5f64.powi(*p as i32));
+        let key = ProblemKey::new("test kernel", &[0.25], 1e-5, false, false);
+        let laplace = FarField::Laplace;
+        let (_, first, a) = drive(1e-5, &CPU, laplace, false, Some(&key), run, falling).unwrap();
+        assert_eq!((first.runs, a.settings.p), (2, 14));
+        let (_, next, b) = drive(1e-5, &CPU, laplace, false, Some(&key), run, falling).unwrap();
+        assert_eq!((next.runs, b.settings), (1, a.settings));
+        let ki = FarField::KernelIndependent;
+        let (_, other, _) = drive(1e-5, &CPU, ki, false, Some(&key), run, falling).unwrap();
+        assert_eq!(other.runs, 2, "another far field starts from the table");
+    }
+
+    #[test]
+    fn f32_rounding_is_named_when_it_is_the_floor() {
+        let e = drive(
+            1e-8,
+            &CPU,
+            FarField::Laplace,
+            true,
+            None,
+            |s, _| Ok(s.p),
+            |_| Ok(3e-7),
+        )
+        .unwrap_err()
+        .error;
+        assert!(e.to_string().contains("f64 particles"), "{e}");
+    }
+}

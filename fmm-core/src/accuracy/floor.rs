@@ -1,0 +1,191 @@
+//! The Laplace far field's floor, predicted from the declaration before
+//! anything runs.
+//!
+//! The expansions are those of the singular kernel; a kernel's smoothing
+//! (Plummer softening, a Gaussian core) differs from it by an amount that
+//! falls with distance, so cells that interact by M2L at a distance `d`
+//! carry an error of about the kernel's relative difference from its
+//! singular form at `d`. That difference is measured on the kernel itself:
+//! its outputs from a few of the problem's sources at `d`, against its
+//! outputs at `FAR * d` scaled back by the power of distance its far field
+//! falls with (read off the kernel at `FAR * d` and `2 FAR * d`). The
+//! nearest M2L pairs are leaves `2 R / theta` apart, `R` a leaf's radius
+//! with `leaf` particles a leaf in the points' bounding cube; the MAC
+//! chosen is the widest whose predicted floor is below the tolerance.
+//! Clustered points make smaller leaves than a uniform cube's, so the
+//! prediction can be short: the driver's measured error still decides,
+//! and narrows theta further where it stalls.
+
+use crate::kernel::{Kernel, MAX_SLOTS};
+use crate::particles::Particles;
+use crate::real::Real;
+
+/// How much further than `d` the kernel is taken to be singular.
+const FAR: f64 = 1e4;
+
+/// Sources the difference is measured from.
+const SOURCES: usize = 4;
+
+/// The relative difference of kernel `K` (parameters `params`) from its
+/// singular far field at distance `d`: the largest over a few sources of
+/// `sources` and four directions, the fields of a target of `targets`.
+pub(crate) fn smoothing_at<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    d: f64,
+) -> f64 {
+    let no = K::def().n_outputs();
+    let (m, n) = (targets.len(), sources.len());
+    if m == 0 || n == 0 || no == 0 || d.is_nan() || d <= 0.0 {
+        return 0.0;
+    }
+    let picks: Vec<usize> = (0..SOURCES.min(n))
+        .map(|s| s * n / SOURCES.min(n))
+        .collect();
+    let src = sources.to_f64(Some(&picks));
+    let slices = src.source_slices();
+    let tgt = targets.to_f64(Some(&[m / 2]));
+    let mut fields = [0.0f64; MAX_SLOTS];
+    tgt.target_slots(0, &mut fields);
+    let at = |j: usize, x: [f64; 3]| -> Vec<f64> {
+        let mut out = vec![0.0; no];
+        K::p2p_target(params, x, &fields, &slices, j..j + 1, &mut out);
+        out
+    };
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let s3 = 1.0 / 3f64.sqrt();
+    let mut worst = 0.0f64;
+    for j in 0..picks.len() {
+        let xj = src.position(j);
+        for u in [
+            [1.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0],
+            [0.0, 0.0, 1.0],
+            [s3, s3, s3],
+        ] {
+            let point = |r: f64| [xj[0] + r * u[0], xj[1] + r * u[1], xj[2] + r * u[2]];
+            let near = at(j, point(d));
+            let far = at(j, point(FAR * d));
+            let farther = at(j, point(2.0 * FAR * d));
+            // Each output on its own: outputs fall with their own power
+            // of distance (a potential as 1/d, its gradient as 1/d^2).
+            let scale = norm(&far);
+            for s in 0..no {
+                let (f, ff) = (far[s], farther[s]);
+                if !(f.abs() > 1e-12 * scale && ff != 0.0 && f.is_finite()) {
+                    continue;
+                }
+                // The far field falls as d^-k: the kernel's own power.
+                let k = (f / ff).abs().log2();
+                let singular = f * FAR.powf(k);
+                if singular != 0.0 && singular.is_finite() {
+                    worst = worst.max(((near[s] - singular) / singular).abs());
+                }
+            }
+        }
+    }
+    worst
+}
+
+/// The widest MAC, from the tables' widest (0.7) down by the driver's
+/// steps to its narrowest, whose predicted floor is below half of `tol`
+/// (1.0: no limit, the floor is below it at 0.7); where even the
+/// narrowest's is not, `Err` with the floor predicted there.
+pub(crate) fn widest_theta<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    leaf: usize,
+    tol: f64,
+) -> Result<f64, f64> {
+    let m = targets.len().max(sources.len());
+    let side = cube_side(targets).max(cube_side(sources));
+    if m == 0 || !(side > 0.0 && side.is_finite()) {
+        return Ok(1.0);
+    }
+    // A leaf's radius in a uniform cube with `leaf` points a leaf.
+    let h = side * (leaf.min(m) as f64 / m as f64).cbrt();
+    let radius = 0.5 * 3f64.sqrt() * h;
+    let floor = |theta: f64| smoothing_at::<K, R>(params, targets, sources, 2.0 * radius / theta);
+    let mut theta = 0.7;
+    if floor(theta) <= 0.5 * tol {
+        return Ok(1.0);
+    }
+    loop {
+        match super::driver::narrower(theta) {
+            Some(t) => theta = t,
+            None => return Err(floor(theta)),
+        }
+        if floor(theta) <= 0.5 * tol {
+            return Ok(theta);
+        }
+    }
+}
+
+/// The side of the bounding cube of `p`'s points.
+fn cube_side<R: Real>(p: &Particles<R>) -> f64 {
+    let pos = p.positions();
+    (0..3)
+        .map(|a| {
+            let (lo, hi) = pos[a].iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| {
+                (lo.min(x.to_f64()), hi.max(x.to_f64()))
+            });
+            hi - lo
+        })
+        .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::{BiotSavart, Gravity};
+
+    fn gravity(n: usize) -> (Particles<f64>, Particles<f64>) {
+        let pos = crate::distributions::uniform_cube(n, 1);
+        let mut s = Particles::sources::<Gravity>(&pos).unwrap();
+        s.set("m", &vec![1.0; n]).unwrap();
+        (Particles::targets::<Gravity>(&pos).unwrap(), s)
+    }
+
+    /// Plummer softening differs from 1/r by about (3/2)(eps/d)^2 in the
+    /// field; no softening, by nothing; a Gaussian core, by nothing a few
+    /// cores away.
+    #[test]
+    fn the_smoothing_of_known_kernels() {
+        let (t, s) = gravity(100);
+        let eps = 0.01;
+        let at = |d: f64| smoothing_at::<Gravity, f64>(&[eps], &t, &s, d);
+        let expected = 1.5 * (eps / 0.1f64).powi(2);
+        assert!(
+            (at(0.1) / expected - 1.0).abs() < 0.05,
+            "{} vs {expected}",
+            at(0.1)
+        );
+        assert!(at(0.2) < 0.3 * at(0.1));
+        assert!(smoothing_at::<Gravity, f64>(&[0.0], &t, &s, 0.1) < 1e-12);
+        let pos = crate::distributions::uniform_cube(10, 2);
+        let mut v = Particles::sources::<BiotSavart>(&pos).unwrap();
+        v.set_vec3("alpha", &vec![[1.0, 0.5, -0.2]; 10]).unwrap();
+        v.set("sigma", &[0.01; 10]).unwrap();
+        let vt = Particles::targets::<BiotSavart>(&pos).unwrap();
+        assert!(smoothing_at::<BiotSavart, f64>(&[], &vt, &v, 0.1) < 1e-12);
+        assert!(smoothing_at::<BiotSavart, f64>(&[], &vt, &v, 0.02) > 1e-3);
+    }
+
+    /// A softening that is large against the leaves narrows the MAC or
+    /// leaves no MAC; none leaves it as the tables have it.
+    #[test]
+    fn the_widest_theta_follows_the_floor() {
+        let (t, s) = gravity(20_000);
+        let h = 1.0 / 20_000f64.cbrt();
+        assert_eq!(
+            widest_theta::<Gravity, f64>(&[0.0], &t, &s, 64, 1e-8),
+            Ok(1.0)
+        );
+        let narrowed = widest_theta::<Gravity, f64>(&[0.1 * h], &t, &s, 64, 2e-4);
+        assert!(matches!(narrowed, Ok(x) if x < 0.7), "{narrowed:?}");
+        let none = widest_theta::<Gravity, f64>(&[0.5 * h], &t, &s, 64, 1e-8);
+        assert!(matches!(none, Err(f) if f > 1e-8), "{none:?}");
+    }
+}

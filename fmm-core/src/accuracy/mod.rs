@@ -1,0 +1,84 @@
+//! Meeting an accuracy: the caller gives the relative L2 error it wants
+//! and gets the outputs to that error, the way chosen for it and the error
+//! measured, never predicted alone.
+//!
+//! Two requests reach here. `Method::tolerance(tol)` (any method) lets
+//! [`choose`] weigh the direct sum against the FMM by predicted cost: the
+//! direct sum's from its pairs and this kernel's measured time a pair, the
+//! FMM's from the evaluations of the same problem already made; below the
+//! size where the direct sum wins it runs, and the FMM runs under the
+//! direct sum's time as a budget. `Method::fmm_tolerance(tol)` asks for the
+//! FMM alone.
+//!
+//! The FMM's settings: the first come from a table per backend and far
+//! field (`methods::fmm::tables`: gravity without softening in a cube, f64,
+//! the error of each order at the MAC the backend runs fastest with for
+//! that error), the cheapest entry whose error is within the tolerance.
+//! The error is then estimated on sampled targets against an f64 direct
+//! sum (`reference::sample`: targets stratified over space, the estimate with its
+//! own uncertainty, the safe side taken near the tolerance); while it is
+//! above the tolerance the order goes up by as many orders as the error's
+//! fall so far says it needs (a factor 2 an order before there is a fall
+//! to go by, at most 4 orders a step) and the FMM runs again ([`driver`]).
+//!
+//! A tolerance out of reach is said quickly, with why and what to do: when
+//! the error falls by less than a tenth an order over two steps running
+//! (each of up to 4 orders), it has stopped falling (an error that
+//! converges falls by about theta an order at worst), and more orders will
+//! not help. The Laplace far field is the singular kernel's, so a
+//! kernel's smoothing (Plummer softening, a core radius) that is not
+//! negligible at the distance of well-separated cells sets a floor under
+//! its error, as does f32's rounding (near 1e-6 to 1e-7).
+//!
+//! The far field chosen by default (`FarField::Auto`) follows the
+//! tolerance too: where it took the Laplace expansions and their error
+//! stopped above the tolerance for the smoothing, or at their highest
+//! order (not at f32's rounding), the evaluation runs again with the
+//! kernel-independent far field ([`driver::switch_to_nodes`]), which
+//! interpolates the kernel itself, smoothing included (softened gravity: a
+//! floor of 1e-3 against 1e-6 and below), and where that meets the
+//! tolerance says so. The Laplace runs' time counts in the returned stats.
+//! The switch and the settings that met a tolerance are remembered per
+//! problem ([`memory`]) for the next evaluation; a tolerance that no far
+//! field meets leaves what was remembered as it was.
+
+pub(crate) mod choose;
+pub(crate) mod driver;
+pub(crate) mod floor;
+pub(crate) mod memory;
+
+pub(crate) use choose::{choose, Ways};
+pub(crate) use driver::{
+    drive_within, on_to_nodes, predicted_switch, switch_to_nodes, Goal, Stopped,
+};
+pub(crate) use memory::{switched_before, ProblemKey};
+
+use crate::far::FarField;
+use crate::methods::fmm::Settings;
+
+/// Targets the error is estimated on (at most; all of them where there
+/// are fewer).
+pub const ERROR_SAMPLES: usize = 64;
+
+/// What a tolerance-driven evaluation chose and achieved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Achieved {
+    /// The tolerance asked for.
+    pub tolerance: f64,
+    /// The method that met it: `"fmm"` or `"direct"` (a
+    /// `Method::tolerance` request the direct sum met more cheaply).
+    pub method: &'static str,
+    /// The FMM's settings of the evaluation returned (the direct sum has
+    /// none: its `p` is 0).
+    pub settings: Settings,
+    /// Relative L2 error of all outputs on the sampled targets against an
+    /// f64 direct sum, on the safe side: the sample's estimate plus three
+    /// standard errors ([`crate::reference::Estimate::bound`]); within the
+    /// tolerance.
+    pub estimated_error: f64,
+    pub samples: usize,
+    /// The far field that met it (the kernel-independent one where the
+    /// default's Laplace expansions stopped short:
+    /// [`driver::switch_to_nodes`]).
+    pub far_field: FarField,
+}
