@@ -353,7 +353,7 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         let json = format!(
             "{{\"kernel\": \"{name}\", \"method\": \"{method}\", \"precision\": \"{precision}\", \"n\": {}, \"dist\": \"{:?}\", \
-             \"backend\": \"{:?}\", \"p\": {p}, \"theta\": {theta}, \"ncrit\": {}, \"seconds\": {}, {}, \"relative_l2_error\": {}, \"tol\": {}}}\n",
+             \"backend\": \"{:?}\", \"p\": {p}, \"theta\": {theta}, \"ncrit\": {}, \"seconds\": {}, {}, \"relative_l2_error\": {}, \"tol\": {}, \"chose\": {}, \"first\": {}}}\n",
             report.n,
             args.dist,
             args.backend,
@@ -362,6 +362,14 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             stats_json(s),
             report.error.map_or("null".to_string(), |e| e.to_string()),
             args.tol.map_or("null".to_string(), |t| t.to_string()),
+            report.achieved.as_ref().map_or("null".to_string(), |a| format!(
+                "\"{} {} p {} theta {}\"",
+                a.method,
+                a.far_field.name(),
+                a.settings.p,
+                a.settings.theta
+            )),
+            report.first,
         );
         std::fs::write(path, json)?;
     }

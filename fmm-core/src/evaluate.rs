@@ -189,7 +189,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
                     stats.runs = 1;
                     Ok((out, stats))
                 },
-                direct_error: |out: &Vec<_>| {
+                direct_error: f32.then_some(|out: &Vec<_>| {
                     let estimator = fmm::cuda::estimate::Estimator::<K, R>::new(
                         gpu,
                         problem.params,
@@ -198,7 +198,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
                         accuracy::ERROR_SAMPLES,
                     )?;
                     estimator.error(gpu, out)
-                },
+                }),
             };
             let predicted = direct::cuda::predicted_seconds::<K>(m, n, f32);
             let (out, st, a) = choose(tol, &key, predicted, ways)?;
@@ -308,9 +308,9 @@ fn evaluate_checked<K: Kernel, R: Real>(
                     stats.runs = 1;
                     Ok((out, stats))
                 },
-                direct_error: |out: &Outputs<R>| {
+                direct_error: f32.then_some(|out: &Outputs<R>| {
                     Ok(Reference::<K, R>::new(problem.params, targets, sources).error(out))
-                },
+                }),
             };
             let predicted = direct::cpu::predicted_seconds::<K, R>(params, targets, sources);
             let (out, st, a) = choose(tol, &key, predicted, ways)?;

@@ -271,6 +271,7 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
                 ..first
             }
         });
+    let first_p = settings.p;
     let mut total = Stats::default();
     // (p, error) of every run.
     let mut history: Vec<(usize, f64)> = Vec::new();
@@ -320,18 +321,37 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
                 total.total_seconds()
             )
         });
-        let floor = over.is_none() && !at_most;
-        if let Some(reason) = over.or_else(|| stalled(&history, at_most, table.most_p, far)) {
+        let in_time = over.is_none();
+        let floor = in_time && !at_most;
+        // The expansions at a wider MAC than the narrowest: an error that
+        // falls too slowly to reach the tolerance by the highest order is
+        // given up on at once (velocity + stretching at theta 0.7 ran p 6
+        // to 20 at 10^7 before this), to narrow the MAC.
+        let narrowable = far == FarField::Laplace && narrower(settings.theta).is_some();
+        let slow = || {
+            narrowable
+                .then(|| beyond_highest(&history, tol, settings.p, table.most_p))
+                .flatten()
+        };
+        let reason = over
+            .or_else(|| stalled(&history, at_most, table.most_p, far))
+            .or_else(slow);
+        if let Some(reason) = reason {
             let &(best_p, best) = history
                 .iter()
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .expect("one run");
-            if floor && far == FarField::Laplace && !f32_floor(f32, best) {
+            if in_time && narrowable && !f32_floor(f32, best) {
                 if let Some(theta) = narrower(settings.theta) {
                     // The expansions' floor (a smoothing they drop, or a
                     // slow convergence of derivatives) falls as cells
-                    // further apart interact: from the best order so far.
-                    settings = Settings { p: best_p, theta };
+                    // further apart interact; at the narrower MAC the
+                    // orders converge faster too, so from the first
+                    // order again (what is met is remembered).
+                    settings = Settings {
+                        p: first_p.min(best_p),
+                        theta,
+                    };
                     history.clear();
                     continue;
                 }
@@ -381,6 +401,28 @@ fn step(history: &[(usize, f64)], tol: f64) -> usize {
     ((e / tol).ln() / (1.0 / fall).ln())
         .ceil()
         .clamp(1.0, MOST_STEP as f64) as usize
+}
+
+/// Why the error, at the rate it fell over the last step, would not reach
+/// `tol` by the highest order `most` from order `p`, if it would not.
+fn beyond_highest(history: &[(usize, f64)], tol: f64, p: usize, most: usize) -> Option<String> {
+    let n = history.len();
+    if n < 2 {
+        return None;
+    }
+    let fall = per_order(history, n - 1);
+    let e = history[n - 1].1;
+    let needed = if fall < 1.0 {
+        (e / tol).ln() / (1.0 / fall).ln()
+    } else {
+        f64::INFINITY
+    };
+    (p as f64 + needed > most as f64).then(|| {
+        format!(
+            "the error falls by {fall:.2} an order ({e:.1e} at p {p}), which reaches {tol:.1e} \
+             only past the highest order ({most})"
+        )
+    })
 }
 
 /// Why the error will not reach the tolerance, if it will not: the order
@@ -457,6 +499,7 @@ fn not_met(
 mod tests {
     use super::*;
     use crate::methods::fmm::tables::{CPU, GPU};
+    use crate::methods::fmm::MAX_GPU_ORDER;
 
     /// An error that halves with every order is met; one that stops
     /// falling is given up on within three orders of the stall, with the
@@ -535,6 +578,24 @@ mod tests {
         assert!(stats.runs <= 9, "{} runs", stats.runs);
     }
 
+    /// An error that falls too slowly at a wide MAC to reach the tolerance
+    /// by the highest order narrows the MAC after two runs, rather than
+    /// running every order up to the highest first.
+    #[test]
+    fn a_slow_fall_narrows_the_mac_before_the_highest_order() {
+        let mut orders = Vec::new();
+        let run = |s: Settings, _: &mut Stats| {
+            orders.push(s.p);
+            Ok(s)
+        };
+        let error = |s: &Settings| Ok(1e-2 * (0.9 * s.theta / 0.7).powi(s.p as i32));
+        let (_, _, a) = drive(1e-4, &GPU, FarField::Laplace, false, None, run, error).unwrap();
+        assert!(a.settings.theta < 0.7, "{a:?}");
+        // Two runs at theta 0.7, then up from the first order again.
+        assert_eq!(orders[..3], [6, 10, 6], "{orders:?}");
+        assert!(orders.iter().all(|&p| p < MAX_GPU_ORDER), "{orders:?}");
+    }
+
     /// The default's Laplace expansions stopped by a smoothing switch to
     /// the nodes; f32's floor, a far field asked for, or a node far field
     /// that stopped do not; the Laplace advice names the switch.
@@ -592,6 +653,43 @@ mod tests {
         let ki = FarField::KernelIndependent;
         let (_, other, _) = drive(1e-5, &CPU, ki, false, Some(&key), run, falling).unwrap();
         assert_eq!(other.runs, 2, "another far field starts from the table");
+    }
+
+    /// Both far fields stopped short: one error names each one's stop
+    /// and keeps the best error and every run; nothing is remembered, so
+    /// the next evaluation tries the expansions again.
+    #[test]
+    fn when_the_nodes_stop_too_both_stops_are_named_and_nothing_kept() {
+        let run = |s: Settings, _: &mut Stats| Ok(s.p);
+        let floor = |_: &usize| Ok(4e-4);
+        let laplace = drive(1e-6, &CPU, FarField::Laplace, false, None, run, floor).unwrap_err();
+        let key = ProblemKey::new("both stop", &[], 1e-6, false, false);
+        let nodes = |_left: f64| -> Result<((), Stats, Option<Achieved>), Stopped> {
+            Err(drive(
+                1e-6,
+                &CPU,
+                FarField::KernelIndependent,
+                false,
+                None,
+                run,
+                |_| Ok(2e-5),
+            )
+            .unwrap_err())
+        };
+        let stop = on_to_nodes(laplace, key.clone(), f64::INFINITY, nodes).unwrap_err();
+        let Error::ToleranceNotMet {
+            reason,
+            best,
+            tried,
+            ..
+        } = &stop.error
+        else {
+            panic!("{:?}", stop.error);
+        };
+        assert!(reason.contains("Laplace") && reason.contains("kernel-independent"));
+        assert_eq!(*best, 2e-5);
+        assert!(tried.len() >= 4, "{tried:?}");
+        assert!(!super::super::memory::switched_before(&key));
     }
 
     #[test]

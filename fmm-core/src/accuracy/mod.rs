@@ -74,7 +74,8 @@ pub struct Achieved {
     /// Relative L2 error of all outputs on the sampled targets against an
     /// f64 direct sum, on the safe side: the sample's estimate plus three
     /// standard errors ([`crate::reference::Estimate::bound`]); within the
-    /// tolerance.
+    /// tolerance. The direct sum of f64 particles is that reference: 0,
+    /// with `samples` 0.
     pub estimated_error: f64,
     pub samples: usize,
     /// The far field that met it (the kernel-independent one where the

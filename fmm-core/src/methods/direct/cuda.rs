@@ -435,10 +435,11 @@ fn autotune<K: Kernel, R: Real>(
 }
 
 /// Interactions a second of the direct sum of gravity on the GPU, f32 and
-/// f64 (one H200, `direct_bench --kernel gravity --n 1048576`, see
-/// `docs/BENCHMARKS.md`), for the time a direct sum is predicted to take
+/// f64 (one H200, `direct_bench --backend cuda --kernel gravity --n
+/// 1048576 --precision f32|f64`: 1.51e12 and 6.20e11, 2026-11-26,
+/// `docs/ACCURACY.md`), for the time a direct sum is predicted to take
 /// before it has run once (after that its measured time is used).
-const GRAVITY_RATE: [f64; 2] = [1.5e12, 1.5e11];
+const GRAVITY_RATE: [f64; 2] = [1.5e12, 6.2e11];
 
 /// The seconds the GPU's direct sum is predicted to take for `m` targets
 /// and `n` sources of kernel `K`: gravity's measured rate scaled by the
