@@ -323,11 +323,14 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
         });
         let in_time = over.is_none();
         let floor = in_time && !at_most;
-        // The expansions at a wider MAC than the narrowest: an error that
-        // falls too slowly to reach the tolerance by the highest order is
-        // given up on at once (velocity + stretching at theta 0.7 ran p 6
-        // to 20 at 10^7 before this), to narrow the MAC.
-        let narrowable = far == FarField::Laplace && narrower(settings.theta).is_some();
+        // At a wider MAC than the narrowest: an error that falls too
+        // slowly to reach the tolerance by the highest order is given up on
+        // at once (velocity + stretching at theta 0.7 ran p 6 to 20 at 10^7
+        // before this), to narrow the MAC. The node far fields too: where
+        // their orders are capped at the compressed M2L's, a narrower MAC
+        // is the way on (Biot-Savart with cores of three spacings took ki
+        // p 6 at theta 0.8 in 3.1 s where p 3 at theta 0.5 takes 0.43 s).
+        let narrowable = narrower(settings.theta).is_some();
         let slow = || {
             narrowable
                 .then(|| beyond_highest(&history, tol, settings.p, table.most_p))

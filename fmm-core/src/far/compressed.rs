@@ -817,6 +817,18 @@ fn frequent<K: Kernel>(setup: &Setup<'_>, counted: &[Counted]) -> (Vec<bool>, Sh
     )
 }
 
+/// The highest Chebyshev degree whose operators the compressed M2L takes
+/// for a kernel of `channels` local values and `strengths` strength
+/// components a node (`(p + 1)^3` nodes a side): past it the M2L runs by
+/// the kernel between node sets ([`too_large`]).
+pub(crate) fn most_compressed_chebyshev(channels: usize, strengths: usize) -> usize {
+    let per_node = channels.max(strengths).max(1);
+    (1..)
+        .take_while(|&p: &usize| (p + 1).pow(3) * per_node <= MAX_SIDE)
+        .last()
+        .unwrap_or(0)
+}
+
 /// Whether operators of `rows x cols` are past [`MAX_SIDE`] (said once per
 /// run: the caller then runs M2L by the kernel).
 pub(crate) fn too_large(rows: usize, cols: usize) -> bool {
@@ -1415,4 +1427,18 @@ fn fit_bases<K: Kernel>(
         })
         .collect();
     bases
+}
+
+#[cfg(test)]
+mod most_order_tests {
+    use super::most_compressed_chebyshev;
+
+    /// Gravity's four outputs take order 6 (343 nodes, 1372 a side);
+    /// Biot-Savart's three, order 6; one output, order 10 (1331).
+    #[test]
+    fn the_highest_compressed_orders() {
+        assert_eq!(most_compressed_chebyshev(4, 1), 6);
+        assert_eq!(most_compressed_chebyshev(3, 3), 6);
+        assert_eq!(most_compressed_chebyshev(1, 1), 10);
+    }
 }

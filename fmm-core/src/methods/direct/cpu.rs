@@ -35,8 +35,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
 }
 
 /// The seconds [`run`] is predicted to take for `targets` and `sources`:
-/// a slice of the targets (about 2x10^6 pairs, a millisecond or two) timed
-/// on one thread, scaled to all targets over rayon's threads. What the
+/// a slice of the targets (about 2x10^6 pairs, a millisecond or two, and
+/// at most a sixteenth of the targets) timed on one thread, scaled to all targets over rayon's threads. What the
 /// direct sum costs depends on the kernel, the precision and this CPU's
 /// vectors, so it is measured rather than tabled.
 pub(crate) fn predicted_seconds<K: Kernel, R: Real>(
@@ -50,7 +50,8 @@ pub(crate) fn predicted_seconds<K: Kernel, R: Real>(
         return 0.0;
     }
     let src = sources.source_slices();
-    let k = (2_000_000 / n).clamp(1, 256).min(m);
+    // At most a sixteenth of the targets: the slice runs on one thread.
+    let k = (2_000_000 / n).clamp(1, 256).min(m / 16).max(1);
     let mut out = vec![R::zero(); no];
     let t = std::time::Instant::now();
     for s in 0..k {

@@ -8,6 +8,7 @@ use super::Settings;
 use crate::far::FarField;
 
 /// The error of gravity by (p, theta) a backend starts from.
+#[derive(Clone)]
 pub(crate) struct Table {
     /// `(p, theta, error)`, cheapest first.
     rows: &'static [(usize, f64, f64)],
@@ -155,12 +156,33 @@ pub(crate) fn gpu_node_table(far_field: crate::far::FarField) -> Table {
 }
 
 impl Table {
-    /// The cheapest settings whose tabled error is within `tol`; past the
+    /// The cheapest settings whose tabled error is within `tol` (orders
+    /// between two rows of one theta interpolated); past the
     /// table, the last theta with the order extrapolated at a factor 0.5
     /// an order (capped at the backend's highest).
     pub(crate) fn first(&self, tol: f64) -> Settings {
-        match self.rows.iter().find(|r| r.2 <= tol) {
-            Some(&(p, theta, _)) => Settings { p, theta },
+        match self.rows.iter().position(|r| r.2 <= tol) {
+            Some(i) => {
+                let (p, theta, e) = self.rows[i];
+                // Between this row and the one before at the same theta,
+                // orders the table skips, their error log-linear: the
+                // lowest within the tolerance (gravity at 10^5, 1e-6: p 13
+                // rather than the row's 14).
+                let lower = i
+                    .checked_sub(1)
+                    .map(|j| self.rows[j])
+                    .filter(|r| r.1 == theta && r.0 + 1 < p);
+                let p = match lower {
+                    Some((p0, _, e0)) => (p0 + 1..p)
+                        .find(|&q| {
+                            let t = (q - p0) as f64 / (p - p0) as f64;
+                            (e0.ln() + t * (e.ln() - e0.ln())).exp() <= tol
+                        })
+                        .unwrap_or(p),
+                    None => p,
+                };
+                Settings { p, theta }
+            }
             None => {
                 let &(p, theta, e) = self.rows.last().expect("a table has rows");
                 let more = (e / tol).log2().ceil().max(0.0) as usize;
@@ -202,6 +224,8 @@ mod tests {
     fn the_cheapest_entry_within_the_tolerance_comes_first() {
         assert_eq!(CPU.first(1e-4), Settings { p: 6, theta: 0.6 });
         assert_eq!(CPU.first(1e-3), Settings { p: 4, theta: 0.6 });
+        // Between the rows of p 12 (1.5e-6) and 14 (5.3e-7).
+        assert_eq!(CPU.first(1e-6), Settings { p: 13, theta: 0.6 });
         assert_eq!(GPU.first(1e-4), Settings { p: 6, theta: 0.7 });
         assert_eq!(GPU.first(1e-5), Settings { p: 8, theta: 0.6 });
         assert_eq!(GPU.first(1e-6), Settings { p: 8, theta: 0.5 });
