@@ -281,8 +281,9 @@ fn evaluate_checked<K: Kernel, R: Real>(
             out
         }
         (Method::Fmm(o), Device::Cpu) => {
-            let (out, st, a) = fmm_cpu::<K, R>(problem, params, targets, sources, o, f64::INFINITY)
-                .map_err(|stop| stop.error)?;
+            let (out, st, a) =
+                fmm_cpu::<K, R>(problem, params, targets, sources, o, f64::INFINITY, None)
+                    .map_err(|stop| stop.error)?;
             stats = st;
             achieved = a;
             out
@@ -296,7 +297,7 @@ fn evaluate_checked<K: Kernel, R: Real>(
             let opts = FmmOptions::tolerance(tol);
             let ways = Ways {
                 fmm: fmm_runs.then_some(|budget| {
-                    fmm_cpu::<K, R>(problem, params, targets, sources, &opts, budget)
+                    fmm_cpu::<K, R>(problem, params, targets, sources, &opts, budget, None)
                         .map(|(out, st, a)| (out, st, a.expect("a tolerance says what it met")))
                 }),
                 direct: || {
@@ -389,12 +390,7 @@ fn fmm_resident<K: Kernel, R: Real>(
         }
     };
     let tol = match o.accuracy {
-        Accuracy::Fixed { p, theta } => {
-            let mut stats = Stats::default();
-            let out = run(Settings { p, theta }, &mut stats)?;
-            stats.runs = 1;
-            return Ok((out, stats, None));
-        }
+        Accuracy::Fixed { p, theta } => return run_once(run, Settings { p, theta }),
         Accuracy::Tolerance(tol) => tol,
     };
     // The reference sums at the sampled targets, once.
@@ -422,24 +418,17 @@ fn fmm_resident<K: Kernel, R: Real>(
         widest: 1.0,
     };
     let driven = accuracy::drive_within(&goal, run, |out| estimate.error(gpu, out));
-    match driven {
-        Ok((out, mut stats, a)) => {
-            stats.add(Stage::ErrorEstimate, reference_seconds);
-            Ok((out, stats, Some(a)))
-        }
-        Err(stop) if switch_to_nodes::<K>(&stop, o.far_field, &far, f32) => {
-            let ki = o.clone().with_far_field(FarField::KernelIndependent);
-            accuracy::on_to_nodes(stop, key, budget, |left| {
-                fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, left)
-            })
-        }
-        Err(stop) => Err(stop),
-    }
+    let ki = o.clone().with_far_field(FarField::KernelIndependent);
+    let switch = |stop: &Stopped| switch_to_nodes::<K>(stop, o.far_field, &far, f32);
+    finish(driven, reference_seconds, switch, key, budget, |left| {
+        fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, left)
+    })
 }
 
 /// The FMM on the CPU, at fixed settings or driven by a tolerance (the
 /// error estimated against the f64 direct sum at targets stratified over
-/// space), a tolerance's runs within `budget` seconds.
+/// space, `known` where an earlier far field computed it), a tolerance's
+/// runs within `budget` seconds.
 fn fmm_cpu<K: Kernel, R: Real>(
     problem: &Problem<'_>,
     params: &[R],
@@ -447,10 +436,11 @@ fn fmm_cpu<K: Kernel, R: Real>(
     sources: &Particles<R>,
     opts: &FmmOptions,
     budget: f64,
+    known: Option<&Reference<K, R>>,
 ) -> FmmResult<Outputs<R>> {
     let f32 = R::NAME == "f32";
     if let Some(ki) = switched_options::<K>(problem, opts, f32, false) {
-        return fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget);
+        return fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget, known);
     }
     let far = far::plan::<K>(opts.far_field, far::Tree::Fmm)?;
     let run = |settings: Settings, stats: &mut Stats| match &far {
@@ -478,18 +468,9 @@ fn fmm_cpu<K: Kernel, R: Real>(
         ),
     };
     let tol = match opts.accuracy {
-        Accuracy::Fixed { p, theta } => {
-            let mut stats = Stats::default();
-            let out = run(Settings { p, theta }, &mut stats)?;
-            stats.runs = 1;
-            return Ok((out, stats, None));
-        }
+        Accuracy::Fixed { p, theta } => return run_once(run, Settings { p, theta }),
         Accuracy::Tolerance(tol) => tol,
     };
-    // The reference sums at the sampled targets, once.
-    let t = std::time::Instant::now();
-    let reference = Reference::<K, R>::new(problem.params, targets, sources);
-    let reference_seconds = t.elapsed().as_secs_f64();
     let mut table = tables::cpu_table(far.far_field()).clone();
     if let (far::Plan::Nodes(rep), true) = (&far, budget.is_finite()) {
         // With the direct sum to fall back on (`Method::tolerance`), the
@@ -523,7 +504,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
         Err(floor) if switch_possible::<K>(opts.far_field, &far, f32 && tol < 1e-5) => {
             let ki = opts.clone().with_far_field(FarField::KernelIndependent);
             return accuracy::predicted_switch(tol, floor, key, || {
-                fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget)
+                fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget, known)
             });
         }
         Err(_) => accuracy::driver::MIN_THETA,
@@ -537,18 +518,63 @@ fn fmm_cpu<K: Kernel, R: Real>(
         budget,
         widest,
     };
+    // The reference sums at the sampled targets, once for every far field
+    // tried (the nodes after the expansions take this one).
+    let t = std::time::Instant::now();
+    let made;
+    let reference = match known {
+        Some(r) => r,
+        None => {
+            made = Reference::<K, R>::new(problem.params, targets, sources);
+            &made
+        }
+    };
+    let reference_seconds = t.elapsed().as_secs_f64();
     let driven = accuracy::drive_within(&goal, run, |out| Ok(reference.error(out)));
+    let ki = opts.clone().with_far_field(FarField::KernelIndependent);
+    let switch = |stop: &Stopped| switch_to_nodes::<K>(stop, opts.far_field, &far, f32);
+    finish(driven, reference_seconds, switch, key, budget, |left| {
+        fmm_cpu::<K, R>(
+            problem,
+            params,
+            targets,
+            sources,
+            &ki,
+            left,
+            Some(reference),
+        )
+    })
+}
+
+/// One FMM run at fixed `settings`.
+fn run_once<O>(
+    mut run: impl FnMut(Settings, &mut Stats) -> Result<O, Error>,
+    settings: Settings,
+) -> FmmResult<O> {
+    let mut stats = Stats::default();
+    let out = run(settings, &mut stats)?;
+    stats.runs = 1;
+    Ok((out, stats, None))
+}
+
+/// A tolerance's drive over: met, with the reference's seconds counted;
+/// stopped where the default far field may go on to the nodes (`switch`),
+/// on to them by `nodes` with the time left of `budget`
+/// ([`accuracy::on_to_nodes`]); else the stop.
+fn finish<O>(
+    driven: Result<(O, Stats, Achieved), Stopped>,
+    reference_seconds: f64,
+    switch: impl Fn(&Stopped) -> bool,
+    key: ProblemKey,
+    budget: f64,
+    nodes: impl FnOnce(f64) -> FmmResult<O>,
+) -> FmmResult<O> {
     match driven {
         Ok((out, mut stats, a)) => {
             stats.add(Stage::ErrorEstimate, reference_seconds);
             Ok((out, stats, Some(a)))
         }
-        Err(stop) if switch_to_nodes::<K>(&stop, opts.far_field, &far, f32) => {
-            let ki = opts.clone().with_far_field(FarField::KernelIndependent);
-            accuracy::on_to_nodes(stop, key, budget, |left| {
-                fmm_cpu::<K, R>(problem, params, targets, sources, &ki, left)
-            })
-        }
+        Err(stop) if switch(&stop) => accuracy::on_to_nodes(stop, key, budget, nodes),
         Err(stop) => Err(stop),
     }
 }
