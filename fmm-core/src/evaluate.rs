@@ -408,6 +408,22 @@ fn fmm_resident<K: Kernel, R: Real>(
         _ => tables::GPU,
     };
     let key = problem_key::<K>(problem, tol, f32, true);
+    let widest = match far {
+        far::Plan::Laplace { .. } => {
+            gpu_widest_theta::<K, R>(gpu, problem, o, targets, sources, tol)?
+        }
+        _ => Ok(1.0),
+    };
+    let widest = match widest {
+        Ok(theta) => theta,
+        Err(floor) if switch_possible::<K>(o.far_field, &far, f32 && tol < 1e-5) => {
+            let ki = o.clone().with_far_field(FarField::KernelIndependent);
+            return accuracy::predicted_switch(tol, floor, key, || {
+                fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget)
+            });
+        }
+        Err(_) => accuracy::driver::MIN_THETA,
+    };
     let goal = Goal {
         tol,
         table: &table,
@@ -415,7 +431,7 @@ fn fmm_resident<K: Kernel, R: Real>(
         f32,
         key: Some(&key),
         budget,
-        widest: 1.0,
+        widest,
     };
     let driven = accuracy::drive_within(&goal, run, |out| estimate.error(gpu, out));
     let ki = o.clone().with_far_field(FarField::KernelIndependent);
@@ -423,6 +439,46 @@ fn fmm_resident<K: Kernel, R: Real>(
     finish(driven, reference_seconds, switch, key, budget, |left| {
         fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, left)
     })
+}
+
+/// [`accuracy::floor::widest_theta`] for particles on the GPU: the
+/// bounding cube found there, the smoothing measured from a few sources
+/// copied back (the velocity + stretching of cores of one spacing, 10^7
+/// points, took 8 to 13 s a first evaluation finding theta 0.56 by runs).
+fn gpu_widest_theta<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    problem: &Problem<'_>,
+    o: &FmmOptions,
+    targets: &DeviceParticles<R>,
+    sources: &DeviceParticles<R>,
+    tol: f64,
+) -> Result<Result<f64, f64>, Error> {
+    let (m, n) = (targets.len(), sources.len());
+    let Some(spos) = sources.positions() else {
+        return Ok(Ok(1.0));
+    };
+    if m == 0 || n == 0 {
+        return Ok(Ok(1.0));
+    }
+    let tpos = targets.positions().unwrap_or(spos);
+    let half = |pos: &[CudaSlice<R>; 3]| {
+        crate::tree::device::DeviceOctree::<R>::bounds(gpu, [&pos[0], &pos[1], &pos[2]])
+            .map(|b| b.half)
+    };
+    let side = 2.0 * half(spos)?.max(half(tpos)?);
+    let few = accuracy::floor::SOURCES.min(n);
+    let picks: Vec<usize> = (0..few).map(|s| s * n / few).collect();
+    let few_sources = sources.pick(gpu, &picks, None)?;
+    let one_target = targets.pick(gpu, &[m / 2], Some(spos))?;
+    Ok(accuracy::floor::widest_theta_in::<K, R>(
+        problem.params,
+        &one_target,
+        &few_sources,
+        side,
+        m.max(n),
+        o.leaf_size(FarField::Laplace),
+        tol,
+    ))
 }
 
 /// The FMM on the CPU, at fixed settings or driven by a tolerance (the

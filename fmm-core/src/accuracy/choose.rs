@@ -118,9 +118,9 @@ where
 }
 
 /// The seconds of an evaluation of one FMM run: its stages less the error
-/// estimate.
+/// estimate and the setup (`driver::every_time`).
 fn run_seconds(stats: &Stats) -> f64 {
-    stats.total_seconds() - stats.seconds(Stage::ErrorEstimate)
+    super::driver::every_time(stats) - stats.seconds(Stage::ErrorEstimate)
 }
 
 #[cfg(test)]
@@ -197,6 +197,7 @@ mod tests {
                 },
                 spent: Box::new(spent),
                 floor: false,
+                over_budget: true,
             })
         };
         let ways = Ways {

@@ -3,6 +3,7 @@
 //! the estimated error is within the tolerance, or a clear stop (the
 //! error stopped falling, the highest order) with why and what to do.
 
+use super::cost::{Model, Run};
 use super::memory::{remember_start, remember_switch, remembered_start, ProblemKey};
 use super::{Achieved, ERROR_SAMPLES};
 use crate::error::Error;
@@ -21,6 +22,9 @@ pub(crate) struct Stopped {
     /// Whether the error stopped falling (a floor), rather than the order
     /// reaching the backend's highest while it still fell.
     pub(crate) floor: bool,
+    /// Whether the runs stopped at the time budget (the direct sum's
+    /// time): the direct sum is sooner, not another far field.
+    pub(crate) over_budget: bool,
 }
 
 impl From<Error> for Stopped {
@@ -29,6 +33,7 @@ impl From<Error> for Stopped {
             error,
             spent: Box::default(),
             floor: false,
+            over_budget: false,
         }
     }
 }
@@ -51,7 +56,10 @@ pub(crate) fn switch_to_nodes(
     let Error::ToleranceNotMet { best, .. } = &stopped.error else {
         return false;
     };
-    asked == FarField::Auto && ran == FarField::Laplace && !f32_floor(f32, *best)
+    asked == FarField::Auto
+        && ran == FarField::Laplace
+        && !f32_floor(f32, *best)
+        && !stopped.over_budget
 }
 
 /// The default's Laplace expansions stopped short (`stop`, their time in
@@ -67,7 +75,7 @@ pub(crate) fn on_to_nodes<T>(
     budget: f64,
     nodes: impl FnOnce(f64) -> Result<(T, Stats, Option<Achieved>), Stopped>,
 ) -> Result<(T, Stats, Option<Achieved>), Stopped> {
-    let left = budget - stop.spent.total_seconds();
+    let left = budget - every_time(&stop.spent);
     if left <= 0.0 {
         return Err(stop);
     }
@@ -127,6 +135,7 @@ fn both(first: Stopped, then: Stopped) -> Stopped {
         error,
         spent: Box::new(spent),
         floor: then.floor,
+        over_budget: then.over_budget,
     }
 }
 
@@ -183,6 +192,21 @@ fn announce_switch(stopped: &Stopped) {
              it yourself)"
         );
     }
+}
+
+/// The seconds of `stats` that every evaluation pays: all but the setup
+/// (compiling kernels, building the compressed M2L's operators), which the
+/// first evaluation of a problem pays for the later ones and which the
+/// budget (the direct sum's time an evaluation) does not weigh.
+pub(crate) fn every_time(stats: &Stats) -> f64 {
+    stats.total_seconds() - stats.seconds(Stage::Setup)
+}
+
+/// Whether `FMM_TRACE` is set: the driver then says every run's settings,
+/// error and time on stderr.
+fn trace() -> bool {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("FMM_TRACE").is_some_and(|v| !v.is_empty() && v != "0"))
 }
 
 /// Whether an error of `best` is at f32's rounding floor.
@@ -272,6 +296,7 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
             }
         });
     let first_p = settings.p;
+    let mut model = Model::new(far);
     let mut total = Stats::default();
     // (p, error) of every run.
     let mut history: Vec<(usize, f64)> = Vec::new();
@@ -296,6 +321,19 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
         }
         history.push((settings.p, e));
         tried.push((settings.p, e));
+        model.push(Run::new(settings, &stats));
+        if trace() {
+            eprintln!(
+                "[fmm] tolerance {tol:e}: {} p {}, theta {}: estimated {:.2e} (on the safe \
+                 side {e:.2e}) in {:.3} s ({:.3} s of it setup)",
+                far.name(),
+                settings.p,
+                settings.theta,
+                estimate.value,
+                stats.total_seconds(),
+                stats.seconds(Stage::Setup)
+            );
+        }
         let earlier = std::mem::take(&mut total);
         total = stats;
         total.absorb_time(&earlier);
@@ -314,11 +352,11 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
             return Ok((out, total, achieved));
         }
         let at_most = settings.p >= table.most_p;
-        let over = (total.total_seconds() >= budget).then(|| {
+        let over = (every_time(&total) >= budget).then(|| {
             format!(
                 "its runs took {:.3} s, the direct sum's predicted time, which meets any \
                  tolerance sooner from here",
-                total.total_seconds()
+                every_time(&total)
             )
         });
         let in_time = over.is_none();
@@ -363,9 +401,67 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
                 error: not_met(tol, &tried, best, best_p, settings.theta, reason, far, f32),
                 spent: Box::new(total),
                 floor,
+                over_budget: !in_time,
             });
         }
-        settings.p = (settings.p + step(&history, tol)).min(table.most_p);
+        // A narrower MAC at a lower order where the model predicts it
+        // cheaper than the orders this MAC needs (Biot-Savart with cores
+        // of three spacings: ki p 3 at theta 0.5 in 0.48 s against p 6 at
+        // 0.8 in 1.08 s); from there, its own orders.
+        let fall = match history.len() {
+            n if n >= 2 => per_order(&history, n - 1),
+            _ => table.fall(settings.theta),
+        };
+        // Predicted on the estimate itself, against the tolerance less
+        // the room its safe side took this time.
+        let (value, room) = match estimate.value {
+            v if v > 0.0 => (v, tol * v / e),
+            _ => (e, tol),
+        };
+        let narrowing = std::iter::successors(narrower(settings.theta), |&t| narrower(t));
+        let next = match model.cheaper_narrower(value, fall, room, table.most_p, narrowing) {
+            Some(next) => {
+                history.clear();
+                next
+            }
+            // At this MAC, the order the model predicts (the fall so far
+            // or the table's, aiming below the tolerance for the safe
+            // side; Biot-Savart's cores at ki p 3, theta 0.8: p 5, where a
+            // guessed fall of 0.5 took p 6 at twice the time), one to
+            // `MOST_STEP` orders up; past the highest, by the fall alone.
+            None => {
+                let p = match model.order_at(value, fall, room, settings.theta, table.most_p) {
+                    Some(p) => p.clamp(settings.p + 1, settings.p + MOST_STEP),
+                    None => settings.p + step(&history, tol),
+                };
+                Settings {
+                    p: p.min(table.most_p),
+                    ..settings
+                }
+            }
+        };
+        // A next run predicted to take the runs past the budget: stop
+        // now (the direct sum is sooner), not after it.
+        let spent = every_time(&total);
+        let predicted = model.seconds(next);
+        if budget.is_finite() && spent + predicted > budget {
+            let &(best_p, best) = tried
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("one run");
+            let reason = format!(
+                "its runs took {spent:.3} s and the next (p {}, theta {}) is predicted at \
+                 {predicted:.3} s, past the direct sum's predicted time ({budget:.3} s)",
+                next.p, next.theta
+            );
+            return Err(Stopped {
+                error: not_met(tol, &tried, best, best_p, settings.theta, reason, far, f32),
+                spent: Box::new(total),
+                floor: false,
+                over_budget: true,
+            });
+        }
+        settings = next;
     }
 }
 
@@ -380,7 +476,9 @@ const NARROWER: f64 = 0.8;
 /// The MAC after `theta` when the error stopped falling at it, while it is
 /// above [`MIN_THETA`].
 pub(crate) fn narrower(theta: f64) -> Option<f64> {
-    (theta > MIN_THETA + 1e-9).then(|| (theta * NARROWER).max(MIN_THETA))
+    // To three digits (0.6, 0.48, 0.4; 0.8, 0.64, 0.512, 0.41): settings
+    // people read and type.
+    (theta > MIN_THETA + 1e-9).then(|| ((theta * NARROWER * 1e3).round() / 1e3).max(MIN_THETA))
 }
 
 /// The error's fall per order over the step that ended at run `k`.
@@ -693,6 +791,60 @@ mod tests {
         assert_eq!(*best, 2e-5);
         assert!(tried.len() >= 4, "{tried:?}");
         assert!(!super::super::memory::switched_before(&key));
+    }
+
+    /// A next run predicted to take the runs past the budget is not run:
+    /// the stop says so, and is not one for the nodes (the direct sum is
+    /// sooner).
+    #[test]
+    fn a_run_predicted_past_the_budget_is_not_run() {
+        let mut runs = 0;
+        let run = |s: Settings, st: &mut Stats| {
+            runs += 1;
+            st.add(Stage::M2l, 0.01 * ((s.p + 1) as f64).powi(3));
+            st.m2l = 1000;
+            Ok(s.p)
+        };
+        let falling = |p: &usize| Ok(1e-1 * 0.5f64.powi(*p as i32));
+        let goal = Goal {
+            tol: 1e-6,
+            table: &CPU,
+            far: FarField::Laplace,
+            f32: false,
+            key: None,
+            budget: 5.0,
+            widest: 1.0,
+        };
+        let stop = drive_within(&goal, run, falling).unwrap_err();
+        // p 13 took 27 s a run; the first run alone is over.
+        assert_eq!(runs, 1);
+        assert!(stop.over_budget);
+        assert!(!switch_to_nodes(
+            &stop,
+            FarField::Auto,
+            FarField::Laplace,
+            false
+        ));
+        let mut runs = 0;
+        let cheap = |s: Settings, st: &mut Stats| {
+            runs += 1;
+            st.add(Stage::M2l, 1e-4 * ((s.p + 1) as f64).powi(3));
+            Ok(s.p)
+        };
+        // p 13 in 0.27 s at 2e-6; p 15 predicted at 0.41 s more, past 0.5.
+        let goal = Goal {
+            budget: 0.5,
+            ..goal
+        };
+        let error = |p: &usize| Ok(2e-6 * 0.5f64.powi(*p as i32 - 13));
+        let stop = drive_within(&goal, cheap, error).unwrap_err();
+        assert!(
+            stop.error.to_string().contains("predicted"),
+            "{}",
+            stop.error
+        );
+        assert!(stop.over_budget);
+        assert_eq!(runs, 1);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::real::Real;
 const FAR: f64 = 1e4;
 
 /// Sources the difference is measured from.
-const SOURCES: usize = 4;
+pub(crate) const SOURCES: usize = 4;
 
 /// The relative difference of kernel `K` (parameters `params`) from its
 /// singular far field at distance `d`: the largest over a few sources of
@@ -104,6 +104,22 @@ pub(crate) fn widest_theta<K: Kernel, R: Real>(
 ) -> Result<f64, f64> {
     let m = targets.len().max(sources.len());
     let side = cube_side(targets).max(cube_side(sources));
+    widest_theta_in::<K, R>(params, targets, sources, side, m, leaf, tol)
+}
+
+/// [`widest_theta`] for `m` points in a cube of side `side`, the
+/// kernel's smoothing measured at `targets` from `sources` (a few of the
+/// problem's: the GPU's particles stay on the device, and a few are
+/// copied back).
+pub(crate) fn widest_theta_in<K: Kernel, R: Real>(
+    params: &[f64],
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    side: f64,
+    m: usize,
+    leaf: usize,
+    tol: f64,
+) -> Result<f64, f64> {
     if m == 0 || !(side > 0.0 && side.is_finite()) {
         return Ok(1.0);
     }

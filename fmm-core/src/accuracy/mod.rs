@@ -43,6 +43,7 @@
 //! field meets leaves what was remembered as it was.
 
 pub(crate) mod choose;
+pub(crate) mod cost;
 pub(crate) mod driver;
 pub(crate) mod floor;
 pub(crate) mod memory;

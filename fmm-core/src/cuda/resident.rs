@@ -112,6 +112,40 @@ impl<R: Real> DeviceParticles<R> {
         self.pos.is_none()
     }
 
+    /// The particles `idx` copied back to the host (`at` their positions
+    /// where these are targets at the sources' points: the sources'), for
+    /// what looks at a few of them before a run (the floor predicted
+    /// from the declaration, `accuracy::floor`).
+    pub(crate) fn pick(
+        &self,
+        gpu: &Gpu,
+        idx: &[usize],
+        at: Option<&[CudaSlice<R>; 3]>,
+    ) -> Result<Particles<R>, Error> {
+        let s = gpu.stream();
+        let n = idx.len();
+        let order: Vec<u32> = idx.iter().map(|&i| i as u32).collect();
+        let order = super::device::upload(s, &order)?;
+        let take = |x: &CudaSlice<R>| -> Result<Vec<R>, Error> {
+            if n == 0 {
+                return Ok(Vec::new());
+            }
+            let g = super::primitives::gather(gpu, &order, x, n)?;
+            super::device::download(s, &g, n)
+        };
+        let pos =
+            self.pos.as_ref().or(at).ok_or_else(|| {
+                Error::BadOption("targets at the sources' points need them".into())
+            })?;
+        Ok(Particles {
+            kernel: self.kernel,
+            role: self.role,
+            layout: self.layout.clone(),
+            pos: [take(&pos[0])?, take(&pos[1])?, take(&pos[2])?],
+            slots: self.slots.iter().map(take).collect::<Result<_, _>>()?,
+        })
+    }
+
     /// Checks that this set was made for kernel `K` in the given role.
     pub(crate) fn check_for<K: Kernel>(&self, role: Role) -> Result<(), Error> {
         crate::particles::check_layout::<K>(self.kernel, self.role, &self.layout, role)

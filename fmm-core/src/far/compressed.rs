@@ -368,6 +368,9 @@ pub(crate) struct Done {
     pub(crate) pairs: u64,
     pub(crate) operators: usize,
     pub(crate) reused: usize,
+    /// Seconds spent building the operators not kept from before: a cost
+    /// of the first evaluation of a geometry, not of every one.
+    pub(crate) build_seconds: f64,
 }
 
 /// The M2L of the lists `lists` (target cells of `ttree`, source cells of
@@ -474,10 +477,12 @@ pub(crate) fn m2l<K: Kernel>(
             pairs: 0,
             operators: 0,
             reused: 0,
+            build_seconds: 0.0,
         });
     }
 
     let counted: Vec<Counted> = groups.iter().map(|(k, r)| (*k, r.len())).collect();
+    let built = std::time::Instant::now();
     let Operators {
         bases,
         small,
@@ -485,6 +490,11 @@ pub(crate) fn m2l<K: Kernel>(
         reused,
         ..
     } = operators::<K>(&setup, &counted, tol, &sharing);
+    let build_seconds = if reused < distinct {
+        built.elapsed().as_secs_f64()
+    } else {
+        0.0
+    };
 
     let products = Products {
         bases: &bases,
@@ -507,6 +517,7 @@ pub(crate) fn m2l<K: Kernel>(
         pairs: groups.iter().map(|(_, r)| r.len() as u64).sum(),
         operators: distinct,
         reused,
+        build_seconds,
     })
 }
 

@@ -135,7 +135,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
     // M2L, one target cell at a time, from the multipoles in full range
     // (scaled, in f32 where the settings' error leaves room).
-    let single = single_m2l(plan.opts.cpu_m2l, plan.settings, R::NAME == "f32");
+    let single = single_m2l(plan.opts, plan.settings, R::NAME == "f32");
     let radius: Vec<f64> = ssph.iter().map(|s| s.radius).collect();
     let mut local = vec![C::ZERO; ttree.cells.len() * block];
     if single {
@@ -499,22 +499,30 @@ enum M2lScratch<T: Real> {
 
 /// Whether the CPU's M2L runs in f32 lanes: `M2lChoice::Auto`, an order
 /// within [`MAX_SINGLE_ORDER`](super::m2l_lanes::MAX_SINGLE_ORDER), and
-/// f32 particles or settings whose expected error (the CPU's table,
-/// [`super::tables::expected_error`]) is at least
+/// f32 particles or an error asked for of at least
 /// [`SINGLE_ERROR`](super::m2l_lanes::SINGLE_ERROR), where f32's rounding
-/// is a tenth of the error or less. Twice the lanes for the same work: the
-/// M2L of p 9, theta 0.6 at 10^6 points (2 cores) takes 0.36 s where the
-/// f64 lanes take 0.59 s, with the same error to four digits.
-pub(crate) fn single_m2l(choice: super::M2lChoice, settings: super::Settings, f32: bool) -> bool {
+/// is a tenth of it or less: the settings' expected error (the CPU's
+/// table, [`super::tables::expected_error`]), or the tolerance where one
+/// was asked for (a tolerance of 1e-6 met at p 13 ran its M2L in f64
+/// lanes for an expected 9e-7: 0.32 s at 10^5 points where p 12 in f32
+/// lanes took 0.17 s). Twice the lanes for the same work: the M2L of p 9,
+/// theta 0.6 at 10^6 points (2 cores) takes 0.36 s where the f64 lanes
+/// take 0.59 s, with the same error to four digits.
+pub(crate) fn single_m2l(opts: &super::FmmOptions, settings: super::Settings, f32: bool) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        choice == super::M2lChoice::Auto
+        let asked = match opts.accuracy {
+            super::Accuracy::Tolerance(tol) => tol,
+            super::Accuracy::Fixed { .. } => 0.0,
+        };
+        let room = super::tables::expected_error(settings).max(asked);
+        opts.cpu_m2l == super::M2lChoice::Auto
             && settings.p <= super::m2l_lanes::MAX_SINGLE_ORDER
-            && (f32 || super::tables::expected_error(settings) >= super::m2l_lanes::SINGLE_ERROR)
+            && (f32 || room >= super::m2l_lanes::SINGLE_ERROR)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (choice, settings, f32);
+        let _ = (opts, settings, f32);
         false
     }
 }
