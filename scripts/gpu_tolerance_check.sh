@@ -33,14 +33,16 @@ fi
   show "direct_$prec" "interactions|time|error" 6
 done
 
+# Every run of the tolerance's drive said (FMM_TRACE).
+export FMM_TRACE=1
 vs=($B/fmm_bench --backend cuda --precision f32 --kernel velocity-stretching --resident)
 for n in 1000000 10000000; do
   run "vs_explicit_$n" "${vs[@]}" --n $n --p 9 --theta 0.55
   show "vs_explicit_$n" "time per|first|relative" 4
   run "vs_fmm_tol_$n" "${vs[@]}" --n $n --tol 1e-4
-  show "vs_fmm_tol_$n" "time per|first|tolerance|relative|\[fmm\]" 6
+  show "vs_fmm_tol_$n" "time per|first|tolerance|relative|\[fmm\]" 16
   run "vs_tolerance_$n" "${vs[@]}" --n $n --method tolerance --tol 1e-4
-  show "vs_tolerance_$n" "time per|first|tolerance|relative|\[fmm\]" 6
+  show "vs_tolerance_$n" "time per|first|tolerance|relative|\[fmm\]" 16
 done
 
 [ "$what" = vs ] && exit 0

@@ -10,11 +10,11 @@
 //! outputs at `FAR * d` scaled back by the power of distance its far field
 //! falls with (read off the kernel at `FAR * d` and `2 FAR * d`). The
 //! nearest M2L pairs are leaves `2 R / theta` apart, `R` a leaf's radius
-//! with `leaf` particles a leaf in the points' bounding cube, so their
-//! nearest particles `2 R (1 / theta - 1)` apart (Biot-Savart with cores of
-//! three spacings stalled at 7e-2 at theta 0.5 where the leaves' centres
-//! alone predicted 1e-4); the MAC chosen is the widest whose predicted
-//! floor is below the tolerance.
+//! with `leaf` particles a leaf in the points' bounding cube, and `d` is
+//! that of their near particles: halfway between their nearest corners
+//! and faces (Biot-Savart with cores of three spacings stalled at 7e-2 at
+//! theta 0.5 where the leaves' centres alone predicted 1e-4); the MAC
+//! chosen is the widest whose predicted floor is below the tolerance.
 //! Clustered points make smaller leaves than a uniform cube's, so the
 //! prediction can be short: the driver's measured error still decides,
 //! and narrows theta further where it stalls.
@@ -92,7 +92,7 @@ pub(crate) fn smoothing_at<K: Kernel, R: Real>(
 }
 
 /// The widest MAC, from the tables' widest (0.7) down by the driver's
-/// steps to its narrowest, whose predicted floor is below half of `tol`
+/// steps to its narrowest, whose predicted floor is below `tol`
 /// (1.0: no limit, the floor is below it at 0.7); where even the
 /// narrowest's is not, `Err` with the floor predicted there.
 pub(crate) fn widest_theta<K: Kernel, R: Real>(
@@ -126,16 +126,21 @@ pub(crate) fn widest_theta_in<K: Kernel, R: Real>(
     // A leaf's radius in a uniform cube with `leaf` points a leaf.
     let h = side * (leaf.min(m) as f64 / m as f64).cbrt();
     let radius = 0.5 * 3f64.sqrt() * h;
-    // The nearest particles of two leaves the MAC accepts: their centres
-    // `2 R / theta` apart, each particle up to `R` from its centre. A
-    // Gaussian core's floor is set there (it falls faster than the pairs
-    // grow in number); for an algebraic smoothing this overstates the
-    // floor, on the safe side.
-    let floor = |theta: f64| {
-        smoothing_at::<K, R>(params, targets, sources, 2.0 * radius * (1.0 / theta - 1.0))
-    };
+    // Near particles of two leaves the MAC accepts, their centres
+    // `2 R / theta` apart: halfway between the nearest corners (each
+    // particle `R` from its centre) and the nearest faces (`h / 2`). A
+    // Gaussian core's floor is set by such pairs (it falls faster than the
+    // pairs grow in number). The corners overstate it (velocity +
+    // stretching, cores of one spacing, theta 0.56: 8e-5 there, where p 9
+    // at theta 0.55 meets 5.3e-5 over every target; taken, the GPU ran
+    // theta 0.448 at 1.5 times the time), the faces understate it
+    // (Biot-Savart, cores of three spacings, theta 0.5: 1e-2 there, where
+    // the expansions stalled at 7e-2; halfway, 5e-2). For an algebraic
+    // smoothing this overstates the floor, on the safe side.
+    let near = |theta: f64| 0.5 * (2.0 * radius * (1.0 / theta - 1.0) + 2.0 * radius / theta - h);
+    let floor = |theta: f64| smoothing_at::<K, R>(params, targets, sources, near(theta));
     let mut theta = 0.7;
-    if floor(theta) <= 0.5 * tol {
+    if floor(theta) <= tol {
         return Ok(1.0);
     }
     loop {
@@ -143,7 +148,7 @@ pub(crate) fn widest_theta_in<K: Kernel, R: Real>(
             Some(t) => theta = t,
             None => return Err(floor(theta)),
         }
-        if floor(theta) <= 0.5 * tol {
+        if floor(theta) <= tol {
             return Ok(theta);
         }
     }

@@ -24,7 +24,8 @@ use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::real::Real;
-use crate::reference::{estimate, sample_indices, Estimate};
+use crate::reference::{estimate, Estimate};
+use crate::tree::device::DeviceOctree;
 use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 use fmm_codegen::emit::signature::Role;
 
@@ -47,9 +48,42 @@ pub(crate) struct Estimator<K, R> {
     _k: PhantomData<(K, R)>,
 }
 
+/// `k` of the `m` targets at `pos` stratified over space, as the CPU's
+/// `reference::stratified` takes them: the middle of each of `k`
+/// equal-count runs along the Morton order, which a tree built on the
+/// device (one leaf: only its sort) gives; in increasing index order.
+/// Spread over the input order instead, half of 10^4 points at one spot
+/// reported 7.0e-7 where the error over every target was 7.7e-6.
+fn stratified<R: Real>(
+    gpu: &Gpu,
+    pos: &[CudaSlice<R>; 3],
+    m: usize,
+    k: usize,
+) -> Result<Vec<u32>, Error> {
+    if k >= m {
+        return Ok((0..m as u32).collect());
+    }
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    let tree = DeviceOctree::<R>::build(gpu, [&pos[0], &pos[1], &pos[2]], m)?;
+    let s = gpu.stream();
+    let mut idx = Vec::with_capacity(k);
+    for j in 0..k {
+        let rank = (j * m / k + (j + 1) * m / k) / 2;
+        let one = s
+            .clone_dtoh(&tree.order.slice(rank..rank + 1))
+            .map_err(cuda_err("copy from the device"))?;
+        idx.push(one[0]);
+    }
+    idx.sort_unstable();
+    Ok(idx)
+}
+
 impl<K: Kernel, R: Real> Estimator<K, R> {
-    /// Samples `samples` targets spread over `targets` and sums the
-    /// sources at them in f64 (`params`, the kernel's parameters).
+    /// Samples `samples` targets stratified over space ([`stratified`])
+    /// and sums the sources at them in f64 (`params`, the kernel's
+    /// parameters).
     pub(crate) fn new(
         gpu: &Gpu,
         params: &[f64],
@@ -60,16 +94,13 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
         let def = K::def();
         let s = gpu.stream();
         let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
-        let host_idx: Vec<u32> = sample_indices(m, samples.min(P2P_BLOCK as usize))
-            .into_iter()
-            .map(|i| i as u32)
-            .collect();
-        let ns = host_idx.len();
-        let idx = upload(s, &host_idx)?;
         let spos = sources
             .positions()
             .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
         let tpos = targets.positions().unwrap_or(spos);
+        let host_idx = stratified(gpu, tpos, m, samples.min(P2P_BLOCK as usize))?;
+        let ns = host_idx.len();
+        let idx = upload(s, &host_idx)?;
         // The samples' positions and fields, in f64 on the host.
         let sampled = |x: &CudaSlice<R>| -> Result<Vec<f64>, Error> {
             let g = gather(gpu, &idx, x, ns)?;
