@@ -6,14 +6,18 @@
 //! slice of the targets, on the GPU from its measured throughput), or is
 //! the time it took the last time for the same problem. The FMM's is the
 //! time its one run took the last time it met the tolerance in one run
-//! (the settings met are the next evaluation's first). So:
+//! (the settings met are the next evaluation's first), its error estimate
+//! in. Both leave out setup (compiling, building operators): the next
+//! evaluations do not pay it. So:
 //! - the FMM known to be slower than the direct sum: the direct sum;
 //! - the direct sum predicted below [`DIRECT_FIRST`]: the direct sum (the
 //!   FMM's trees and error estimate alone cost about that);
-//! - else the FMM, with the direct sum's predicted time as its budget: a
-//!   tolerance that its runs have not met within the budget (or cannot
-//!   meet) is met by the direct sum instead, the FMM's time counted, and
-//!   the next evaluation of the problem goes straight to the faster.
+//! - else the FMM, with the direct sum's predicted time as its budget (no
+//!   run predicted slower than it, the search within twice it:
+//!   `driver::SEARCH`): a tolerance that its runs have not met within the
+//!   budget (or cannot meet) is met by the direct sum instead, the FMM's
+//!   time counted, and the next evaluation of the problem goes straight
+//!   to the faster.
 //!
 //! The direct sum's own error (f32's rounding) is measured as the FMM's
 //! is; a tolerance below it is refused, saying f64 would meet it.

@@ -17,9 +17,10 @@
 //! The error is then estimated on sampled targets against an f64 direct
 //! sum (`reference::sample`: targets stratified over space, the estimate with its
 //! own uncertainty, the safe side taken near the tolerance); while it is
-//! above the tolerance the order goes up by as many orders as the error's
-//! fall so far says it needs (a factor 2 an order before there is a fall
-//! to go by, at most 4 orders a step) and the FMM runs again ([`driver`]).
+//! above the tolerance the FMM runs again at the settings a cost model
+//! fitted to the runs' own stage times predicts cheapest ([`cost`]): the
+//! order this MAC needs by the error's fall an order (at most 4 orders a
+//! step), or a narrower MAC at a lower order ([`driver`]).
 //!
 //! A tolerance out of reach is said quickly, with why and what to do: when
 //! the error falls by less than a tenth an order over two steps running
