@@ -82,8 +82,9 @@ pub struct FmmOptions {
 }
 
 /// How the node far fields' (`ppm`, `ki`) M2L runs. The GPU compresses
-/// where the CPU does and its two trees are one (targets at the sources)
-/// and every source field is a strength; elsewhere it runs the kernel.
+/// where the CPU does (both trees in one root cube, the source fields other
+/// than the strength the same in every cell, operators within the largest
+/// side); elsewhere it runs the kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NodeM2l {
     /// Precomputed operators per cell offset, compressed by their singular

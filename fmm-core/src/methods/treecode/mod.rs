@@ -33,7 +33,7 @@ pub struct TreeOptions {
     /// times as many; tests set it small to make that happen.
     pub walk_stack: usize,
     /// How an accepted cell's sources are represented ([`FarField`]):
-    /// `Laplace` is the classic monopole (the summed strength at the
+    /// `Monopole` is the classic one (the summed strength at the
     /// centre of strength); the node far fields put `order`'s nodes on
     /// every cell (beyond a monopole, for kernels outside the Laplace
     /// family). From the declaration by default.
