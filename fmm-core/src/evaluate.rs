@@ -160,10 +160,17 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             stats.runs = 1;
             (out, stats, None)
         }
-        Method::Fmm(o) => {
-            fmm_resident::<K, R>(gpu, &problem, &params, o, targets, sources, f64::INFINITY)
-                .map_err(|stop| stop.error)?
-        }
+        Method::Fmm(o) => fmm_resident::<K, R>(
+            gpu,
+            &problem,
+            &params,
+            o,
+            targets,
+            sources,
+            f64::INFINITY,
+            None,
+        )
+        .map_err(|stop| stop.error)?,
         Method::Tolerance(tol) => {
             let tol = *tol;
             let (m, n) = (targets.len(), sources.len());
@@ -172,8 +179,10 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             let opts = FmmOptions::tolerance(tol);
             let ways = Ways {
                 fmm: fmm_runs.then_some(|budget| {
-                    fmm_resident::<K, R>(gpu, &problem, &params, &opts, targets, sources, budget)
-                        .map(|(out, st, a)| (out, st, a.expect("a tolerance says what it met")))
+                    fmm_resident::<K, R>(
+                        gpu, &problem, &params, &opts, targets, sources, budget, None,
+                    )
+                    .map(|(out, st, a)| (out, st, a.expect("a tolerance says what it met")))
                 }),
                 direct: || {
                     let mut stats = Stats::default();
@@ -355,7 +364,10 @@ type FmmResult<O> = Result<(O, Stats, Option<Achieved>), Stopped>;
 
 /// The FMM on the GPU, at fixed settings or driven by a tolerance (the
 /// error estimated on the device against its f64 direct sum at sampled
-/// targets), a tolerance's runs within `budget` seconds.
+/// targets, `known` where an earlier far field computed it), a
+/// tolerance's runs within `budget` seconds. (Eight arguments until the
+/// methods take one job value, the domain floor to come.)
+#[allow(clippy::too_many_arguments)]
 fn fmm_resident<K: Kernel, R: Real>(
     gpu: &Gpu,
     problem: &Problem<'_>,
@@ -364,10 +376,11 @@ fn fmm_resident<K: Kernel, R: Real>(
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
     budget: f64,
+    known: Option<&fmm::cuda::estimate::Estimator<K, R>>,
 ) -> FmmResult<Vec<CudaSlice<R>>> {
     let f32 = R::NAME == "f32";
     if let Some(ki) = switched_options::<K>(problem, o, f32, true) {
-        return fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget);
+        return fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget, known);
     }
     let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
     let run = |settings: Settings, stats: &mut Stats| {
@@ -393,16 +406,6 @@ fn fmm_resident<K: Kernel, R: Real>(
         Accuracy::Fixed { p, theta } => return run_once(run, Settings { p, theta }),
         Accuracy::Tolerance(tol) => tol,
     };
-    // The reference sums at the sampled targets, once.
-    let t = std::time::Instant::now();
-    let estimate = fmm::cuda::estimate::Estimator::<K, R>::new(
-        gpu,
-        problem.params,
-        targets,
-        sources,
-        accuracy::ERROR_SAMPLES,
-    )?;
-    let reference_seconds = t.elapsed().as_secs_f64();
     let table = match &far {
         far::Plan::Nodes(rep) => tables::gpu_node_table(rep.far_field),
         _ => tables::GPU,
@@ -419,11 +422,29 @@ fn fmm_resident<K: Kernel, R: Real>(
         Err(floor) if switch_possible::<K>(o.far_field, &far, f32 && tol < 1e-5) => {
             let ki = o.clone().with_far_field(FarField::KernelIndependent);
             return accuracy::predicted_switch(tol, floor, key, || {
-                fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget)
+                fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget, known)
             });
         }
         Err(_) => accuracy::driver::MIN_THETA,
     };
+    // The reference sums at the sampled targets, once for every far field
+    // tried (the nodes after the expansions take this one).
+    let t = std::time::Instant::now();
+    let made;
+    let estimate = match known {
+        Some(e) => e,
+        None => {
+            made = fmm::cuda::estimate::Estimator::<K, R>::new(
+                gpu,
+                problem.params,
+                targets,
+                sources,
+                accuracy::ERROR_SAMPLES,
+            )?;
+            &made
+        }
+    };
+    let reference_seconds = t.elapsed().as_secs_f64();
     let goal = Goal {
         tol,
         table: &table,
@@ -437,7 +458,16 @@ fn fmm_resident<K: Kernel, R: Real>(
     let ki = o.clone().with_far_field(FarField::KernelIndependent);
     let switch = |stop: &Stopped| switch_to_nodes::<K>(stop, o.far_field, &far, f32);
     finish(driven, reference_seconds, switch, key, budget, |left| {
-        fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, left)
+        fmm_resident::<K, R>(
+            gpu,
+            problem,
+            params,
+            &ki,
+            targets,
+            sources,
+            left,
+            Some(estimate),
+        )
     })
 }
 
