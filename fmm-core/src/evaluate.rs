@@ -36,6 +36,7 @@ use crate::reference;
 use crate::require::check_requirements;
 use crate::stats::{Clock, Stage, Stats};
 use cudarc::driver::CudaSlice;
+use std::ops::ControlFlow;
 
 /// What an evaluation gives back.
 #[derive(Clone, Debug)]
@@ -199,14 +200,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
                     Ok((out, stats))
                 },
                 direct_error: f32.then_some(|out: &Vec<_>| {
-                    let estimator = fmm::cuda::estimate::Estimator::<K, R>::new(
-                        gpu,
-                        problem.params,
-                        targets,
-                        sources,
-                        accuracy::ERROR_SAMPLES,
-                    )?;
-                    estimator.error(gpu, out)
+                    gpu_reference::<K, R>(gpu, &problem, targets, sources)?.error(gpu, out)
                 }),
             };
             let predict = || direct::cuda::predicted_seconds::<K>(m, n, f32);
@@ -417,15 +411,13 @@ fn fmm_resident<K: Kernel, R: Real>(
         }
         _ => Ok(1.0),
     };
-    let widest = match widest {
-        Ok(theta) => theta,
-        Err(floor) if switch_possible::<K>(o.far_field, &far, f32 && tol < 1e-5) => {
-            let ki = o.clone().with_far_field(FarField::KernelIndependent);
-            return accuracy::predicted_switch(tol, floor, key, || {
-                fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget, known)
-            });
-        }
-        Err(_) => accuracy::driver::MIN_THETA,
+    let may_switch = switch_possible::<K>(o.far_field, &far, f32 && tol < 1e-5);
+    let ki = o.clone().with_far_field(FarField::KernelIndependent);
+    let widest = match widest_or_nodes(widest, may_switch, tol, &key, || {
+        fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget, known)
+    }) {
+        ControlFlow::Continue(theta) => theta,
+        ControlFlow::Break(done) => return done,
     };
     // The reference sums at the sampled targets, once for every far field
     // tried (the nodes after the expansions take this one).
@@ -434,13 +426,7 @@ fn fmm_resident<K: Kernel, R: Real>(
     let estimate = match known {
         Some(e) => e,
         None => {
-            made = fmm::cuda::estimate::Estimator::<K, R>::new(
-                gpu,
-                problem.params,
-                targets,
-                sources,
-                accuracy::ERROR_SAMPLES,
-            )?;
+            made = gpu_reference::<K, R>(gpu, problem, targets, sources)?;
             &made
         }
     };
@@ -455,7 +441,6 @@ fn fmm_resident<K: Kernel, R: Real>(
         widest,
     };
     let driven = accuracy::drive_within(&goal, run, |out| estimate.error(gpu, out));
-    let ki = o.clone().with_far_field(FarField::KernelIndependent);
     let switch = |stop: &Stopped| switch_to_nodes::<K>(stop, o.far_field, &far, f32);
     finish(driven, reference_seconds, switch, key, budget, |left| {
         fmm_resident::<K, R>(
@@ -469,6 +454,23 @@ fn fmm_resident<K: Kernel, R: Real>(
             Some(estimate),
         )
     })
+}
+
+/// The f64 direct sum at [`accuracy::ERROR_SAMPLES`] targets on the GPU,
+/// what a tolerance's errors there are estimated against.
+fn gpu_reference<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    problem: &Problem<'_>,
+    targets: &DeviceParticles<R>,
+    sources: &DeviceParticles<R>,
+) -> Result<fmm::cuda::estimate::Estimator<K, R>, Error> {
+    fmm::cuda::estimate::Estimator::new(
+        gpu,
+        problem.params,
+        targets,
+        sources,
+        accuracy::ERROR_SAMPLES,
+    )
 }
 
 /// [`accuracy::floor::widest_theta`] for particles on the GPU: the
@@ -585,15 +587,13 @@ fn fmm_cpu<K: Kernel, R: Real>(
         ),
         _ => Ok(1.0),
     };
-    let widest = match widest {
-        Ok(theta) => theta,
-        Err(floor) if switch_possible::<K>(opts.far_field, &far, f32 && tol < 1e-5) => {
-            let ki = opts.clone().with_far_field(FarField::KernelIndependent);
-            return accuracy::predicted_switch(tol, floor, key, || {
-                fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget, known)
-            });
-        }
-        Err(_) => accuracy::driver::MIN_THETA,
+    let may_switch = switch_possible::<K>(opts.far_field, &far, f32 && tol < 1e-5);
+    let ki = opts.clone().with_far_field(FarField::KernelIndependent);
+    let widest = match widest_or_nodes(widest, may_switch, tol, &key, || {
+        fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget, known)
+    }) {
+        ControlFlow::Continue(theta) => theta,
+        ControlFlow::Break(done) => return done,
     };
     let goal = Goal {
         tol,
@@ -617,7 +617,6 @@ fn fmm_cpu<K: Kernel, R: Real>(
     };
     let reference_seconds = t.elapsed().as_secs_f64();
     let driven = accuracy::drive_within(&goal, run, |out| Ok(reference.error(out)));
-    let ki = opts.clone().with_far_field(FarField::KernelIndependent);
     let switch = |stop: &Stopped| switch_to_nodes::<K>(stop, opts.far_field, &far, f32);
     finish(driven, reference_seconds, switch, key, budget, |left| {
         fmm_cpu::<K, R>(
@@ -630,6 +629,26 @@ fn fmm_cpu<K: Kernel, R: Real>(
             Some(reference),
         )
     })
+}
+
+/// The widest MAC the Laplace floor predicted from the declaration allows
+/// (`widest`: [`accuracy::floor::widest_theta`]); where no MAC does, the
+/// evaluation by `nodes` at once if the default far field may `switch`
+/// ([`accuracy::predicted_switch`]), else the narrowest MAC.
+fn widest_or_nodes<O>(
+    widest: Result<f64, f64>,
+    switch: bool,
+    tol: f64,
+    key: &ProblemKey,
+    nodes: impl FnOnce() -> FmmResult<O>,
+) -> ControlFlow<FmmResult<O>, f64> {
+    match widest {
+        Ok(theta) => ControlFlow::Continue(theta),
+        Err(floor) if switch => {
+            ControlFlow::Break(accuracy::predicted_switch(tol, floor, key.clone(), nodes))
+        }
+        Err(_) => ControlFlow::Continue(accuracy::driver::MIN_THETA),
+    }
 }
 
 /// One FMM run at fixed `settings`.

@@ -106,14 +106,7 @@ impl Model {
                     / ((b.p + 1) as f64 / (a.p + 1) as f64).ln()
             })
         });
-        let prior = match self.far_field {
-            FarField::Laplace | FarField::Auto | FarField::Monopole => 3.0,
-            FarField::KernelIndependent | FarField::Ppm => 4.0,
-        };
-        fitted
-            .filter(|k| k.is_finite())
-            .unwrap_or(prior)
-            .clamp(2.0, 7.0)
+        fitted_or(fitted, self.by_far_field(3.0, 4.0), 2.0..=7.0)
     }
 
     /// The pairs' growth as theta falls: `theta^-a` (module doc), `a`
@@ -129,21 +122,19 @@ impl Model {
             let narrow = (r.settings.theta / last.settings.theta).ln();
             (narrow.abs() > 1e-9).then(|| (w * near + (1.0 - w) * far) / narrow)
         });
-        let prior = match self.far_field {
-            FarField::Laplace | FarField::Auto | FarField::Monopole => 2.7,
-            FarField::KernelIndependent | FarField::Ppm => 2.0,
-        };
-        fitted
-            .filter(|a| a.is_finite())
-            .unwrap_or(prior)
-            .clamp(1.0, 3.5)
+        fitted_or(fitted, self.by_far_field(2.7, 2.0), 1.0..=3.5)
     }
 
     /// The error's theta exponent `s` (module doc).
     fn theta_exponent(&self) -> f64 {
+        self.by_far_field(1.0, 1.3)
+    }
+
+    /// `expansions` for the Laplace far field, `nodes` for the node ones.
+    fn by_far_field(&self, expansions: f64, nodes: f64) -> f64 {
         match self.far_field {
-            FarField::Laplace | FarField::Auto | FarField::Monopole => 1.0,
-            FarField::KernelIndependent | FarField::Ppm => 1.3,
+            FarField::Laplace | FarField::Auto | FarField::Monopole => expansions,
+            FarField::KernelIndependent | FarField::Ppm => nodes,
         }
     }
 
@@ -222,6 +213,15 @@ impl Model {
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(s, _)| s)
     }
+}
+
+/// An exponent fitted from the runs where there is one (and finite), else
+/// the prior, within `range`.
+fn fitted_or(fitted: Option<f64>, prior: f64, range: std::ops::RangeInclusive<f64>) -> f64 {
+    fitted
+        .filter(|x| x.is_finite())
+        .unwrap_or(prior)
+        .clamp(*range.start(), *range.end())
 }
 
 #[cfg(test)]
