@@ -1,7 +1,10 @@
 //! The loop that meets a tolerance with one far field: from the table's
-//! settings (or those that met the same problem before) up in order until
-//! the estimated error is within the tolerance, or a clear stop (the
-//! error stopped falling, the highest order) with why and what to do.
+//! settings (or those that met the same problem before), each next run at
+//! the settings the cost model predicts cheapest ([`super::cost`]: more
+//! orders at this MAC, or a narrower MAC at fewer), until the estimated
+//! error is within the tolerance, or a clear stop (the error stopped
+//! falling, the highest order, the direct sum sooner) with why and what
+//! to do.
 
 use super::cost::{Model, Run};
 use super::memory::{remember_start, remember_switch, remembered_start, ProblemKey};
