@@ -347,16 +347,7 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
         tried.push((settings.p, e));
         model.push(Run::new(settings, &stats));
         if trace() {
-            eprintln!(
-                "[fmm] tolerance {tol:e}: {} p {}, theta {}: estimated {:.2e} (on the safe \
-                 side {e:.2e}) in {:.3} s ({:.3} s of it setup)",
-                far.name(),
-                settings.p,
-                settings.theta,
-                estimate.value,
-                stats.total_seconds(),
-                stats.seconds(Stage::Setup)
-            );
+            say_run(tol, far, settings, &estimate, &stats);
         }
         let earlier = std::mem::take(&mut total);
         total = stats;
@@ -403,10 +394,7 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
             .or_else(|| stalled(&history, at_most, table.most_p, far))
             .or_else(slow);
         if let Some(reason) = reason {
-            let &(best_p, best) = history
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .expect("one run");
+            let (best_p, best) = best_of(&history);
             if in_time && narrowable && !f32_floor(f32, best) {
                 if let Some(theta) = narrower(settings.theta) {
                     // The expansions' floor (a smoothing they drop, or a
@@ -429,52 +417,17 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
                 over_budget: !in_time,
             });
         }
-        // A narrower MAC at a lower order where the model predicts it
-        // cheaper than the orders this MAC needs (Biot-Savart with cores
-        // of three spacings: ki p 3 at theta 0.5 in 0.48 s against p 6 at
-        // 0.8 in 1.08 s); from there, its own orders.
-        let fall = match history.len() {
-            n if n >= 2 => per_order(&history, n - 1),
-            _ => table.fall(settings.theta),
-        };
-        // Predicted on the estimate itself, against the tolerance less
-        // the room its safe side took this time.
-        let (value, room) = match estimate.value {
-            v if v > 0.0 => (v, tol * v / e),
-            _ => (e, tol),
-        };
-        let narrowing = std::iter::successors(narrower(settings.theta), |&t| narrower(t));
-        let next = match model.cheaper_narrower(value, fall, room, table.most_p, narrowing) {
-            Some(next) => {
-                history.clear();
-                next
-            }
-            // At this MAC, the order the model predicts (the fall so far
-            // or the table's, aiming below the tolerance for the safe
-            // side; Biot-Savart's cores at ki p 3, theta 0.8: p 5, where a
-            // guessed fall of 0.5 took p 6 at twice the time), one to
-            // `MOST_STEP` orders up; past the highest, by the fall alone.
-            None => {
-                let p = match model.order_at(value, fall, room, settings.theta, table.most_p) {
-                    Some(p) => p.clamp(settings.p + 1, settings.p + MOST_STEP),
-                    None => settings.p + step(&history, tol),
-                };
-                Settings {
-                    p: p.min(table.most_p),
-                    ..settings
-                }
-            }
-        };
+        let next = next_settings(&model, &history, table, tol, settings, &estimate);
+        if next.theta != settings.theta {
+            history.clear();
+        }
         // A next run predicted no faster than the direct sum, or to take
         // the search past its share: stop now (the direct sum is sooner),
         // not after it.
         let spent = weighed(&total);
         let predicted = model.seconds(next);
         if budget.is_finite() && (predicted >= budget || spent + predicted > SEARCH * budget) {
-            let &(best_p, best) = tried
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .expect("one run");
+            let (best_p, best) = best_of(&tried);
             let reason = format!(
                 "its runs took {spent:.3} s and the next (p {}, theta {}) is predicted at \
                  {predicted:.3} s, against the direct sum's predicted {budget:.3} s",
@@ -489,6 +442,70 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
         }
         settings = next;
     }
+}
+
+/// The settings after a run at `settings` whose error (`estimate`) missed
+/// `tol`: a narrower MAC at a lower order where the model predicts it
+/// cheaper than the orders this MAC needs (Biot-Savart with cores of
+/// three spacings: ki p 3 at theta 0.5 in 0.48 s against p 6 at 0.8 in
+/// 1.08 s); else, at this MAC, the order the model predicts (Biot-Savart's
+/// cores at ki p 3, theta 0.8: p 5, where a guessed fall of 0.5 took p 6
+/// at twice the time), one to [`MOST_STEP`] orders up, and past the
+/// highest by the fall alone. Predicted on the estimate itself (the fall
+/// so far, or the table's before two runs), against the tolerance less
+/// the room its safe side took this time. `history`: this MAC's runs.
+fn next_settings(
+    model: &Model,
+    history: &[(usize, f64)],
+    table: &Table,
+    tol: f64,
+    settings: Settings,
+    estimate: &Estimate,
+) -> Settings {
+    let e = estimate.bound();
+    let fall = match history.len() {
+        n if n >= 2 => per_order(history, n - 1),
+        _ => table.fall(settings.theta),
+    };
+    let (value, room) = match estimate.value {
+        v if v > 0.0 => (v, tol * v / e),
+        _ => (e, tol),
+    };
+    let narrowing = std::iter::successors(narrower(settings.theta), |&t| narrower(t));
+    if let Some(next) = model.cheaper_narrower(value, fall, room, table.most_p, narrowing) {
+        return next;
+    }
+    let p = match model.order_at(value, fall, room, settings.theta, table.most_p) {
+        Some(p) => p.clamp(settings.p + 1, settings.p + MOST_STEP),
+        None => settings.p + step(history, tol),
+    };
+    Settings {
+        p: p.min(table.most_p),
+        ..settings
+    }
+}
+
+/// The `(p, error)` of least error among `runs` (at least one).
+fn best_of(runs: &[(usize, f64)]) -> (usize, f64) {
+    *runs
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("one run")
+}
+
+/// Says one run of the search on stderr (`FMM_TRACE`).
+fn say_run(tol: f64, far: FarField, settings: Settings, estimate: &Estimate, stats: &Stats) {
+    eprintln!(
+        "[fmm] tolerance {tol:e}: {} p {}, theta {}: estimated {:.2e} (on the safe side \
+         {:.2e}) in {:.3} s ({:.3} s of it setup)",
+        far.name(),
+        settings.p,
+        settings.theta,
+        estimate.value,
+        estimate.bound(),
+        stats.total_seconds(),
+        stats.seconds(Stage::Setup)
+    );
 }
 
 /// The narrowest MAC the expansions are taken to before a stall is given
