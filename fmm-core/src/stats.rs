@@ -148,6 +148,13 @@ impl Stats {
             .map_or(0.0, |(_, t)| *t)
     }
 
+    /// Moves `seconds` booked under `from` to `to` (a stage's one-off part,
+    /// such as operators built inside the M2L, booked as setup).
+    pub(crate) fn rebook(&mut self, from: Stage, to: Stage, seconds: f64) {
+        self.add(from, -seconds);
+        self.add(to, seconds);
+    }
+
     /// Seconds in all stages.
     pub fn total_seconds(&self) -> f64 {
         self.stages.iter().map(|(_, t)| t).sum()

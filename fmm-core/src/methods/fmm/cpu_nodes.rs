@@ -142,8 +142,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // Operators built for the first time: setup, not M2L (the tolerance's
     // cost model and budget weigh what every evaluation pays).
     if let Some(d) = done.as_ref().filter(|d| d.build_seconds > 0.0) {
-        clock.stats().add(Stage::M2l, -d.build_seconds);
-        clock.stats().add(Stage::Setup, d.build_seconds);
+        clock
+            .stats()
+            .rebook(Stage::M2l, Stage::Setup, d.build_seconds);
     }
 
     // L2L down, then L2P at every target leaf.

@@ -179,8 +179,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let near = lists.into_near();
     clock.lap(Stage::M2l)?;
     if build_seconds > 0.0 {
-        clock.stats().add(Stage::M2l, -build_seconds);
-        clock.stats().add(Stage::Setup, build_seconds);
+        clock
+            .stats()
+            .rebook(Stage::M2l, Stage::Setup, build_seconds);
     }
 
     // Downward pass: L2L level by level down, L2P at every target into the
