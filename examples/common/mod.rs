@@ -54,6 +54,26 @@ pub enum KernelName {
     Stokeslet,
     StokesletSingular,
     Yukawa,
+    /// A Gaussian radial basis function sum, declared in this module
+    /// ([`GaussianRbf`]): a user's kernel with no far field of its own.
+    GaussianRbf,
+}
+
+fmm_core::kernel! {
+    /// A Gaussian radial basis function sum of width `w`:
+    /// `phi_i = sum_{j != i} q_j exp(-r^2 / w^2)` (the DSL has every
+    /// kernel add 0 at r = 0: add `q_i` for the self term). Declared here
+    /// as a user declares a kernel:
+    /// no Laplace far field, so the tree methods take the
+    /// kernel-independent one.
+    pub kernel GaussianRbf {
+        param w;
+        source q;
+        output phi;
+        require w > 0.0;
+        strength q;
+        phi += select(r2 > 0.0, q * exp(-r2 / (w * w)), 0.0);
+    }
 }
 
 /// Calls `$run::<K, ...>(...)` with `K` the kernel named by `$name`.
@@ -97,6 +117,10 @@ macro_rules! with_kernel {
             }
             KernelName::Yukawa => {
                 type $k = Yukawa;
+                $body
+            }
+            KernelName::GaussianRbf => {
+                type $k = $crate::common::GaussianRbf;
                 $body
             }
         }

@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::far::{self, FarField};
 use crate::kernel::Kernel;
 use crate::methods::fmm::{self, tables, Accuracy, FmmOptions, Plan, Settings};
-use crate::methods::{direct, treecode, Method};
+use crate::methods::{direct, treecode, Method, TreeOptions};
 use crate::outputs::Outputs;
 use crate::particles::{Particles, Role};
 use crate::problem::{check_params, Domain, Problem};
@@ -178,10 +178,44 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             let key = problem_key::<K>(&problem, tol, f32, true).with_sizes(m, n);
             let fmm_runs = far::plan::<K>(FarField::Auto, far::Tree::Fmm).is_ok();
             let opts = FmmOptions::tolerance(tol);
+            // The f64 sums at the sampled targets, made by the first tree
+            // method tried and kept for the other.
+            let reference = std::cell::OnceCell::new();
+            let table = &accuracy::treecode::GPU;
             let ways = Ways {
+                tree: treecode_candidate::<K>(tol, table).then_some(|budget| {
+                    let made = made_once(&reference, || {
+                        gpu_reference::<K, R>(gpu, &problem, targets, sources)
+                    })?;
+                    let tkey = problem_key::<K>(&problem, tol, f32, true);
+                    let far = far::plan::<K>(FarField::Monopole, far::Tree::Treecode)?;
+                    let run = |theta, stats: &mut Stats| {
+                        let o = TreeOptions {
+                            theta,
+                            ..TreeOptions::default()
+                        };
+                        let mut clock = Clock::gpu(stats, gpu);
+                        treecode::cuda::run::<K, R>(
+                            gpu, &params, &far, targets, sources, &o, &mut clock,
+                        )
+                    };
+                    let estimate = reference.get().expect("made");
+                    let driven =
+                        accuracy::treecode::drive_treecode(tol, table, &tkey, budget, run, |out| {
+                            estimate.error(gpu, out)
+                        });
+                    with_seconds(driven, Stage::ErrorEstimate, made)
+                }),
                 fmm: fmm_runs.then_some(|budget| {
                     fmm_resident::<K, R>(
-                        gpu, &problem, &params, &opts, targets, sources, budget, None,
+                        gpu,
+                        &problem,
+                        &params,
+                        &opts,
+                        targets,
+                        sources,
+                        budget,
+                        reference.get(),
                     )
                     .map(|(out, st, a)| (out, st, a.expect("a tolerance says what it met")))
                 }),
@@ -298,10 +332,49 @@ fn evaluate_checked<K: Kernel, R: Real>(
             let key = problem_key::<K>(problem, tol, f32, false).with_sizes(m, n);
             let fmm_runs = far::plan::<K>(FarField::Auto, far::Tree::Fmm).is_ok();
             let opts = FmmOptions::tolerance(tol);
+            // The f64 sums at the sampled targets, made by the first tree
+            // method tried and kept for the other.
+            let reference = std::cell::OnceCell::new();
+            let table = &accuracy::treecode::CPU;
             let ways = Ways {
+                tree: treecode_candidate::<K>(tol, table).then_some(|budget| {
+                    let made = made_once(&reference, || {
+                        Ok(Reference::<K, R>::new(problem.params, targets, sources))
+                    })?;
+                    let tkey = problem_key::<K>(problem, tol, f32, false);
+                    let far = far::plan::<K>(FarField::Monopole, far::Tree::Treecode)?;
+                    let run = |theta, stats: &mut Stats| {
+                        let o = TreeOptions {
+                            theta,
+                            ..TreeOptions::default()
+                        };
+                        treecode::cpu::run::<K, R>(
+                            params,
+                            &far,
+                            targets,
+                            sources,
+                            &o,
+                            &mut Clock::cpu(stats),
+                        )
+                    };
+                    let estimate = reference.get().expect("made");
+                    let driven =
+                        accuracy::treecode::drive_treecode(tol, table, &tkey, budget, run, |out| {
+                            Ok(estimate.error(out))
+                        });
+                    with_seconds(driven, Stage::ErrorEstimate, made)
+                }),
                 fmm: fmm_runs.then_some(|budget| {
-                    fmm_cpu::<K, R>(problem, params, targets, sources, &opts, budget, None)
-                        .map(|(out, st, a)| (out, st, a.expect("a tolerance says what it met")))
+                    fmm_cpu::<K, R>(
+                        problem,
+                        params,
+                        targets,
+                        sources,
+                        &opts,
+                        budget,
+                        reference.get(),
+                    )
+                    .map(|(out, st, a)| (out, st, a.expect("a tolerance says what it met")))
                 }),
                 direct: || {
                     let mut stats = Stats::default();
@@ -456,7 +529,7 @@ fn fmm_resident<K: Kernel, R: Real>(
     })
 }
 
-/// The f64 direct sum at [`accuracy::ERROR_SAMPLES`] targets on the GPU,
+/// The f64 direct sum at [`accuracy::gpu_error_samples`] targets on the GPU,
 /// what a tolerance's errors there are estimated against.
 fn gpu_reference<K: Kernel, R: Real>(
     gpu: &Gpu,
@@ -469,7 +542,7 @@ fn gpu_reference<K: Kernel, R: Real>(
         problem.params,
         targets,
         sources,
-        accuracy::ERROR_SAMPLES,
+        accuracy::gpu_error_samples(sources.len()),
     )
 }
 
@@ -681,6 +754,55 @@ fn finish<O>(
         }
         Err(stop) if switch(&stop) => accuracy::on_to_nodes(stop, key, budget, nodes),
         Err(stop) => Err(stop),
+    }
+}
+
+/// Whether the treecode is a candidate for `tol` ([`accuracy::treecode`]):
+/// the kernel's treecode takes the monopole (the Laplace family: the
+/// kernel itself at the centre of strength, smoothing kept) of a scalar
+/// strength, and the tolerance is within its reach on the backend
+/// (`table`). Vector strengths are left out: the monopole of a cell's
+/// summed vortex strength missed 1e-4 by 25x (velocity + stretching,
+/// 3x10^4 points, theta 0.3) and by 370x (Biot-Savart of random
+/// strengths, 10^5), a run spent for nothing on a first evaluation.
+fn treecode_candidate<K: Kernel>(tol: f64, table: &accuracy::treecode::Table) -> bool {
+    table.reach(tol)
+        && matches!(
+            far::plan::<K>(FarField::Auto, far::Tree::Treecode),
+            Ok(far::Plan::Monopole { strength }) if strength.len() == 1
+        )
+}
+
+/// Makes `cell`'s value with `make` where it is empty; the seconds that
+/// took (0 where it was made before).
+fn made_once<T>(
+    cell: &std::cell::OnceCell<T>,
+    make: impl FnOnce() -> Result<T, Error>,
+) -> Result<f64, Error> {
+    if cell.get().is_some() {
+        return Ok(0.0);
+    }
+    let t = std::time::Instant::now();
+    let value = make()?;
+    let _ = cell.set(value);
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// `driven` with `seconds` more of `stage` in its stats, met or stopped.
+fn with_seconds<O>(
+    driven: Result<(O, Stats, Achieved), Stopped>,
+    stage: Stage,
+    seconds: f64,
+) -> Result<(O, Stats, Achieved), Stopped> {
+    match driven {
+        Ok((out, mut stats, a)) => {
+            stats.add(stage, seconds);
+            Ok((out, stats, a))
+        }
+        Err(mut stop) => {
+            stop.spent.add(stage, seconds);
+            Err(stop)
+        }
     }
 }
 

@@ -1,23 +1,28 @@
-//! `Method::tolerance(tol)`: the direct sum or the FMM, whichever meets the
-//! tolerance sooner.
+//! `Method::tolerance(tol)`: the direct sum, the treecode or the FMM,
+//! whichever meets the tolerance soonest.
 //!
 //! The direct sum's time is predicted from its pairs and the time a pair
 //! takes for this kernel, precision and backend (on the CPU timed on a
 //! slice of the targets, on the GPU from its measured throughput), or is
-//! the time it took the last time for the same problem. The FMM's is the
-//! time its one run took the last time it met the tolerance in one run
-//! (the settings met are the next evaluation's first), its error estimate
-//! in. Both leave out setup (compiling, building operators): the next
-//! evaluations do not pay it. So:
-//! - the FMM known to be slower than the direct sum: the direct sum;
-//! - the direct sum predicted below [`DIRECT_FIRST`]: the direct sum (the
-//!   FMM's trees and error estimate alone cost about that);
-//! - else the FMM, with the direct sum's predicted time as its budget (no
-//!   run predicted slower than it, the search within twice it:
-//!   `driver::SEARCH`): a tolerance that its runs have not met within the
-//!   budget (or cannot meet) is met by the direct sum instead, the FMM's
-//!   time counted, and the next evaluation of the problem goes straight
-//!   to the faster.
+//! the time it took the last time for the same problem. The treecode's
+//! and the FMM's are their times a run the last time they met the
+//! tolerance (the settings met are the next evaluation's first), the
+//! error estimate in. All leave out setup (compiling,
+//! building operators): the next evaluations do not pay it. So:
+//! - the direct sum predicted below [`TREECODE_FIRST`]: the direct sum;
+//!   below [`DIRECT_FIRST`], the direct sum or the treecode (the FMM's
+//!   trees and error estimate alone cost about that);
+//! - a tree method known slower than the direct sum, or than the other
+//!   tree method, is not run;
+//! - else the treecode, where the tolerance is within the monopole's
+//!   reach ([`super::treecode`]), with the direct sum's time as its
+//!   budget; then the FMM, with the time of the way met so far as its
+//!   budget (no run predicted slower than it, the search within twice
+//!   it: `driver::SEARCH`), so that it runs on only where it may be
+//!   sooner;
+//! - the fastest way that met the tolerance gives the outputs, the time
+//!   of every way tried counted; where none did, the direct sum, and the
+//!   next evaluation of the problem goes straight to the fastest.
 //!
 //! The direct sum's own error (f32's rounding) is measured as the FMM's
 //! is; a tolerance below it is refused, saying f64 would meet it.
@@ -31,12 +36,23 @@ use crate::reference::Estimate;
 use crate::stats::{Stage, Stats};
 
 /// Below this many predicted seconds the direct sum runs without trying
-/// the FMM.
+/// the FMM (its trees and error estimate alone cost about that).
 pub(crate) const DIRECT_FIRST: f64 = 0.01;
 
-/// How [`choose`] runs each method: `fmm` with a time budget in seconds,
-/// `direct` plain, and `direct_error` the direct sum's error estimate.
-pub(crate) struct Ways<F, D, E> {
+/// Below this many predicted seconds the direct sum runs without trying
+/// the treecode either: gravity at 10^5 points on the GPU, f32, 1e-4,
+/// took the direct sum (0.0093 s predicted, 0.011 s with its error
+/// estimate) where the treecode at theta 0.3 takes 0.0059 s.
+pub(crate) const TREECODE_FIRST: f64 = 0.004;
+
+/// How [`choose`] runs each method: `tree` and `fmm` meet the tolerance
+/// within a budget of seconds, `direct` runs plain, and `direct_error`
+/// estimates the direct sum's error.
+pub(crate) struct Ways<T, F, D, E> {
+    /// The treecode meeting the tolerance, within the budget; `None` where
+    /// the kernel's treecode has no monopole or the tolerance is out of
+    /// its reach.
+    pub tree: Option<T>,
     /// The FMM meeting the tolerance, within the budget; `None` where the
     /// kernel has no far field the FMM can run.
     pub fmm: Option<F>,
@@ -48,44 +64,89 @@ pub(crate) struct Ways<F, D, E> {
     pub direct_error: Option<E>,
 }
 
-/// Meets `tol` by the direct sum or the FMM (see the module doc);
-/// `predict_direct` gives the direct sum's predicted seconds, asked only
-/// where its time for the problem is not known yet.
-pub(crate) fn choose<O, F, D, E>(
+/// What a tree method that met the tolerance gives back.
+type Met<O> = (O, Stats, Achieved);
+
+/// Meets `tol` by the direct sum, the treecode or the FMM (see the module
+/// doc); `predict_direct` gives the direct sum's predicted seconds, asked
+/// only where its time for the problem is not known yet.
+pub(crate) fn choose<O, T, F, D, E>(
     tol: f64,
     key: &ProblemKey,
     predict_direct: impl FnOnce() -> f64,
-    ways: Ways<F, D, E>,
+    ways: Ways<T, F, D, E>,
 ) -> Result<(O, Stats, Achieved), Error>
 where
-    F: FnOnce(f64) -> Result<(O, Stats, Achieved), Stopped>,
+    T: FnOnce(f64) -> Result<Met<O>, Stopped>,
+    F: FnOnce(f64) -> Result<Met<O>, Stopped>,
     D: FnOnce() -> Result<(O, Stats), Error>,
     E: FnOnce(&O) -> Result<Estimate, Error>,
 {
     let direct_time = remembered_time(key, "direct").unwrap_or_else(predict_direct);
+    let tree_time = remembered_time(key, "treecode");
     let fmm_time = remembered_time(key, "fmm");
     let mut spent = Stats::default();
-    if let Some(fmm) = ways.fmm {
-        let fmm_slower = fmm_time.is_some_and(|t| t >= direct_time);
-        if !fmm_slower && direct_time >= DIRECT_FIRST {
-            match fmm(direct_time) {
+    let mut met: Option<Met<O>> = None;
+    if direct_time >= TREECODE_FIRST {
+        // A way is tried unless it is known slower than the direct sum or
+        // than the other tree method; the FMM not below DIRECT_FIRST.
+        let worth = |mine: Option<f64>, other: Option<f64>| {
+            mine.is_none_or(|t| t < direct_time && other.is_none_or(|o| t <= o))
+        };
+        let fmm_first = direct_time >= DIRECT_FIRST;
+        let mut budget = direct_time;
+        let ways_tried = [
+            (
+                ways.tree.map(Way::Tree),
+                worth(tree_time, fmm_time),
+                "treecode",
+            ),
+            (
+                ways.fmm.map(Way::Fmm),
+                fmm_first && worth(fmm_time, tree_time),
+                "fmm",
+            ),
+        ];
+        for (way, worth_it, name) in ways_tried {
+            let Some(way) = way.filter(|_| worth_it) else {
+                continue;
+            };
+            match way.run(budget) {
                 Ok((out, stats, achieved)) => {
-                    // One run's time, where it was one run (a first
-                    // evaluation's searches say little of the next one's,
-                    // which starts at the settings met).
-                    if stats.runs == 1 {
-                        remember_time(key, "fmm", run_seconds(&stats));
+                    // An evaluation's time; of a search (a first
+                    // evaluation's), its time a run, below the met run's
+                    // own: the next evaluation, which starts at the
+                    // settings met, runs it alone and measures it (not
+                    // remembered, both ways ran again when one had
+                    // searched: the treecode's 0.089 s and the FMM's 0.071 s
+                    // for gravity at 10^5 points, 1e-3, 2 cores).
+                    let t = a_run(&stats);
+                    remember_time(key, name, t);
+                    // Both met: the outputs of the sooner (the FMM's first
+                    // run is made whatever its prediction).
+                    let sooner = met.as_ref().is_none_or(|(_, s, _)| t < a_run(s));
+                    if sooner {
+                        budget = budget.min(t);
+                        if let Some((_, earlier, _)) = met.replace((out, stats, achieved)) {
+                            spent.absorb_time(&earlier);
+                        }
+                    } else {
+                        spent.absorb_time(&stats);
                     }
-                    return Ok((out, stats, achieved));
                 }
-                // Not met within the budget, or not at all: the direct sum.
+                // Not met within the budget, or not at all: the way met so
+                // far, or the direct sum.
                 Err(stop) if matches!(stop.error, Error::ToleranceNotMet { .. }) => {
-                    remember_time(key, "fmm", f64::INFINITY);
-                    spent = *stop.spent;
+                    remember_time(key, name, f64::INFINITY);
+                    spent.absorb_time(&stop.spent);
                 }
                 Err(stop) => return Err(stop.error),
             }
         }
+    }
+    if let Some((out, mut stats, achieved)) = met {
+        stats.absorb_time(&spent);
+        return Ok((out, stats, achieved));
     }
     let (out, mut stats) = (ways.direct)()?;
     // Its time less the setup (the GPU's first load of the module: 0.08 s
@@ -93,9 +154,9 @@ where
     // evaluations to the FMM).
     remember_time(key, "direct", super::driver::every_time(&stats));
     let t = std::time::Instant::now();
-    let (e, samples) = match ways.direct_error {
-        Some(estimate) => (estimate(&out)?, super::ERROR_SAMPLES),
-        None => (Estimate::from(0.0), 0),
+    let e = match ways.direct_error {
+        Some(estimate) => estimate(&out)?,
+        None => Estimate::from(0.0),
     };
     stats.add(Stage::ErrorEstimate, t.elapsed().as_secs_f64());
     stats.absorb_time(&spent);
@@ -117,23 +178,43 @@ where
         method: "direct",
         settings: Settings { p: 0, theta: 0.0 },
         estimated_error: e.bound(),
-        samples,
+        samples: e.samples,
         far_field: FarField::Auto,
     };
     Ok((out, stats, achieved))
 }
 
-/// The seconds of an evaluation of one FMM run: its stages, the error
-/// estimate included (every evaluation at a tolerance pays it: 0.17 s of
-/// a GPU FMM of 1000 points whose run took 0.002 s), less the setup
-/// (`driver::every_time`).
-fn run_seconds(stats: &Stats) -> f64 {
-    super::driver::every_time(stats)
+/// The seconds of `stats` a run (every run's, less the setup:
+/// `driver::every_time`).
+fn a_run(stats: &Stats) -> f64 {
+    super::driver::every_time(stats) / stats.runs.max(1) as f64
+}
+
+/// One of the tree methods, to run in turn.
+enum Way<T, F> {
+    Tree(T),
+    Fmm(F),
+}
+
+impl<T, F> Way<T, F> {
+    fn run<O>(self, budget: f64) -> Result<Met<O>, Stopped>
+    where
+        T: FnOnce(f64) -> Result<Met<O>, Stopped>,
+        F: FnOnce(f64) -> Result<Met<O>, Stopped>,
+    {
+        match self {
+            Way::Tree(tree) => tree(budget),
+            Way::Fmm(fmm) => fmm(budget),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tree method's run, as `choose` takes it.
+    type Try = fn(f64) -> Result<(u8, Stats, Achieved), Stopped>;
 
     fn key(name: &'static str) -> ProblemKey {
         ProblemKey::new(name, &[], 1e-4, false, false).with_sizes(100, 100)
@@ -172,6 +253,7 @@ mod tests {
     #[test]
     fn the_cheaper_way_runs() {
         let ways = |fmm| Ways {
+            tree: None::<Try>,
             fmm: Some(fmm),
             direct,
             direct_error: Some(exact),
@@ -209,6 +291,7 @@ mod tests {
             })
         };
         let ways = Ways {
+            tree: None::<Try>,
             fmm: Some(over),
             direct,
             direct_error: Some(exact),
@@ -218,11 +301,70 @@ mod tests {
         assert!(stats.seconds(Stage::M2l) >= 1.0, "the FMM's time counts");
         let rounded = |_: &u8| Ok(Estimate::from(3e-7));
         let ways = Ways {
-            fmm: None::<fn(f64) -> Result<(u8, Stats, Achieved), Stopped>>,
+            tree: None::<Try>,
+            fmm: None::<Try>,
             direct,
             direct_error: Some(rounded),
         };
         let e = choose(1e-8, &key("f32"), || 1.0, ways).unwrap_err();
         assert!(e.to_string().contains("f64"), "{e}");
+    }
+
+    /// The treecode met the tolerance first: the FMM runs within the
+    /// treecode's time, and one that gives way leaves the treecode's
+    /// outputs, its own time counted; the next evaluation runs the
+    /// treecode alone.
+    #[test]
+    fn the_treecode_sets_the_fmms_budget() {
+        let budgets = std::cell::RefCell::new(Vec::new());
+        let tree = |budget: f64| -> Result<(u8, Stats, Achieved), Stopped> {
+            budgets.borrow_mut().push(("treecode", budget));
+            let mut stats = Stats {
+                runs: 1,
+                ..Stats::default()
+            };
+            stats.add(Stage::Traversal, 0.1);
+            let (_, _, mut a) = fmm_met(budget)?;
+            a.method = "treecode";
+            Ok((3, stats, a))
+        };
+        let fmm = |budget: f64| -> Result<(u8, Stats, Achieved), Stopped> {
+            budgets.borrow_mut().push(("fmm", budget));
+            let mut spent = Stats::default();
+            spent.add(Stage::M2l, 0.2);
+            Err(Stopped {
+                error: Error::ToleranceNotMet {
+                    tolerance: 1e-4,
+                    best: 3e-4,
+                    p: 4,
+                    theta: 0.6,
+                    reason: "over budget".into(),
+                    advice: String::new(),
+                    tried: vec![(4, 3e-4)],
+                },
+                spent: Box::new(spent),
+                floor: false,
+                over_budget: true,
+            })
+        };
+        let ways = || Ways {
+            tree: Some(tree),
+            fmm: Some(fmm),
+            direct,
+            direct_error: Some(exact),
+        };
+        let k = key("treecode first");
+        let (out, stats, a) = choose(1e-4, &k, || 10.0, ways()).unwrap();
+        assert_eq!((out, a.method), (3, "treecode"));
+        assert!(stats.seconds(Stage::M2l) >= 0.2, "the FMM's time counts");
+        assert_eq!(*budgets.borrow(), vec![("treecode", 10.0), ("fmm", 0.1)]);
+        budgets.borrow_mut().clear();
+        let (out, _, _) = choose(1e-4, &k, || 10.0, ways()).unwrap();
+        assert_eq!(out, 3);
+        assert_eq!(
+            *budgets.borrow(),
+            vec![("treecode", 10.0)],
+            "the FMM gave way"
+        );
     }
 }

@@ -8,7 +8,7 @@
 
 use super::cost::{Model, Run};
 use super::memory::{remember_start, remember_switch, remembered_start, ProblemKey};
-use super::{Achieved, ERROR_SAMPLES};
+use super::Achieved;
 use crate::error::Error;
 use crate::far::FarField;
 use crate::methods::fmm::{tables::Table, Settings};
@@ -227,7 +227,7 @@ pub(crate) fn weighed(stats: &Stats) -> f64 {
 
 /// Whether `FMM_TRACE` is set: the driver then says every run's settings,
 /// error and time on stderr.
-fn trace() -> bool {
+pub(crate) fn trace() -> bool {
     static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *TRACE.get_or_init(|| std::env::var_os("FMM_TRACE").is_some_and(|v| !v.is_empty() && v != "0"))
 }
@@ -358,7 +358,7 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
                 method: "fmm",
                 settings,
                 estimated_error: e,
-                samples: ERROR_SAMPLES,
+                samples: estimate.samples,
                 far_field: far,
             };
             if let Some(k) = key {

@@ -3,12 +3,14 @@
 //! measured, never predicted alone.
 //!
 //! Two requests reach here. `Method::tolerance(tol)` (any method) lets
-//! [`choose`] weigh the direct sum against the FMM by predicted cost: the
-//! direct sum's from its pairs and this kernel's measured time a pair, the
-//! FMM's from the evaluations of the same problem already made; below the
-//! size where the direct sum wins it runs, and the FMM runs under the
-//! direct sum's time as a budget. `Method::fmm_tolerance(tol)` asks for the
-//! FMM alone.
+//! [`choose`] weigh the direct sum, the treecode and the FMM by cost: the
+//! direct sum's predicted from its pairs and this kernel's measured time a
+//! pair, the tree methods' from the evaluations of the same problem
+//! already made; below the size where the direct sum wins it runs, the
+//! treecode ([`treecode`]: the monopole, theta from a measured table)
+//! runs under the direct sum's time as a budget where the tolerance is
+//! within its reach, and the FMM under the fastest time met so far.
+//! `Method::fmm_tolerance(tol)` asks for the FMM alone.
 //!
 //! The FMM's settings: the first come from a table per backend and far
 //! field (`methods::fmm::tables`: gravity without softening in a cube, f64,
@@ -48,6 +50,7 @@ pub(crate) mod cost;
 pub(crate) mod driver;
 pub(crate) mod floor;
 pub(crate) mod memory;
+pub(crate) mod treecode;
 
 pub(crate) use choose::{choose, Ways};
 pub(crate) use driver::{
@@ -58,9 +61,23 @@ pub(crate) use memory::{switched_before, ProblemKey};
 use crate::far::FarField;
 use crate::methods::fmm::Settings;
 
-/// Targets the error is estimated on (at most; all of them where there
-/// are fewer).
+/// Targets the error is estimated on by the CPU (at most; all of them
+/// where there are fewer): their f64 sums cost a few percent of the
+/// FMM's time at any size (64 N pairs).
 pub const ERROR_SAMPLES: usize = 64;
+
+/// Targets the error is estimated on by the GPU for `sources` sources:
+/// 256 up to about 10^6 sources, where their f64 sums cost about what 64
+/// do (the stratifying sort is most of it) and the sample four times
+/// larger halves the margin its safe side takes (the treecode at theta
+/// 0.7 on 10^6 points, 8.4e-4 from the f64 sum, read 1.06e-3 on 64
+/// targets against a tolerance of 1e-3, and took theta 0.59 at 1.4 times
+/// the time); fewer above, down to [`ERROR_SAMPLES`] from 4x10^6 (256
+/// targets' f64 sums of velocity + stretching over 10^7 sources took
+/// 0.05 s of an evaluation of 0.44 s).
+pub fn gpu_error_samples(sources: usize) -> usize {
+    ((1usize << 28) / sources.max(1)).clamp(ERROR_SAMPLES, 4 * ERROR_SAMPLES)
+}
 
 /// What a tolerance-driven evaluation chose and achieved.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +96,8 @@ pub struct Achieved {
     /// tolerance. The direct sum of f64 particles is that reference: 0,
     /// with `samples` 0.
     pub estimated_error: f64,
+    /// The targets sampled; 0 where every target was (no sampling
+    /// uncertainty).
     pub samples: usize,
     /// The far field that met it (the kernel-independent one where the
     /// default's Laplace expansions stopped short:

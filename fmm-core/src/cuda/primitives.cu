@@ -124,3 +124,9 @@ __device__ void widen(long long n, const T* in, double* out) {
 
 MOVES(float, f32)
 MOVES(double, f64)
+
+// Indices picked from an index array (the error estimate's samples from
+// a Morton order).
+extern "C" __global__ void gather_u32(long long n, const u32* order, const u32* in, u32* out) {
+    gather<u32>(n, order, in, out);
+}

@@ -34,6 +34,7 @@ entry_points! {
         scan_tiles_u64 = "scan_tiles_u64",
         scan_add_u64 = "scan_add_u64",
         gather = "gather" per_precision,
+        gather_u32 = "gather_u32",
         scatter = "scatter" per_precision,
         widen = "widen" per_precision,
     }
@@ -120,6 +121,17 @@ pub(crate) fn gather<R: Real>(
     reorder(gpu, &p.gather, "gather", order, x, n)
 }
 
+/// `out[k] = x[order[k]]` for `n` indices `order` into `x`, of indices.
+pub(crate) fn gather_u32(
+    gpu: &Gpu,
+    order: &CudaSlice<u32>,
+    x: &CudaSlice<u32>,
+    n: usize,
+) -> Result<CudaSlice<u32>, Error> {
+    let p = Primitives::get::<f32>(gpu)?;
+    reorder(gpu, &p.gather_u32, "gather_u32", order, x, n)
+}
+
 /// `x` (tree order) back in input order: `out[order[k]] = x[k]`, `n`
 /// values.
 pub(crate) fn scatter<R: Real>(
@@ -133,22 +145,23 @@ pub(crate) fn scatter<R: Real>(
 }
 
 /// `n` values of `x` moved by `order` with `f` (gather or scatter).
-fn reorder<R: Real>(
+fn reorder<T: DeviceRepr>(
     gpu: &Gpu,
     f: &cudarc::driver::CudaFunction,
     what: &'static str,
     order: &CudaSlice<u32>,
-    x: &CudaSlice<R>,
+    x: &CudaSlice<T>,
     n: usize,
-) -> Result<CudaSlice<R>, Error> {
+) -> Result<CudaSlice<T>, Error> {
     let s = gpu.stream();
-    let mut out = alloc::<R>(s, n)?;
+    let mut out = alloc::<T>(s, n)?;
     if n > 0 {
         let ni = n as i64;
         let mut b = s.launch_builder(f);
         b.arg(&ni).arg(order).arg(x).arg(&mut out);
         // SAFETY: gather_*/scatter_*(n, order, in, out) of primitives.cu;
-        // `order` holds a permutation of 0..n, `x` and `out` n values.
+        // `order` holds n indices of `x` (a permutation of 0..n for the
+        // moves into and out of tree order), `out` n values.
         unsafe { b.launch(blocks(n, BLOCK as usize)) }.map_err(super::device::cuda_err(what))?;
     }
     Ok(out)

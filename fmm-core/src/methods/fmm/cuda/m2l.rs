@@ -214,8 +214,9 @@ fn max_levels_apart(p: usize, tuning: &GpuTuning) -> i32 {
 }
 
 /// M2L from the source tree's multipoles `mult` (`nq` expansions per cell,
-/// stored for `m >= 0`) to the target cells' local expansions, returned
-/// with the name of the M2L that ran.
+/// stored for `m >= 0`, of positions times `u`: the unit box, see
+/// `unit_scale`) to the target cells' local expansions, returned with the
+/// name of the M2L that ran.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn m2l<R: Real>(
     gpu: &Gpu,
@@ -226,6 +227,7 @@ pub(super) fn m2l<R: Real>(
     mult: &CudaSlice<f64>,
     nq: usize,
     p: usize,
+    u: f64,
     tuning: &GpuTuning,
 ) -> Result<(CudaSlice<f64>, M2lKind), Error> {
     let s = gpu.stream();
@@ -234,7 +236,10 @@ pub(super) fn m2l<R: Real>(
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
     let (n_exp, nqi, tnci) = ((snc * nq) as i32, nq as i32, tnc as i32);
     let mut local = zeros::<f64>(s, 2 * tnc * nq * nc)?;
-    if float_m2l::<R>(p, std::ptr::eq(tt, st), st.tree.bounds.half, tuning.m2l) {
+    // Log2 of the unit box's scale (a power of two): the float M2L's
+    // exponents are the unit box's cells'.
+    let eu = u.log2().round() as i32;
+    if float_m2l::<R>(p, std::ptr::eq(tt, st), st.tree.bounds.half * u, tuning.m2l) {
         let plan = lane_plan(p, nq, lane_warps(nq, tuning));
         let most = gpu
             .context()
@@ -246,7 +251,7 @@ pub(super) fn m2l<R: Real>(
         if shared + 128 <= most {
             let mut mfull = alloc::<f32>(s, 2 * snc * nq * nf)?;
             launch!(s, ops.full_range_f32, grid(snc * nq * nf), "fmm_full_range_f32";
-                &n_exp, &nqi, &st.tree.half, mult, &mut mfull)?;
+                &n_exp, &nqi, &st.tree.half, &eu, mult, &mut mfull)?;
             let f = ops.m2l_lanes(nq);
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -266,7 +271,7 @@ pub(super) fn m2l<R: Real>(
             launch!(s, f, cfg, "fmm_m2l_lanes";
                 &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
                 &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &st.tree.half,
-                &d_items, &d_warps, &max_d, &mfull, &mut local, &mut flag)?;
+                &d_items, &d_warps, &max_d, &eu, &mfull, &mut local, &mut flag)?;
             if download(s, &flag, 1)?[0] == 0 {
                 return Ok((local, M2lKind::FloatLanes));
             }
@@ -294,7 +299,7 @@ pub(super) fn m2l<R: Real>(
         &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
         &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
         &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
-        &nqi, &sbi, &n_tasks, &d_tasks, &mfull, &mut local)?;
+        &nqi, &sbi, &n_tasks, &d_tasks, &u, &mfull, &mut local)?;
     Ok((local, M2lKind::Double))
 }
 

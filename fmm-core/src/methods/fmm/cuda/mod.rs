@@ -429,26 +429,29 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
     clock.lap(Stage::Traversal)?;
 
-    // Upward pass: P2M at the leaves, M2M level by level up.
+    // Upward pass: P2M at the leaves, M2M level by level up, of the
+    // positions taken to the unit box (`ops.cu`).
     let nqi = nq as i32;
+    let u = unit_scale(st.tree.bounds.half);
     let mut mult = zeros::<f64>(s, 2 * snc * nq * nc)?;
     let snci = snc as i32;
     let q = |k: usize| &sslots[plan.strength[k.min(nq - 1)]];
     launch!(s, ops.p2m, grid(snc * nq), "fmm_p2m";
         &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
         &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
-        &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q(0), q(1), q(2), &mut mult)?;
+        &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q(0), q(1), q(2), &u, &mut mult)?;
     for l in (0..st.tree.levels()).rev() {
         let (nl, cells) = st.tree.level(l);
         let nli = nl as i32;
         launch!(s, ops.m2m, grid(nl * nq), "fmm_m2m";
             &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
-            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &nqi, &mut mult)?;
+            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &nqi, &u, &mut mult)?;
     }
     clock.lap(Stage::Upward)?;
 
     // M2L, one target cell per block.
-    let (mut local, m2l_kind) = m2l::m2l(gpu, &ops, tt, st, &lists, &mult, nq, p, &plan.opts.gpu)?;
+    let (mut local, m2l_kind) =
+        m2l::m2l(gpu, &ops, tt, st, &lists, &mult, nq, p, u, &plan.opts.gpu)?;
     drop(mult);
     let near = lists.into_near();
     clock.stats().m2l_kind = Some(m2l_kind);
@@ -465,7 +468,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
             let nli = nl as i32;
             launch!(s, ops.l2l, grid(nl * nq), "fmm_l2l";
                 &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
-                &tt.tree.center[2], &nqi, &mut local)?;
+                &tt.tree.center[2], &nqi, &u, &mut local)?;
         }
         let d_term = upload(s, &table.kinds)?;
         let d_coef = upload(s, &table.coefficients)?;
@@ -480,12 +483,24 @@ pub(crate) fn run<K: Kernel, R: Real>(
         launch!(s, ops.l2p, grid(m), "fmm_l2p";
             &mi, &tt.leaf_of, &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
             &tt.pos[0], &tt.pos[1], &tt.pos[2], &nqi, &local, &nti, &d_term, &d_coef,
-            a(0), a(1), a(2), &noi, &outs)?;
+            a(0), a(1), a(2), &u, &noi, &outs)?;
     }
     drop(local);
     clock.lap(Stage::Downward)?;
 
     near_field_and_scatter(gpu, &p2p, plan.params, &trees, groups, near, out, clock)
+}
+
+/// The factor that takes positions to the unit box for the expansions:
+/// `2^-ilogb(half)` of the source root's half side, a power of two (exact
+/// in every product), so the root's half side becomes [1, 2). 1 for a
+/// root of no size (one point).
+pub(super) fn unit_scale(half: f64) -> f64 {
+    if half > 0.0 && half.is_finite() {
+        2f64.powi(-half.log2().floor() as i32)
+    } else {
+        1.0
+    }
 }
 
 /// The near field (the P2P lists `near` over the target groups `groups`)

@@ -165,6 +165,13 @@ extern "C" __global__ void fmm_sqrt_radius(const int n_cells, double* __restrict
     if (c < n_cells) radius[c] = sqrt(radius[c]);
 }
 
+// The expansions are those of positions in the unit box: every offset is
+// multiplied by u = 2^-ilogb(the source root's half side) (exact), so
+// their harmonics stay in double's range whatever the length unit (cells
+// of side 1e-31 gave 1e31^(p+1), past it from p 9); L2P takes the
+// outputs back (fmm_l2p), the float M2L shifts its exponents by eu =
+// log2 u (fmm_full_range_f32, fmm_m2l_lanes).
+
 // P2M: one thread per (cell, expansion), for the leaves: the leaf's
 // particles in turn.
 template <typename T>
@@ -174,7 +181,7 @@ __device__ void p2m(const int n_cells, const int* __restrict__ n_children,
                     const double* __restrict__ cz, const T* __restrict__ x,
                     const T* __restrict__ y, const T* __restrict__ z, const int nq,
                     const T* __restrict__ q0, const T* __restrict__ q1,
-                    const T* __restrict__ q2, double2* __restrict__ mult)
+                    const T* __restrict__ q2, const double u, double2* __restrict__ mult)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_cells * nq) return;
@@ -185,7 +192,7 @@ __device__ void p2m(const int n_cells, const int* __restrict__ n_children,
     for (int i = 0; i < NC; ++i) m[i] = make_double2(0.0, 0.0);
     const double ox = cx[c], oy = cy[c], oz = cz[c];
     for (int j = begin[c]; j < end[c]; ++j) {
-        regular((double)x[j] - ox, (double)y[j] - oy, (double)z[j] - oz, r);
+        regular(((double)x[j] - ox) * u, ((double)y[j] - oy) * u, ((double)z[j] - oz) * u, r);
         const double qj = (double)q[j];
         for (int i = 0; i < NC; ++i) {
             m[i].x += qj * r[i].x;
@@ -202,7 +209,7 @@ extern "C" __global__ void fmm_m2m(const int n, const int* __restrict__ cells,
                                    const int* __restrict__ more, const int* __restrict__ next,
                                    const int* __restrict__ n_children,
                                    const double* __restrict__ cx, const double* __restrict__ cy,
-                                   const double* __restrict__ cz, const int nq,
+                                   const double* __restrict__ cz, const int nq, const double u,
                                    double2* __restrict__ mult)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -213,7 +220,7 @@ extern "C" __global__ void fmm_m2m(const int n, const int* __restrict__ cells,
     for (int i = 0; i < NC; ++i) acc[i] = make_double2(0.0, 0.0);
     int ch = more[c];
     for (int e = 0; e < n_children[c]; ++e) {
-        regular(cx[ch] - cx[c], cy[ch] - cy[c], cz[ch] - cz[c], r);
+        regular((cx[ch] - cx[c]) * u, (cy[ch] - cy[c]) * u, (cz[ch] - cz[c]) * u, r);
         const double2* child = mult + ((size_t)ch * nq + k) * NC;
         for (int nn = 0; nn <= P; ++nn) {
             for (int mm = 0; mm <= nn; ++mm) {
@@ -306,7 +313,7 @@ extern "C" __global__ void fmm_m2l(const int n_cells, const long long* __restric
                                    const double* __restrict__ tz, const double* __restrict__ sx,
                                    const double* __restrict__ sy, const double* __restrict__ sz,
                                    const int nq, const int sb, const int n_tasks,
-                                   const int4* __restrict__ tasks,
+                                   const int4* __restrict__ tasks, const double u,
                                    const double2* __restrict__ mfull, double2* __restrict__ local)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -330,7 +337,8 @@ extern "C" __global__ void fmm_m2l(const int n_cells, const long long* __restric
                 const int s = e / (P + 1), m = e % (P + 1);
                 const int b = list[chunk + s];
                 double2* hs = ish + s * NF;
-                singular_column<double, double2>(tx[a] - sx[b], ty[a] - sy[b], tz[a] - sz[b], m,
+                singular_column<double, double2>((tx[a] - sx[b]) * u, (ty[a] - sy[b]) * u,
+                                                 (tz[a] - sz[b]) * u, m,
                                                  [&](int n, int mm, double2 v) { hs[full(n, mm)] = v; });
             }
             // The multipoles, already in full range, source by source (no
@@ -551,7 +559,7 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
                           const double* __restrict__ cx, const double* __restrict__ cy,
                           const double* __restrict__ cz, const double* __restrict__ half,
                           const int4* __restrict__ items, const int2* __restrict__ warp_items,
-                          const int max_d, const float2* __restrict__ mfull,
+                          const int max_d, const int eu, const float2* __restrict__ mfull,
                           double2* __restrict__ local, int* __restrict__ flag)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -600,7 +608,7 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
             const int4 it = items[i];
             const int k = it.x & 255, l0 = (it.x >> 8) & 255;
             const float* sums = it.w >= 0 ? ash + it.w * 32 + lane : nullptr;
-            const double f = ((k & 1) ? -1.0 : 1.0) * pow2(-et * (k + 1));
+            const double f = ((k & 1) ? -1.0 : 1.0) * pow2(-(et + eu) * (k + 1));
             double2* out = local + (size_t)a * NQ * NC + idx(k, l0);
             switch (it.x >> 16) {
             case 1: m2l_item_out<1, NQ>(acc, sums, lane, f, out, flag); break;
@@ -619,10 +627,11 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
         const double* __restrict__ cx, const double* __restrict__ cy,                             \
         const double* __restrict__ cz, const double* __restrict__ half,                           \
         const int4* __restrict__ items, const int2* __restrict__ warp_items, const int max_d,     \
-        const float2* __restrict__ mfull, double2* __restrict__ local, int* __restrict__ flag)    \
+        const int eu, const float2* __restrict__ mfull, double2* __restrict__ local,              \
+        int* __restrict__ flag)                                                                   \
     {                                                                                             \
         m2l_lanes<NQ>(n_cells, list_begin, list_end, list, cx, cy, cz, half, items, warp_items,   \
-                      max_d, mfull, local, flag);                                                 \
+                      max_d, eu, mfull, local, flag);                                             \
     }
 // At most 32 warps for one expansion, 16 for more (their sums take more
 // registers than 64, the most a thread of 1024 may have, without spills).
@@ -644,7 +653,7 @@ extern "C" __global__ void fmm_full_range(const int n_exp, const double2* __rest
 // The same in float, over rho^n with rho = 2^ilogb(half side) of the cell
 // (see fmm_m2l_lanes): one thread per coefficient.
 extern "C" __global__ void fmm_full_range_f32(const int n_exp, const int nq,
-                                              const double* __restrict__ half,
+                                              const double* __restrict__ half, const int eu,
                                               const double2* __restrict__ mult,
                                               float2* __restrict__ mfull)
 {
@@ -652,7 +661,7 @@ extern "C" __global__ void fmm_full_range_f32(const int n_exp, const int nq,
     if (e >= (size_t)n_exp * NF) return;
     const int f = (int)(e % NF), n = degree(f);
     const double2 v = get(mult + (e / NF) * NC, n, f - n * n - n);
-    const double s = pow2(-ilogb(half[e / NF / nq]) * n);
+    const double s = pow2(-(ilogb(half[e / NF / nq]) + eu) * n);
     mfull[e] = make_float2((float)(v.x * s), (float)(v.y * s));
 }
 
@@ -662,7 +671,7 @@ extern "C" __global__ void fmm_full_range_f32(const int n_exp, const int nq,
 extern "C" __global__ void fmm_l2l(const int n, const int* __restrict__ cells,
                                    const int* __restrict__ parent, const double* __restrict__ cx,
                                    const double* __restrict__ cy, const double* __restrict__ cz,
-                                   const int nq, double2* __restrict__ local)
+                                   const int nq, const double u, double2* __restrict__ local)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n * nq) return;
@@ -670,7 +679,7 @@ extern "C" __global__ void fmm_l2l(const int n, const int* __restrict__ cells,
     const int pa = parent[c];
     if (pa < 0) return;
     double2 r[NC];
-    regular(cx[c] - cx[pa], cy[c] - cy[pa], cz[c] - cz[pa], r);
+    regular((cx[c] - cx[pa]) * u, (cy[c] - cy[pa]) * u, (cz[c] - cz[pa]) * u, r);
     const double2* lp = local + ((size_t)pa * nq + k) * NC;
     double2* lc = local + ((size_t)c * nq + k) * NC;
     for (int nn = 0; nn <= P; ++nn) {
@@ -754,7 +763,7 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
                     const int nq, const double2* __restrict__ local, const int n_terms,
                     const int* __restrict__ term, const double* __restrict__ coef,
                     const T* __restrict__ a0, const T* __restrict__ a1,
-                    const T* __restrict__ a2, const int n_out,
+                    const T* __restrict__ a2, const double u, const int n_out,
                     const unsigned long long* __restrict__ outs)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -763,9 +772,19 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
     bool hess = false;
     for (int t = 0; t < n_terms; ++t) hess |= term[2 * t] == TERM_STRETCHING;
     double2 h[NC];
-    regular((double)x[i] - cx[a], (double)y[i] - cy[a], (double)z[i] - cz[a], h);
+    regular(((double)x[i] - cx[a]) * u, ((double)y[i] - cy[a]) * u, ((double)z[i] - cz[a]) * u, h);
     double phi[3], g[3][3], H[3][3][3];
-    for (int k = 0; k < nq; ++k) evaluate(local + ((size_t)a * nq + k) * NC, h, hess, phi[k], g[k], H[k]);
+    // Back from the unit box: 1/r scales as u, its gradient as u^2, its
+    // second derivatives as u^3.
+    const double u2 = u * u, u3 = u2 * u;
+    for (int k = 0; k < nq; ++k) {
+        evaluate(local + ((size_t)a * nq + k) * NC, h, hess, phi[k], g[k], H[k]);
+        phi[k] *= u;
+        for (int b = 0; b < 3; ++b) {
+            g[k][b] *= u2;
+            for (int e = 0; e < 3; ++e) H[k][b][e] *= u3;
+        }
+    }
     double o[MAX_OUT];
     for (int s = 0; s < MAX_OUT; ++s) o[s] = 0.0;
     for (int t = 0; t < n_terms; ++t) {
@@ -809,9 +828,9 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
         const double* __restrict__ cy, const double* __restrict__ cz, const T* __restrict__ x,    \
         const T* __restrict__ y, const T* __restrict__ z, const int nq,                           \
         const T* __restrict__ q0, const T* __restrict__ q1, const T* __restrict__ q2,             \
-        double2* __restrict__ mult)                                                               \
+        const double u, double2* __restrict__ mult)                                               \
     {                                                                                             \
-        p2m<T>(n_cells, n_children, begin, end, cx, cy, cz, x, y, z, nq, q0, q1, q2, mult);          \
+        p2m<T>(n_cells, n_children, begin, end, cx, cy, cz, x, y, z, nq, q0, q1, q2, u, mult);       \
     }                                                                                             \
     extern "C" __global__ void fmm_l2p_##SUFFIX(                                                 \
         const int n, const int* __restrict__ leaf_of, const double* __restrict__ cx,              \
@@ -819,10 +838,10 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
         const T* __restrict__ y, const T* __restrict__ z, const int nq,                           \
         const double2* __restrict__ local, const int n_terms, const int* __restrict__ term,       \
         const double* __restrict__ coef, const T* __restrict__ a0, const T* __restrict__ a1,      \
-        const T* __restrict__ a2, const int n_out,                                                \
+        const T* __restrict__ a2, const double u, const int n_out,                                \
         const unsigned long long* __restrict__ outs)                                              \
     {                                                                                             \
-        l2p<T>(n, leaf_of, cx, cy, cz, x, y, z, nq, local, n_terms, term, coef, a0, a1, a2,       \
+        l2p<T>(n, leaf_of, cx, cy, cz, x, y, z, nq, local, n_terms, term, coef, a0, a1, a2, u,    \
                n_out, outs);                                                                      \
     }
 
