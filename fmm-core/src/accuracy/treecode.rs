@@ -1,6 +1,6 @@
 //! The treecode meeting a tolerance: Barnes-Hut with the monopole, whose
 //! one setting is theta. At loose tolerances it is the fastest way on the
-//! GPU (gravity, f32, one H100, `scripts/tree_vs_fmm.sh`: at 1e-3 the
+//! GPU (gravity, f32, one H100, `SWEEP=tree scripts/tolerance_table.sh`: at 1e-3 the
 //! treecode at theta 0.7 took 0.0054 s at 10^6 points where the FMM's
 //! tolerance took 0.016 s, and 0.038 s against 0.069 s at 10^7); below
 //! about 1e-4 the monopole's error needs so narrow a MAC that the FMM is
@@ -32,7 +32,7 @@ pub(crate) struct Table(&'static [(f64, f64)]);
 /// CPU the treecode at 1e-3 took 0.065 s at theta 0.7 (8.1e-4) where
 /// the FMM's tolerance took 0.084 s, but at 1e-4 it needed theta 0.3
 /// (0.22 s, 8.4e-5) against the FMM's 0.096 s
-/// (`scripts/tree_vs_fmm.sh cpu f64`).
+/// (`SWEEP=tree scripts/tolerance_table.sh cpu f64`).
 pub(crate) const CPU: Table = Table(&[(0.7, 8.1e-4), (0.6, 3.8e-4), (0.5, 2.9e-4)]);
 
 /// 10^6 points, f32, one H100 (`fmm_bench --backend cuda --method tree

@@ -196,7 +196,7 @@ fn the_tolerance_takes_the_cheaper_way_on_the_gpu() {
 /// candidate (`accuracy::treecode`): whichever way meets it first and
 /// soonest, the error over every target is within it, the estimate not
 /// below it, and the next evaluation too (which way is sooner is
-/// `scripts/tree_vs_fmm.sh`'s to measure, not a test's).
+/// `SWEEP=tree scripts/tolerance_table.sh`'s to measure, not a test's).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_loose_tolerance_is_met_by_the_soonest_way_on_the_gpu() {
