@@ -43,9 +43,9 @@ use super::linalg::{gemm, gram_add, par_gemm, symmetric_eigen, Element, View};
 use super::nodes::{Basis, Local, Upward};
 use super::Representation;
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
-use crate::methods::fmm::traversal::Lists;
 use crate::tree::morton::MAX_LEVEL;
 use crate::tree::octree::Cell;
+use crate::tree::traversal::Lists;
 use crate::tree::Octree;
 
 mod cubic;

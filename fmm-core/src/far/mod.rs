@@ -39,6 +39,10 @@ pub use chebyshev::Chebyshev;
 pub use compressed::{clear_operator_cache, CACHE_BYTES, MIN_RANK_TOLERANCE};
 pub use pseudo::PseudoParticles;
 
+/// The highest order of the Laplace far field's solid harmonic
+/// expansions (the FMM's operators take up to it).
+pub const LAPLACE_MAX_ORDER: usize = 30;
+
 /// Which far field a tree method runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FarField {
@@ -102,9 +106,7 @@ impl FarField {
         match self {
             FarField::Ppm => pseudo::MAX_ORDER,
             FarField::KernelIndependent => chebyshev::MAX_ORDER,
-            FarField::Auto | FarField::Laplace | FarField::Monopole => {
-                crate::methods::fmm::MAX_ORDER
-            }
+            FarField::Auto | FarField::Laplace | FarField::Monopole => LAPLACE_MAX_ORDER,
         }
     }
 

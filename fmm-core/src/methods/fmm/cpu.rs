@@ -8,7 +8,6 @@ use rayon::prelude::*;
 
 use super::harmonics::{ncoef, C};
 use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, ScaledMultipoles, Scratch};
-use super::traversal::{children, spheres, traverse_levels, Lists};
 use super::Plan;
 use crate::error::Error;
 use crate::kernel::{Kernel, MAX_SLOTS};
@@ -16,6 +15,7 @@ use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
+use crate::tree::traversal::{children, spheres, traverse_levels, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, to_unit_box, Octree, SoA};
 use fmm_codegen::kernel::{FarTerm, Term};
 
@@ -458,8 +458,8 @@ fn m2l_pass<T: Real>(
     mult: &ScaledMultipoles<T>,
     order: usize,
     nq: usize,
-    tsph: &[super::traversal::Sphere],
-    ssph: &[super::traversal::Sphere],
+    tsph: &[Sphere],
+    ssph: &[Sphere],
     m2l: &[Vec<u32>],
     local: &mut [C],
 ) {

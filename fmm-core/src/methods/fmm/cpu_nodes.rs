@@ -10,7 +10,6 @@
 use rayon::prelude::*;
 
 use super::cpu::{near_field, scatter};
-use super::traversal::{traverse_levels, Lists, Sphere};
 use super::Settings;
 use crate::error::Error;
 use crate::far::compressed;
@@ -22,6 +21,7 @@ use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::morton::Bounds;
+use crate::tree::traversal::{traverse_levels, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, Octree, SoA};
 
 /// The cells' node spheres: centre and the radius that holds the nodes.

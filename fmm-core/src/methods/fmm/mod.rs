@@ -23,7 +23,7 @@ pub mod operators;
 #[cfg(target_arch = "x86_64")]
 pub mod pass_lanes;
 pub mod tables;
-pub mod traversal;
+pub use crate::tree::traversal;
 
 pub use cuda::{MAX_F32_M2L_ORDER, MAX_GPU_ORDER};
 
@@ -36,8 +36,9 @@ use fmm_codegen::kernel::FarTerm;
 /// terms of both signs lose more.
 pub const MIN_TOLERANCE: f64 = 1e-13;
 
-/// The highest expansion order the operators take.
-pub const MAX_ORDER: usize = 30;
+/// The highest expansion order the operators take (the Laplace far
+/// field's, defined with the far fields).
+pub use crate::far::LAPLACE_MAX_ORDER as MAX_ORDER;
 
 /// How accurate the FMM is asked to be.
 #[derive(Clone, Copy, Debug, PartialEq)]

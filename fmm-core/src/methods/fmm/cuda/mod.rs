@@ -6,7 +6,7 @@
 //! the outputs go back to the caller's order on the device.
 //!
 //! The dual tree traversal runs there too, level by level over the target
-//! tree as [`super::traversal::traverse_levels`] does on the CPU: one
+//! tree as [`crate::tree::traversal::traverse_levels`] does on the CPU: one
 //! thread per target cell of a level, a counting pass, a scan, a writing
 //! pass; the host reads three totals per level to size the lists. Same
 //! trees, same spheres, same decisions as [`super::cpu`] (the MAC in the

@@ -6,8 +6,8 @@
 
 use rayon::prelude::*;
 
-use crate::tree::octree::Cell;
-use crate::tree::Octree;
+use super::octree::Cell;
+use super::Octree;
 
 /// The interaction lists of one traversal.
 #[derive(Clone, Debug, Default)]
