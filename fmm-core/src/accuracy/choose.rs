@@ -95,23 +95,17 @@ where
         };
         let fmm_first = direct_time >= DIRECT_FIRST;
         let mut budget = direct_time;
-        let ways_tried = [
-            (
-                ways.tree.map(Way::Tree),
-                worth(tree_time, fmm_time),
-                "treecode",
-            ),
-            (
-                ways.fmm.map(Way::Fmm),
-                fmm_first && worth(fmm_time, tree_time),
-                "fmm",
-            ),
+        let tree = ways.tree.filter(|_| worth(tree_time, fmm_time));
+        let fmm = ways.fmm.filter(|_| fmm_first && worth(fmm_time, tree_time));
+        let ways_tried: [(Option<Way<'_, O>>, &'static str); 2] = [
+            (tree.map(|t| Box::new(t) as Way<'_, O>), "treecode"),
+            (fmm.map(|f| Box::new(f) as Way<'_, O>), "fmm"),
         ];
-        for (way, worth_it, name) in ways_tried {
-            let Some(way) = way.filter(|_| worth_it) else {
+        for (way, name) in ways_tried {
+            let Some(way) = way else {
                 continue;
             };
-            match way.run(budget) {
+            match way(budget) {
                 Ok((out, stats, achieved)) => {
                     // An evaluation's time; of a search (a first
                     // evaluation's), its time a run, below the met run's
@@ -190,24 +184,8 @@ fn a_run(stats: &Stats) -> f64 {
     super::driver::every_time(stats) / stats.runs.max(1) as f64
 }
 
-/// One of the tree methods, to run in turn.
-enum Way<T, F> {
-    Tree(T),
-    Fmm(F),
-}
-
-impl<T, F> Way<T, F> {
-    fn run<O>(self, budget: f64) -> Result<Met<O>, Stopped>
-    where
-        T: FnOnce(f64) -> Result<Met<O>, Stopped>,
-        F: FnOnce(f64) -> Result<Met<O>, Stopped>,
-    {
-        match self {
-            Way::Tree(tree) => tree(budget),
-            Way::Fmm(fmm) => fmm(budget),
-        }
-    }
-}
+/// One of the tree methods, to run in turn within a budget of seconds.
+type Way<'a, O> = Box<dyn FnOnce(f64) -> Result<Met<O>, Stopped> + 'a>;
 
 #[cfg(test)]
 mod tests {

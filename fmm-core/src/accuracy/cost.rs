@@ -42,7 +42,7 @@ const NARROWER_GAIN: f64 = 0.8;
 /// The error aimed at, as a fraction of the tolerance: the estimate is
 /// taken on the safe side (`Estimate::bound`), so an order whose error is
 /// predicted just under the tolerance is often not met.
-const AIM: f64 = 0.7;
+pub(super) const AIM: f64 = 0.7;
 
 /// One run's cost, split by how each part scales.
 #[derive(Clone, Copy, Debug)]

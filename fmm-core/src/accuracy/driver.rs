@@ -462,15 +462,11 @@ fn next_settings(
     settings: Settings,
     estimate: &Estimate,
 ) -> Settings {
-    let e = estimate.bound();
     let fall = match history.len() {
         n if n >= 2 => per_order(history, n - 1),
         _ => table.fall(settings.theta),
     };
-    let (value, room) = match estimate.value {
-        v if v > 0.0 => (v, tol * v / e),
-        _ => (e, tol),
-    };
+    let (value, room) = value_and_room(estimate, tol);
     let narrowing = std::iter::successors(narrower(settings.theta), |&t| narrower(t));
     if let Some(next) = model.cheaper_narrower(value, fall, room, table.most_p, narrowing) {
         return next;
@@ -482,6 +478,17 @@ fn next_settings(
     Settings {
         p: p.min(table.most_p),
         ..settings
+    }
+}
+
+/// The estimate's value and the tolerance less the room its safe side
+/// took this time (`tol * value / bound`): what the next run's predicted
+/// value is held to. An estimate of 0 is its bound, against `tol`.
+pub(super) fn value_and_room(estimate: &Estimate, tol: f64) -> (f64, f64) {
+    let e = estimate.bound();
+    match estimate.value {
+        v if v > 0.0 => (v, tol * v / e),
+        _ => (e, tol),
     }
 }
 

@@ -14,6 +14,7 @@
 //! points, 2 cores, 8.1e-4 at 0.7, 2.9e-4 at 0.5, 8.4e-5 at 0.3), no run
 //! predicted slower than the budget.
 
+use super::cost::AIM;
 use super::memory::{remember_start, remembered_start, ProblemKey};
 use super::{Achieved, Stopped};
 use crate::error::Error;
@@ -57,10 +58,6 @@ const ERROR_EXPONENT: f64 = 2.5;
 /// side of the measured (1.6 on 2 cores from theta 0.7 to 0.3), so that a
 /// run that may lose to the budget is not made.
 const TIME_EXPONENT: f64 = 2.0;
-
-/// The room kept below the tolerance when choosing theta (as the FMM's
-/// cost model keeps: the estimate of the next run has its own noise).
-const AIM: f64 = 0.7;
 
 impl Table {
     /// The narrowest theta the treecode is taken to.
@@ -144,10 +141,7 @@ pub(crate) fn drive_treecode<O>(
             return Ok((out, total, achieved));
         }
         // The theta the fall predicts, with the safe side's room.
-        let (value, room) = match estimate.value {
-            v if v > 0.0 => (v, tol * v / e),
-            _ => (e, tol),
-        };
+        let (value, room) = super::driver::value_and_room(&estimate, tol);
         let next = (theta * (AIM * room / value).powf(1.0 / ERROR_EXPONENT))
             .min(0.9 * theta)
             .max(table.narrowest());
