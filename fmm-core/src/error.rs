@@ -95,6 +95,24 @@ pub enum Error {
     },
     #[error("{0}")]
     BadOption(String),
+    #[error("bad domain: {0}")]
+    BadDomain(String),
+    #[error("{method} does not run in a {domain} yet; {instead}")]
+    DomainUnsupported {
+        method: String,
+        domain: String,
+        instead: String,
+    },
+    #[error(
+        "the strengths of the {domain} sum to {total:.3e} (of {scale:.3e} in all), so its lattice \
+         sum diverges: make the cell neutral, or ask for a neutralising background \
+         (PeriodicBox::with_background)"
+    )]
+    NetStrength {
+        domain: String,
+        total: f64,
+        scale: f64,
+    },
     #[error("{0}")]
     Io(String),
     #[error("no CUDA GPU can be used: {0}")]

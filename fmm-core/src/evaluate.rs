@@ -30,7 +30,7 @@ use crate::methods::fmm::{self, tables, Accuracy, FmmOptions, Plan, Settings};
 use crate::methods::{direct, treecode, Method, TreeOptions};
 use crate::outputs::Outputs;
 use crate::particles::{Particles, Role};
-use crate::problem::{check_params, Domain, Problem};
+use crate::problem::{check_params, Problem};
 use crate::real::Real;
 use crate::reference;
 use crate::require::check_requirements;
@@ -131,6 +131,9 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
     }
     method.check::<K>()?;
     check_domain(method, &problem)?;
+    if problem.domain.periodic().is_some() {
+        return Err(on_gpu(&problem));
+    }
     let mut stats = Stats::default();
     let no = K::def().n_outputs();
     if targets.is_empty() || sources.is_empty() || no == 0 {
@@ -268,10 +271,44 @@ fn check<K: Kernel, R: Real>(
     Ok(p)
 }
 
-/// Every method runs in free space (the only domain so far).
-fn check_domain(_method: &Method, problem: &Problem<'_>) -> Result<(), Error> {
-    match problem.domain {
-        Domain::FreeSpace => Ok(()),
+/// The domain's own checks, and whether `method` runs in it: a periodic
+/// box runs by the direct sum (Ewald) and the FMM with Laplace expansions,
+/// on the CPU; the rest say so, naming what does.
+fn check_domain(method: &Method, problem: &Problem<'_>) -> Result<(), Error> {
+    problem.domain.check()?;
+    let Some(pbox) = problem.domain.periodic() else {
+        return Ok(());
+    };
+    let unsupported = |what: &str| {
+        Err(Error::DomainUnsupported {
+            method: what.into(),
+            domain: pbox.name(),
+            instead: "use Method::Fmm with the Laplace far field (or Method::Direct: an Ewald \
+                      sum) on the CPU"
+                .into(),
+        })
+    };
+    match method {
+        Method::Direct(_) if pbox.periodic_axes() < 3 => unsupported("the direct sum"),
+        Method::Direct(_) => Ok(()),
+        Method::Treecode(_) => unsupported("the treecode"),
+        Method::Tolerance(_) => unsupported("a tolerance over every method"),
+        Method::Fmm(o) if matches!(o.far_field, FarField::Auto | FarField::Laplace) => Ok(()),
+        Method::Fmm(o) => unsupported(&format!(
+            "the FMM with the {} far field",
+            o.far_field.name()
+        )),
+    }
+}
+
+/// A periodic box on the GPU: not yet, said with what runs it.
+fn on_gpu(problem: &Problem<'_>) -> Error {
+    Error::DomainUnsupported {
+        method: "the GPU".into(),
+        domain: problem.domain.name(),
+        instead: "run it on the CPU (Backend::Cpu): the FMM with Laplace expansions, or the \
+                  direct (Ewald) sum"
+            .into(),
     }
 }
 
@@ -296,7 +333,18 @@ fn evaluate_checked<K: Kernel, R: Real>(
         });
     }
     let mut achieved = None;
+    if let (Some(_), Device::Cuda(_)) = (problem.domain.periodic(), &device) {
+        return Err(on_gpu(problem));
+    }
     let outputs = match (method, device) {
+        (Method::Direct(_), Device::Cpu) if problem.domain.periodic().is_some() => {
+            let pbox = problem.domain.periodic().expect("periodic");
+            let mut clock = Clock::cpu(&mut stats);
+            let out = direct::cpu::ewald::<K, R>(problem.params, pbox, targets, sources)?;
+            clock.lap(Stage::P2p)?;
+            stats.runs = 1;
+            out
+        }
         (Method::Direct(_), Device::Cpu) => {
             let mut clock = Clock::cpu(&mut stats);
             let out = direct::cpu::run::<K, R>(params, targets, sources);
@@ -339,7 +387,7 @@ fn evaluate_checked<K: Kernel, R: Real>(
             let ways = Ways {
                 tree: treecode_candidate::<K>(tol, table).then_some(|budget| {
                     let made = made_once(&reference, || {
-                        Ok(Reference::<K, R>::new(problem.params, targets, sources))
+                        Reference::<K, R>::new(problem, targets, sources)
                     })?;
                     let tkey = problem_key::<K>(problem, tol, f32, false);
                     let far = far::plan::<K>(FarField::Monopole, far::Tree::Treecode)?;
@@ -386,7 +434,7 @@ fn evaluate_checked<K: Kernel, R: Real>(
                     Ok((out, stats))
                 },
                 direct_error: f32.then_some(|out: &Outputs<R>| {
-                    Ok(Reference::<K, R>::new(problem.params, targets, sources).error(out))
+                    Ok(Reference::<K, R>::new(problem, targets, sources)?.error(out))
                 }),
             };
             let predict = || direct::cpu::predicted_seconds::<K, R>(params, targets, sources);
@@ -461,6 +509,7 @@ fn fmm_resident<K: Kernel, R: Real>(
                     terms,
                     settings,
                     opts: o,
+                    domain: &problem.domain,
                 };
                 fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
             }
@@ -613,6 +662,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
                 terms,
                 settings,
                 opts,
+                domain: &problem.domain,
             };
             fmm::cpu::run::<K, R>(&plan, targets, sources, &mut Clock::cpu(stats))
         }
@@ -684,7 +734,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
     let reference = match known {
         Some(r) => r,
         None => {
-            made = Reference::<K, R>::new(problem.params, targets, sources);
+            made = Reference::<K, R>::new(problem, targets, sources)?;
             &made
         }
     };
@@ -817,15 +867,25 @@ struct Reference<K, R> {
 }
 
 impl<K: Kernel, R: Real> Reference<K, R> {
-    fn new(params: &[f64], targets: &Particles<R>, sources: &Particles<R>) -> Self {
+    /// The sums of `problem` at the stratified targets: the direct sum in
+    /// free space, the Ewald sum in a periodic box.
+    fn new(
+        problem: &Problem<'_>,
+        targets: &Particles<R>,
+        sources: &Particles<R>,
+    ) -> Result<Self, Error> {
         let idx = reference::stratified(targets, accuracy::ERROR_SAMPLES);
-        let want = reference::direct_f64_at::<K, R>(params, targets, &idx, &sources.to_f64(None));
-        Reference {
+        let (params, src) = (problem.params, sources.to_f64(None));
+        let want = match problem.domain.periodic() {
+            None => reference::direct_f64_at::<K, R>(params, targets, &idx, &src),
+            Some(b) => reference::ewald::ewald_at::<K, R>(params, b, targets, &idx, &src)?,
+        };
+        Ok(Reference {
             exhaustive: idx.len() == targets.len(),
             idx,
             want,
             _k: std::marker::PhantomData,
-        }
+        })
     }
 
     fn error(&self, out: &Outputs<R>) -> reference::Estimate {
@@ -859,7 +919,11 @@ fn switch_possible<K: Kernel>(asked: FarField, far: &far::Plan, f32_floor: bool)
 /// The key a tolerance's choices (the settings that met it, the switch of
 /// the default far field, the methods' times) are remembered by.
 fn problem_key<K: Kernel>(problem: &Problem<'_>, tol: f64, f32: bool, gpu: bool) -> ProblemKey {
-    ProblemKey::new(K::name(), problem.params, tol, f32, gpu)
+    let key = ProblemKey::new(K::name(), problem.params, tol, f32, gpu);
+    match problem.domain.periodic() {
+        Some(b) => key.in_domain(format!("{b:?}")),
+        None => key,
+    }
 }
 
 /// The FMM's options with the far field a tolerance chose before for the

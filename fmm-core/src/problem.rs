@@ -3,6 +3,7 @@
 //! for the kernel in the right roles, the declaration's `require`
 //! conditions, and which source slots are the additive strength.
 
+pub use crate::domain::Domain;
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::particles::check_finite;
@@ -39,20 +40,6 @@ pub(crate) fn strength_slots<K: Kernel>(method: &'static str) -> Result<Vec<usiz
             method,
         }),
     }
-}
-
-/// The region the particles live in.
-///
-/// Every method takes the domain from the problem, so that a periodic box
-/// (the next piece of work: images of the box by Ewald summation or the
-/// FMM's periodic far field) is a new variant here rather than a new entry
-/// point; a method that cannot run a domain says so.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[non_exhaustive]
-pub enum Domain {
-    /// Open space: every source interacts with every target once.
-    #[default]
-    FreeSpace,
 }
 
 /// The problem besides the particles: the kernel's parameter values (in

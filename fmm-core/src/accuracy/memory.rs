@@ -20,6 +20,8 @@ pub(crate) struct ProblemKey {
     f32: bool,
     gpu: bool,
     sizes: Option<(usize, usize)>,
+    /// The domain's name: a periodic box's choices are its own.
+    domain: String,
 }
 
 impl ProblemKey {
@@ -37,7 +39,13 @@ impl ProblemKey {
             f32,
             gpu,
             sizes: None,
+            domain: String::new(),
         }
+    }
+
+    /// This key in the domain named `domain` (free space: none).
+    pub(crate) fn in_domain(self, domain: String) -> Self {
+        ProblemKey { domain, ..self }
     }
 
     /// This key for `targets` and `sources` particles.

@@ -29,6 +29,7 @@ pub(crate) mod linalg;
 pub mod nodes;
 pub mod pseudo;
 pub mod tensor;
+pub(crate) mod terms;
 
 use crate::error::Error;
 use crate::kernel::Kernel;

@@ -4,6 +4,7 @@
 //! f64 direct sum on sampled targets"). The tolerance-driven FMM, the
 //! benchmarks and the tests all measure with this.
 
+pub mod ewald;
 pub mod sample;
 
 pub use sample::{estimate, stratified, Estimate};

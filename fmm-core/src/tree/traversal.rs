@@ -10,6 +10,10 @@ use super::octree::Cell;
 use super::Octree;
 
 /// The interaction lists of one traversal.
+///
+/// An entry names a source cell and, in a periodic box, which image of it
+/// ([`entry`], [`split`]): the image index in the top [`IMAGE_BITS`] bits,
+/// 0 (the cell itself) in free space, so there an entry is the cell.
 #[derive(Clone, Debug, Default)]
 pub struct Lists {
     /// For every target cell, the source cells whose multipole expansions
@@ -28,6 +32,26 @@ impl Lists {
     pub fn p2p_count(&self) -> usize {
         self.p2p.iter().map(Vec::len).sum()
     }
+}
+
+/// The bits of a list entry that say which image of the source cell it is
+/// (the 125 nearest images of a periodic box need 7; the cell index keeps
+/// 25 bits, 3.3 x 10^7 cells).
+pub const IMAGE_BITS: u32 = 7;
+const CELL_BITS: u32 = 32 - IMAGE_BITS;
+const CELL_MASK: u32 = (1 << CELL_BITS) - 1;
+
+/// The list entry of source cell `cell`'s image `image`.
+#[inline]
+pub fn entry(cell: usize, image: usize) -> u32 {
+    debug_assert!(image == 0 || cell <= CELL_MASK as usize);
+    cell as u32 | ((image as u32) << CELL_BITS)
+}
+
+/// The source cell and the image of a list entry.
+#[inline]
+pub fn split(e: u32) -> (usize, usize) {
+    ((e & CELL_MASK) as usize, (e >> CELL_BITS) as usize)
 }
 
 /// A cell's expansion centre and the radius of the sphere about it that
@@ -140,6 +164,27 @@ pub fn traverse_levels(
     ss: &[Sphere],
     theta: f64,
 ) -> Lists {
+    traverse_images(tt, ts, st, ss, theta, &[[0.0; 3]])
+}
+
+/// [`traverse_levels`] against the source tree and its images: the source
+/// tree moved by each of `images` (lattice vectors in the trees' units,
+/// the first `[0, 0, 0]`), every entry naming its image. A periodic box's
+/// targets meet their own box and its neighbours this way; the farther
+/// images come by the expansions (`methods::fmm::images`).
+pub fn traverse_images(
+    tt: &Octree,
+    ts: &[Sphere],
+    st: &Octree,
+    ss: &[Sphere],
+    theta: f64,
+    images: &[[f64; 3]],
+) -> Lists {
+    assert!(images.len() <= 1 << IMAGE_BITS, "at most 128 images");
+    assert!(
+        images.len() == 1 || st.cells.len() <= CELL_MASK as usize,
+        "a periodic traversal takes at most 2^25 source cells"
+    );
     let n = tt.cells.len();
     let mut lists = Lists {
         m2l: vec![Vec::new(); n],
@@ -158,7 +203,7 @@ pub fn traverse_levels(
     }
     let theta2 = theta * theta;
     let mut frontier: Vec<Vec<u32>> = vec![Vec::new(); n];
-    frontier[0].push(0);
+    frontier[0].extend((0..images.len()).map(|i| entry(0, i)));
     for level in &by_level {
         let done: Vec<CellLists> = level
             .par_iter()
@@ -167,19 +212,21 @@ pub fn traverse_levels(
                 let leaf_a = tt.cells[a].is_leaf();
                 let (mut m2l, mut p2p, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
                 let mut stack: Vec<u32> = frontier[a].clone();
-                while let Some(b) = stack.pop() {
-                    let b = b as usize;
+                while let Some(e) = stack.pop() {
+                    let (b, image) = split(e);
                     let sb = ss[b];
+                    let shift = images[image];
+                    let center = [0, 1, 2].map(|k| sb.center[k] + shift[k]);
                     let r = sa.radius + sb.radius;
                     let leaf_b = st.cells[b].is_leaf();
-                    if r * r < theta2 * dist2(sa.center, sb.center) {
-                        m2l.push(b as u32);
+                    if r * r < theta2 * dist2(sa.center, center) {
+                        m2l.push(e);
                     } else if leaf_a && leaf_b {
-                        p2p.push(b as u32);
+                        p2p.push(e);
                     } else if leaf_a || (!leaf_b && sb.radius > sa.radius) {
-                        stack.extend(children(st, b).map(|c| c as u32));
+                        stack.extend(children(st, b).map(|c| entry(c, image)));
                     } else {
-                        deferred.push(b as u32);
+                        deferred.push(e);
                     }
                 }
                 CellLists {

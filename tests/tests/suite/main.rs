@@ -22,6 +22,7 @@ mod gpu_tree;
 mod invariants;
 mod kernels_stokes;
 mod nvrtc_compile;
+mod periodic;
 mod reference;
 mod runtime_errors;
 mod treecode;

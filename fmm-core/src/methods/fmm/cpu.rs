@@ -7,17 +7,20 @@
 use rayon::prelude::*;
 
 use super::harmonics::{ncoef, C};
+use super::images;
 use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, ScaledMultipoles, Scratch};
 use super::Plan;
+use crate::domain::{Boundary, Moments, PeriodicBox};
 use crate::error::Error;
+use crate::far::terms::{far_outputs, FarValues};
 use crate::kernel::{Kernel, MAX_SLOTS};
 use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
-use crate::tree::traversal::{children, spheres, traverse_levels, Lists, Sphere};
+use crate::tree::traversal::{children, spheres, split, traverse_images, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, to_unit_box, Octree, SoA};
-use fmm_codegen::kernel::{FarTerm, Term};
+use fmm_codegen::kernel::Term;
 
 /// Cells of a tree by level, shallowest first.
 fn levels(tree: &Octree) -> Vec<Vec<usize>> {
@@ -62,20 +65,42 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let block = nq * nc;
 
     // Trees, of the points moved into the unit box (the near field keeps
-    // the particles' own positions).
+    // the particles' own positions); a periodic box's points wrapped into
+    // it first, the box the unit box.
+    let periodic = plan.domain.periodic();
     let mut spos = positions_f64(sources);
     let mut tpos = positions_f64(targets);
-    let side = to_unit_box(&mut spos, &mut tpos);
+    let side = match periodic {
+        Some(b) => {
+            b.wrap(&mut spos)?;
+            b.wrap(&mut tpos)?;
+            b.to_unit(&mut spos);
+            b.to_unit(&mut tpos);
+            b.side
+        }
+        None => to_unit_box(&mut spos, &mut tpos),
+    };
+    // The cell's moments (unit box): neutral, or an error before any work.
+    let moments = match periodic {
+        Some(b) => Some(neutral_moments(b, sources, strength, &spos)?),
+        None => None,
+    };
+    // The lattice shifts the traversal meets the source tree at (unit box).
+    let images = periodic.map_or(vec![[0.0; 3]], |b| b.near_images());
     let stree = Octree::build([&spos[0], &spos[1], &spos[2]], ncrit);
-    let src = sorted(sources, &stree.order);
+    let mut src = sorted(sources, &stree.order);
     let sp = points(&spos, &stree.order);
     let q: Vec<Vec<f64>> = strength
         .iter()
         .map(|&k| src.slots[k].iter().map(|x| x.to_f64()).collect())
         .collect();
     let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], ncrit);
-    let tgt = sorted(targets, &ttree.order);
+    let mut tgt = sorted(targets, &ttree.order);
     let tp = points(&tpos, &ttree.order);
+    if let Some(b) = periodic {
+        wrapped_positions(&mut src, &sp, b);
+        wrapped_positions(&mut tgt, &tp, b);
+    }
     let ssph = spheres(&stree, &sp);
     let tsph = spheres(&ttree, &tp);
     clock.stats().source_cells = stree.cells.len();
@@ -129,7 +154,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.lap(Stage::Upward)?;
 
     // Dual tree traversal.
-    let lists = traverse_levels(&ttree, &tsph, &stree, &ssph, plan.settings.theta);
+    let lists = traverse_images(&ttree, &tsph, &stree, &ssph, plan.settings.theta, &images);
     clock.stats().m2l += lists.m2l_count() as u64;
     clock.lap(Stage::Traversal)?;
 
@@ -140,12 +165,37 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let mut local = vec![C::ZERO; ttree.cells.len() * block];
     if single {
         let scaled = ScaledMultipoles::<f32>::new(&mult, order, nq, &radius);
-        m2l_pass(&scaled, order, nq, &tsph, &ssph, &lists.m2l, &mut local);
+        m2l_pass(
+            &scaled, order, nq, &tsph, &ssph, &lists.m2l, &images, &mut local,
+        );
     } else {
         let scaled = ScaledMultipoles::<f64>::new(&mult, order, nq, &radius);
-        m2l_pass(&scaled, order, nq, &tsph, &ssph, &lists.m2l, &mut local);
+        m2l_pass(
+            &scaled, order, nq, &tsph, &ssph, &lists.m2l, &images, &mut local,
+        );
+    }
+    // A periodic box's farther images, into the target root's expansion.
+    if let Some(b) = periodic {
+        let levels = b.levels_for(expected_error(plan));
+        let mut s = Scratch::new(order);
+        for k in 0..nq {
+            let root = &mult[k * nc..(k + 1) * nc];
+            let mut centred = vec![C::ZERO; nc];
+            m2m(root, ssph[0].center, &mut s, &mut centred);
+            let far = images::far_local(&centred, order, b.axes, levels);
+            l2l(
+                &far,
+                tsph[0].center,
+                &mut s,
+                &mut local[k * nc..(k + 1) * nc],
+            );
+        }
     }
     clock.lap(Stage::M2l)?;
+    // Tin foil at infinity: the images' surface term taken off (unit box).
+    let surface = moments.filter(|_| {
+        periodic.is_some_and(|b| b.periodic_axes() == 3 && b.boundary == Boundary::TinFoil)
+    });
 
     // L2L level by level down.
     let tlevels = levels(&ttree);
@@ -208,7 +258,12 @@ pub(crate) fn run<K: Kernel, R: Real>(
                     let r = sub(tp[i], tsph[a].center);
                     for k in 0..nq {
                         // Back from the unit box: 1/r scales as 1/side.
-                        let (phi, grad) = values[k][j];
+                        let (mut phi, mut grad) = values[k][j];
+                        if let Some(m) = &surface {
+                            let (sp, sg) = m.surface(k, 1.0, tp[i], [0.0; 3]);
+                            phi -= sp;
+                            grad = [0, 1, 2].map(|a| grad[a] - sg[a]);
+                        }
                         x.phi[k] = phi / side;
                         x.grad[k] = grad.map(|g| g / (side * side));
                         if hessians {
@@ -225,7 +280,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .collect();
     clock.lap(Stage::Downward)?;
 
-    let near = near_field::<K, R>(p, &ttree, &tgt, &stree, &src, &lists, &leaves);
+    let shifts: Vec<[f64; 3]> = images.iter().map(|v| v.map(|x| x * side)).collect();
+    let near = near_field::<K, R>(p, &ttree, &tgt, &stree, &src, &lists, &shifts, &leaves);
     clock.lap(Stage::P2p)?;
     Ok(scatter::<K, R>(
         targets.len(),
@@ -237,8 +293,63 @@ pub(crate) fn run<K: Kernel, R: Real>(
     ))
 }
 
-/// P2P of every target leaf `leaves` with the source leaves of its list:
-/// per leaf, the outputs of its targets in tree order and the pairs.
+/// The positions of `soa` (tree order) set to the wrapped points `unit` of
+/// the unit box, moved back into `b`: the near field sums the cell's own
+/// images, whatever image of a particle was given.
+fn wrapped_positions<R: Real>(soa: &mut SoA<R>, unit: &[[f64; 3]], b: &PeriodicBox) {
+    let c = b.center();
+    for (a, axis) in soa.pos.iter_mut().enumerate() {
+        for (x, u) in axis.iter_mut().zip(unit) {
+            *x = R::c(u[a] * b.side + c[a]);
+        }
+    }
+}
+
+/// The moments of the sources' strengths `strength` about the centre of
+/// the unit box (`unit`: their points there): the cell must be neutral
+/// (to [`crate::domain::NEUTRAL`]); a neutralising background runs by the
+/// Ewald sum for now.
+fn neutral_moments<R: Real>(
+    b: &PeriodicBox,
+    sources: &Particles<R>,
+    strength: &[usize],
+    unit: &[Vec<f64>; 3],
+) -> Result<Moments, Error> {
+    let q: Vec<Vec<f64>> = strength
+        .iter()
+        .map(|&k| sources.slots()[k].iter().map(|x| x.to_f64()).collect())
+        .collect();
+    let q: Vec<&[f64]> = q.iter().map(|v| &v[..]).collect();
+    let m = Moments::of(unit, &q, [0.0; 3]);
+    m.check(&PeriodicBox {
+        background: false,
+        ..*b
+    })
+    .map_err(|e| match b.background {
+        true => Error::DomainUnsupported {
+            method: "the FMM with a neutralising background".into(),
+            domain: b.name(),
+            instead: "use Method::Direct (an Ewald sum) for a cell with a net strength".into(),
+        },
+        false => e,
+    })?;
+    Ok(m)
+}
+
+/// The error a run's settings are expected to reach (the tolerance where
+/// one was asked for), what a periodic box's image levels follow.
+fn expected_error<R>(plan: &Plan<'_, R>) -> f64 {
+    match plan.opts.accuracy {
+        super::Accuracy::Tolerance(tol) => tol,
+        super::Accuracy::Fixed { .. } => super::tables::expected_error(plan.settings),
+    }
+}
+
+/// P2P of every target leaf `leaves` with the source leaves of its list
+/// (each at its image's lattice shift of `shifts`, `[[0; 3]]` in free
+/// space): per leaf, the outputs of its targets in tree order and the
+/// pairs.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn near_field<K: Kernel, R: Real>(
     p: &[R],
     ttree: &Octree,
@@ -246,6 +357,7 @@ pub(crate) fn near_field<K: Kernel, R: Real>(
     stree: &Octree,
     src: &SoA<R>,
     lists: &Lists,
+    shifts: &[[f64; 3]],
     leaves: &[usize],
 ) -> Vec<(Vec<R>, u64)> {
     let def = K::def();
@@ -257,9 +369,16 @@ pub(crate) fn near_field<K: Kernel, R: Real>(
             |list, &a| {
                 let cell = &ttree.cells[a];
                 list.clear();
-                for &b in &lists.p2p[a] {
-                    let b = &stree.cells[b as usize];
+                for &e in &lists.p2p[a] {
+                    let (b, image) = split(e);
+                    let b = &stree.cells[b];
+                    let at = list.pos[0].len();
                     list.push_from(src, b.begin..b.end);
+                    if image != 0 {
+                        for (axis, &d) in list.pos.iter_mut().zip(&shifts[image]) {
+                            axis[at..].iter_mut().for_each(|x| *x += R::c(d));
+                        }
+                    }
                 }
                 let slices = list.slices();
                 let mut out = vec![R::zero(); cell.len() * no];
@@ -301,61 +420,6 @@ pub(crate) fn scatter<K: Kernel, R: Real>(
         clock.stats().p2p += pairs;
     }
     Outputs::new(def.name.as_str(), &def.outputs, slots)
-}
-
-/// What L2P gives at one target for each of the (up to 3) expansions.
-#[derive(Default)]
-struct FarValues {
-    phi: [f64; 3],
-    grad: [[f64; 3]; 3],
-    /// Second derivatives, where a term needs them.
-    hess: [[[f64; 3]; 3]; 3],
-}
-
-/// The far-field outputs of one target from the L2P values of its `nq`
-/// expansions, by the declared terms; `target(slot)` reads the target's
-/// field slots (the vector of a stretching term).
-#[allow(clippy::needless_range_loop)] // axes index several arrays at once
-fn far_outputs(
-    def: &fmm_codegen::KernelDef,
-    terms: &[FarTerm],
-    nq: usize,
-    x: &FarValues,
-    target: impl Fn(usize) -> f64,
-    out: &mut [f64],
-) {
-    let (g, h) = (&x.grad, &x.hess);
-    for t in terms {
-        let o = def.outputs[t.output].offset;
-        let c = t.coefficient;
-        match t.term {
-            Term::Potential => {
-                for k in 0..nq {
-                    out[o + k] += c * x.phi[k];
-                }
-            }
-            Term::Gradient => {
-                for a in 0..3 {
-                    out[o + a] += c * g[0][a];
-                }
-            }
-            Term::Curl => {
-                out[o] += c * (g[2][1] - g[1][2]);
-                out[o + 1] += c * (g[0][2] - g[2][0]);
-                out[o + 2] += c * (g[1][0] - g[0][1]);
-            }
-            // (alpha_i . grad) curl psi
-            Term::Stretching(ti) => {
-                let f = def.targets[ti].offset;
-                for b in 0..3 {
-                    let ab = c * target(f + b);
-                    out[o] += ab * (h[2][b][1] - h[1][b][2]);
-                    out[o + 1] += ab * (h[0][b][2] - h[2][b][0]);
-                    out[o + 2] += ab * (h[1][b][0] - h[0][b][1]);
-                }
-            }
-        }
-    }
 }
 
 /// P2M, M2M, L2L and L2P in AVX-512 or AVX2 lanes where the CPU has them
@@ -454,6 +518,7 @@ impl Passes {
 /// cells of `m2l[a]` (spheres `ssph`) into `local`, `nq` expansions a
 /// cell; `mult` holds expansion `k` of source cell `b` at `b * nq + k`,
 /// scaled, in `T`.
+#[allow(clippy::too_many_arguments)]
 fn m2l_pass<T: Real>(
     mult: &ScaledMultipoles<T>,
     order: usize,
@@ -461,6 +526,7 @@ fn m2l_pass<T: Real>(
     tsph: &[Sphere],
     ssph: &[Sphere],
     m2l: &[Vec<u32>],
+    images: &[[f64; 3]],
     local: &mut [C],
 ) {
     let nc = ncoef(order);
@@ -472,16 +538,21 @@ fn m2l_pass<T: Real>(
     local.par_chunks_mut(nq * nc).enumerate().for_each_init(
         || (M2lScratch::<T>::new(order), Vec::new()),
         |(s, list), (a, l)| {
-            for k in 0..nq {
-                list.clear();
-                list.extend(m2l[a].iter().map(|&b| b as usize * nq + k));
-                s.m2l_list(
-                    tsph[a].center,
-                    mult,
-                    &centers,
-                    list,
-                    &mut l[k * nc..(k + 1) * nc],
-                );
+            // A source image at shift v acts on the target as the source
+            // itself on the target moved by -v.
+            for (image, v) in images.iter().enumerate() {
+                let center = [0, 1, 2].map(|x| tsph[a].center[x] - v[x]);
+                for k in 0..nq {
+                    list.clear();
+                    list.extend(m2l[a].iter().filter_map(|&e| {
+                        let (b, i) = split(e);
+                        (i == image).then_some(b * nq + k)
+                    }));
+                    if list.is_empty() {
+                        continue;
+                    }
+                    s.m2l_list(center, mult, &centers, list, &mut l[k * nc..(k + 1) * nc]);
+                }
             }
         },
     );

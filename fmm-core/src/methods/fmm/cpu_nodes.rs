@@ -173,7 +173,16 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .collect();
     clock.lap(Stage::Downward)?;
 
-    let near = near_field::<K, R>(params, &ttree, &tgt, &stree, &src, &lists, &leaves);
+    let near = near_field::<K, R>(
+        params,
+        &ttree,
+        &tgt,
+        &stree,
+        &src,
+        &lists,
+        &[[0.0; 3]],
+        &leaves,
+    );
     clock.lap(Stage::P2p)?;
     Ok(scatter::<K, R>(
         targets.len(),

@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod cpu_nodes;
 pub mod cuda;
 pub mod harmonics;
+pub(crate) mod images;
 #[cfg(target_arch = "x86_64")]
 pub mod m2l_lanes;
 pub mod operators;
@@ -250,4 +251,6 @@ pub(crate) struct Plan<'a, R> {
     pub terms: &'a [FarTerm],
     pub settings: Settings,
     pub opts: &'a FmmOptions,
+    /// Free space or a periodic box (the CPU's Laplace FMM runs both).
+    pub domain: &'a crate::domain::Domain,
 }

@@ -46,8 +46,14 @@ pub fn p2m(z: [f64; 3], x: &[[f64; 3]], q: &[f64], s: &mut Scratch, m: &mut [C])
 /// `parent` (centre `z_parent`).
 pub fn m2m(child: &[C], d: [f64; 3], s: &mut Scratch, parent: &mut [C]) {
     // d = z_child - z_parent
-    let p = s.p;
-    regular(d, p, &mut s.h);
+    regular(d, s.p, &mut s.h);
+    m2m_by(child, &s.h, s.p, parent);
+}
+
+/// [`m2m`] by the regular harmonics `h` of the shift (M2M is linear in
+/// them: the sum of the harmonics of several shifts moves a copy of
+/// `child` to each at once, as a periodic box's images need).
+pub fn m2m_by(child: &[C], h: &[C], p: usize, parent: &mut [C]) {
     for n in 0..=p {
         for m in 0..=n as isize {
             let mut acc = C::ZERO;
@@ -55,7 +61,7 @@ pub fn m2m(child: &[C], d: [f64; 3], s: &mut Scratch, parent: &mut [C]) {
                 let lo = (-(k as isize)).max(m - (n - k) as isize);
                 let hi = (k as isize).min(m + (n - k) as isize);
                 for l in lo..=hi {
-                    acc += get(&s.h, k, l).conj() * get(child, n - k, m - l);
+                    acc += get(h, k, l).conj() * get(child, n - k, m - l);
                 }
             }
             parent[idx(n, m as usize)] += acc;
@@ -176,12 +182,21 @@ impl<T: crate::real::Real> ScaledMultipoles<T> {
 /// dot product of row `n` of `M` with a contiguous piece of row `n + k` of
 /// `I`.
 pub fn m2l(mult: &FullRange, d: [f64; 3], s: &mut Scratch, local: &mut [C]) {
+    singular(d, s.p, &mut s.h);
+    let h = std::mem::take(&mut s.h);
+    m2l_by(mult, &h, s, local);
+    s.h = h;
+}
+
+/// [`m2l`] by the singular harmonics `h` of the translation (M2L is linear
+/// in them: the sum of the harmonics of several translations takes a copy
+/// of the source at each at once, as a periodic box's images need).
+pub fn m2l_by(mult: &FullRange, h: &[C], s: &mut Scratch, local: &mut [C]) {
     let p = s.p;
-    singular(d, p, &mut s.h);
     let FullRange { re: ire, im: iim } = &mut s.full;
     for n in 0..=p {
         for m in -(n as isize)..=n as isize {
-            let v = get(&s.h, n, m);
+            let v = get(h, n, m);
             ire[full(n, m)] = v.re;
             iim[full(n, m)] = v.im;
         }

@@ -1,0 +1,75 @@
+//! A cell's moments about its box's centre: what its neutrality, the
+//! neutralising background and the vacuum boundary's surface term are
+//! made of.
+
+// Axes and strength components index several arrays at once.
+#![allow(clippy::needless_range_loop)]
+
+use super::{Boundary, PeriodicBox};
+use crate::error::Error;
+
+use std::f64::consts::PI;
+
+/// A cell's moments about the box's centre, per strength component: the
+/// total, the dipole and the second moment; what the background and the
+/// surface term are made of.
+pub struct Moments {
+    pub total: Vec<f64>,
+    pub dipole: Vec<[f64; 3]>,
+    pub second: Vec<f64>,
+    /// The sum of the strengths' sizes (what "neutral" is measured against).
+    pub scale: f64,
+}
+
+impl Moments {
+    pub fn of(pos: &[Vec<f64>; 3], q: &[&[f64]], c: [f64; 3]) -> Self {
+        let mut m = Moments {
+            total: vec![0.0; q.len()],
+            dipole: vec![[0.0; 3]; q.len()],
+            second: vec![0.0; q.len()],
+            scale: 0.0,
+        };
+        for (k, qk) in q.iter().enumerate() {
+            for (j, &s) in qk.iter().enumerate() {
+                let r = [0, 1, 2].map(|a| pos[a][j] - c[a]);
+                m.total[k] += s;
+                for a in 0..3 {
+                    m.dipole[k][a] += s * r[a];
+                }
+                m.second[k] += s * (r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+                m.scale += s.abs();
+            }
+        }
+        m
+    }
+
+    /// A net strength is an error unless the box has a background; the
+    /// vacuum boundary needs a neutral cell.
+    pub fn check(&self, pbox: &PeriodicBox) -> Result<(), Error> {
+        let net = self.total.iter().map(|t| t.abs()).fold(0.0, f64::max);
+        let charged = net > NEUTRAL * self.scale;
+        if charged && (!pbox.background || pbox.boundary == Boundary::Vacuum) {
+            return Err(Error::NetStrength {
+                domain: pbox.name(),
+                total: net,
+                scale: self.scale,
+            });
+        }
+        Ok(())
+    }
+
+    /// The vacuum boundary's surface term of component `k` at `x` (box of
+    /// `volume`, centre `c`): its potential and gradient.
+    pub fn surface(&self, k: usize, volume: f64, x: [f64; 3], c: [f64; 3]) -> (f64, [f64; 3]) {
+        let f = 4.0 * PI / (3.0 * volume);
+        let d = self.dipole[k];
+        let r = [0, 1, 2].map(|a| x[a] - c[a]);
+        let phi = f * (d[0] * r[0] + d[1] * r[1] + d[2] * r[2]) - 0.5 * f * self.second[k];
+        (phi, d.map(|da| f * da))
+    }
+}
+
+/// A cell is neutral where its net strength is at most this fraction of
+/// its strengths' sizes (f32 strengths that a user balanced in f64 sum to
+/// about 1e-8 of it at 10^6 particles, far below).
+pub const NEUTRAL: f64 = 1e-6;
