@@ -16,7 +16,10 @@ use std::f64::consts::PI;
 pub struct Moments {
     pub total: Vec<f64>,
     pub dipole: Vec<[f64; 3]>,
+    /// `sum_j q_j |x_j - c|^2`.
     pub second: Vec<f64>,
+    /// `sum_j q_j (x_j - c)_a^2` by axis `a`.
+    pub second_axes: Vec<[f64; 3]>,
     /// The sum of the strengths' sizes (what "neutral" is measured against).
     pub scale: f64,
 }
@@ -27,6 +30,7 @@ impl Moments {
             total: vec![0.0; q.len()],
             dipole: vec![[0.0; 3]; q.len()],
             second: vec![0.0; q.len()],
+            second_axes: vec![[0.0; 3]; q.len()],
             scale: 0.0,
         };
         for (k, qk) in q.iter().enumerate() {
@@ -35,6 +39,7 @@ impl Moments {
                 m.total[k] += s;
                 for a in 0..3 {
                     m.dipole[k][a] += s * r[a];
+                    m.second_axes[k][a] += s * r[a] * r[a];
                 }
                 m.second[k] += s * (r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
                 m.scale += s.abs();
@@ -66,6 +71,53 @@ impl Moments {
         let r = [0, 1, 2].map(|a| x[a] - c[a]);
         let phi = f * (d[0] * r[0] + d[1] * r[1] + d[2] * r[2]) - 0.5 * f * self.second[k];
         (phi, d.map(|da| f * da))
+    }
+}
+
+impl Moments {
+    /// What the image levels' sum about the box leaves out, for component
+    /// `k` at `x` of the unit box (side 1, centred on the origin), the sum
+    /// covering `BLOCK^levels` boxes a side: its potential and gradient, to
+    /// be added.
+    ///
+    /// - Three periodic axes: the images add up to the vacuum boundary's
+    ///   value; tin foil takes the surface term off.
+    /// - A slab: the lattice of a cell with a dipole or a second moment
+    ///   converges only as `1 / R` over growing squares (`R` the square's
+    ///   half-side): the dipole and quadrupole of the cells outside it,
+    ///   their in-plane average integrated, `sum 1/rho^3 = 4 sqrt 2 / R` per
+    ///   unit area outside a square. With it the rest falls as `1 / R^3`.
+    /// - A wire: the sum converges as `1 / R^2`; nothing to add.
+    pub fn beyond_images(
+        &self,
+        b: &PeriodicBox,
+        k: usize,
+        levels: u32,
+        x: [f64; 3],
+    ) -> (f64, [f64; 3]) {
+        match b.periodic_axes() {
+            3 if b.boundary == Boundary::TinFoil => {
+                let (phi, grad) = self.surface(k, 1.0, x, [0.0; 3]);
+                (-phi, grad.map(|g| -g))
+            }
+            2 => {
+                let open = (0..3)
+                    .find(|&a| !b.axes[a])
+                    .expect("a slab has an open axis");
+                let r = 0.5 * (super::BLOCK as f64).powi(levels as i32);
+                let f = 2f64.sqrt() / r;
+                // Weights: in-plane 1, the normal -2.
+                let w = |a: usize| if a == open { -2.0 } else { 1.0 };
+                let p = self.dipole[k];
+                let quad: f64 = (0..3).map(|a| w(a) * self.second_axes[k][a]).sum();
+                let lin: f64 = (0..3).map(|a| w(a) * x[a] * p[a]).sum();
+                (
+                    f * (quad - 2.0 * lin),
+                    [0, 1, 2].map(|a| -2.0 * f * w(a) * p[a]),
+                )
+            }
+            _ => (0.0, [0.0; 3]),
+        }
     }
 }
 

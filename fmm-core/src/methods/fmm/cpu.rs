@@ -10,7 +10,7 @@ use super::harmonics::{ncoef, C};
 use super::images;
 use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, ScaledMultipoles, Scratch};
 use super::Plan;
-use crate::domain::{Boundary, Moments, PeriodicBox};
+use crate::domain::{Moments, PeriodicBox};
 use crate::error::Error;
 use crate::far::terms::{far_outputs, FarValues};
 use crate::kernel::{Kernel, MAX_SLOTS};
@@ -175,14 +175,14 @@ pub(crate) fn run<K: Kernel, R: Real>(
         );
     }
     // A periodic box's farther images, into the target root's expansion.
+    let image_levels = periodic.map_or(0, |b| b.levels_for(expected_error(plan)));
     if let Some(b) = periodic {
-        let levels = b.levels_for(expected_error(plan));
         let mut s = Scratch::new(order);
         for k in 0..nq {
             let root = &mult[k * nc..(k + 1) * nc];
             let mut centred = vec![C::ZERO; nc];
             m2m(root, ssph[0].center, &mut s, &mut centred);
-            let far = images::far_local(&centred, order, b.axes, levels);
+            let far = images::far_local(&centred, order, b.axes, image_levels);
             l2l(
                 &far,
                 tsph[0].center,
@@ -192,10 +192,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
         }
     }
     clock.lap(Stage::M2l)?;
-    // Tin foil at infinity: the images' surface term taken off (unit box).
-    let surface = moments.filter(|_| {
-        periodic.is_some_and(|b| b.periodic_axes() == 3 && b.boundary == Boundary::TinFoil)
-    });
+    // What the images' sum leaves out (unit box): tin foil's surface term,
+    // a slab's slowly converging tail.
+    let beyond = moments.map(|m| (m, periodic.expect("periodic")));
 
     // L2L level by level down.
     let tlevels = levels(&ttree);
@@ -259,10 +258,10 @@ pub(crate) fn run<K: Kernel, R: Real>(
                     for k in 0..nq {
                         // Back from the unit box: 1/r scales as 1/side.
                         let (mut phi, mut grad) = values[k][j];
-                        if let Some(m) = &surface {
-                            let (sp, sg) = m.surface(k, 1.0, tp[i], [0.0; 3]);
-                            phi -= sp;
-                            grad = [0, 1, 2].map(|a| grad[a] - sg[a]);
+                        if let Some((m, b)) = &beyond {
+                            let (bp, bg) = m.beyond_images(b, k, image_levels, tp[i]);
+                            phi += bp;
+                            grad = [0, 1, 2].map(|a| grad[a] + bg[a]);
                         }
                         x.phi[k] = phi / side;
                         x.grad[k] = grad.map(|g| g / (side * side));
