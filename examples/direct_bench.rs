@@ -1,6 +1,7 @@
 //! Direct all-pairs summation benchmark for the built-in kernels.
 //!
 //! `cargo run --release --example direct_bench -- --kernel gravity --n 20000 --check`
+//! (`--periodic 1`: the Ewald sum in the periodic unit box)
 //!
 //! Prints interactions per second, GFLOP/s in both flop counts of
 //! yokota2009 Table 2 (plain and weighted by clock cycles), and with
@@ -14,7 +15,8 @@ use fmm_core::{evaluate_on, resolve, Device, DirectOptions, Kernel, Method, Real
 
 mod common;
 use common::{
-    median, sampled_error, Backend, Dist, KernelName, Precision, Problem, Strengths, Switches,
+    median, sampled_error, Backend, Dist, KernelName, Periodic, Precision, Problem, Strengths,
+    Switches,
 };
 
 #[derive(Parser, Debug)]
@@ -55,6 +57,9 @@ struct Args {
     json: Option<std::path::PathBuf>,
     #[command(flatten)]
     switches: Switches,
+    /// A periodic box: the direct sum is then the f64 Ewald sum, on the CPU.
+    #[command(flatten)]
+    periodic: Periodic,
 }
 
 struct Report {
@@ -71,7 +76,8 @@ fn run<K: Kernel, R: Real>(
     args: &Args,
     device: Device<'_>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
-    let prob = Problem::new::<K>(args.n, args.m, args.seed, args.dist, Strengths::Random);
+    let mut prob = Problem::new::<K>(args.n, args.m, args.seed, args.dist, Strengths::Random);
+    prob.in_domain(args.periodic.domain()?);
     let (tgt, src) = prob.particles::<K, R>(None)?;
     let shape = match &args.shape {
         None => None,
@@ -86,7 +92,7 @@ fn run<K: Kernel, R: Real>(
         shape,
         ..DirectOptions::default()
     });
-    let eval = || evaluate_on::<K, R>(device, &method, &prob.params, &tgt, &src);
+    let eval = || evaluate_on::<K, R>(device, &method, prob.problem(), &tgt, &src);
     // Warm-up (on the GPU: compilation or cache load, and the launch-shape
     // tuning), then the median of the timed runs.
     let t0 = Instant::now();

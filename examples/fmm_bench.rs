@@ -5,7 +5,8 @@
 //! goes through `fmm_core::evaluate_on`.
 //!
 //! `cargo run --release --example fmm_bench -- --kernel gravity --n 1000000 --dist uniform --p 6 --theta 0.5 --params 0`
-//! (`--backend cuda` for the GPU FMM).
+//! (`--backend cuda` for the GPU FMM; `--periodic 1` in the periodic unit
+//! box, `--periodic-axes xy` a slab, the strengths made zero-mean).
 
 use std::time::Instant;
 
@@ -18,7 +19,7 @@ use fmm_core::{
 mod common;
 use common::{
     lean_particles, median, print_stats, sampled_error, stats_json, Backend, Dist, FarFieldName,
-    KernelName, Precision, Problem, Strengths, Switches,
+    KernelName, Periodic, Precision, Problem, Strengths, Switches,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
@@ -112,6 +113,8 @@ struct Args {
     m2l_shared: usize,
     #[command(flatten)]
     switches: Switches,
+    #[command(flatten)]
+    periodic: Periodic,
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
     #[arg(long, default_value_t = 3)]
@@ -169,6 +172,10 @@ fn run<K: Kernel, R: Real>(
     args: &Args,
     device: Device<'_>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
+    let domain = args.periodic.domain()?;
+    if args.lean && domain.periodic().is_some() {
+        return Err("--lean draws masses of one sign: a periodic box needs --dist".into());
+    }
     let (prob, tgt, src, params): (Option<Problem>, Particles<R>, Particles<R>, Vec<f64>) =
         if args.lean {
             let (t, s) = lean_particles::<K, R>(args.n, args.seed)?;
@@ -188,6 +195,7 @@ fn run<K: Kernel, R: Real>(
             if let Some(p) = &args.params {
                 prob.params = p.clone();
             }
+            prob.in_domain(domain);
             let (t, s) = prob.particles::<K, R>(None)?;
             let params = prob.params.clone();
             (Some(prob), t, s, params)
@@ -210,7 +218,8 @@ fn run<K: Kernel, R: Real>(
             "upload, once          {:.4} s (resident: the evaluations below copy nothing)",
             t0.elapsed().as_secs_f64()
         );
-        let eval = || evaluate_resident::<K, R>(gpu, &method, &params, &d_tgt, &d_src);
+        let problem = fmm_core::Problem::new(&params).in_domain(domain);
+        let eval = || evaluate_resident::<K, R>(gpu, &method, problem, &d_tgt, &d_src);
         let t0 = Instant::now();
         let mut ev = eval()?;
         gpu.stream().synchronize()?;
@@ -226,7 +235,8 @@ fn run<K: Kernel, R: Real>(
         println!("download, once        {:.4} s", t0.elapsed().as_secs_f64());
         (out, ev.stats, ev.achieved)
     } else {
-        let eval = || evaluate_on::<K, R>(device, &method, &params, &tgt, &src);
+        let problem = fmm_core::Problem::new(&params).in_domain(domain);
+        let eval = || evaluate_on::<K, R>(device, &method, problem, &tgt, &src);
         let t0 = Instant::now();
         let mut ev = eval()?;
         first = t0.elapsed().as_secs_f64();
@@ -324,8 +334,8 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .as_ref()
         .map_or((args.p, args.theta), |a| (a.settings.p, a.settings.theta));
     println!(
-        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  p {p}  theta {theta}  ncrit {}  params {:?}  {device}",
-        report.n, args.dist, args.ncrit, report.params
+        "kernel {name}  method {method}  {precision}  N = {}  dist {:?}  p {p}  theta {theta}  ncrit {}  params {:?}  {}  {device}",
+        report.n, args.dist, args.ncrit, report.params, args.periodic.domain()?.name()
     );
     println!(
         "time per evaluation   {:.4} s (median of {}, trees included)",

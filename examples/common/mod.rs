@@ -161,6 +161,57 @@ pub enum Simd {
     Off,
 }
 
+/// The boundary at infinity of a box periodic along three axes.
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+pub enum BoundaryName {
+    TinFoil,
+    Vacuum,
+}
+
+/// A periodic box, as the benchmarks take it.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Periodic {
+    /// Run in the periodic box `[0, L)^3` of side L (the drawn points are
+    /// in the unit cube: 1 holds them; points outside are wrapped). The
+    /// sources' strengths are made zero-mean, as a periodic sum needs.
+    #[arg(long, value_name = "L")]
+    pub periodic: Option<f64>,
+    /// The periodic axes: xyz, a slab (two of them, e.g. xy) or a wire (one).
+    #[arg(long, default_value = "xyz")]
+    pub periodic_axes: String,
+    /// The boundary at infinity (three periodic axes).
+    #[arg(long, value_enum, default_value = "tin-foil")]
+    pub boundary: BoundaryName,
+    /// Levels of images (the sum covers 5^levels boxes a side; default:
+    /// from the accuracy).
+    #[arg(long)]
+    pub image_levels: Option<u32>,
+}
+
+impl Periodic {
+    /// The domain these flags ask for.
+    pub fn domain(&self) -> Result<fmm_core::Domain, String> {
+        let Some(side) = self.periodic else {
+            return Ok(fmm_core::Domain::FreeSpace);
+        };
+        let axes = [0, 1, 2].map(|a| self.periodic_axes.contains(['x', 'y', 'z'][a]));
+        if self.periodic_axes.chars().any(|c| !"xyz".contains(c)) {
+            return Err(format!(
+                "--periodic-axes takes the letters x, y and z, not `{}`",
+                self.periodic_axes
+            ));
+        }
+        let mut b = fmm_core::PeriodicBox::cube([0.0; 3], side).with_axes(axes);
+        if self.boundary == BoundaryName::Vacuum {
+            b = b.with_boundary(fmm_core::Boundary::Vacuum);
+        }
+        if let Some(l) = self.image_levels {
+            b = b.with_image_levels(l);
+        }
+        Ok(fmm_core::Domain::Periodic(b))
+    }
+}
+
 /// Process-wide switches every benchmark takes, to compare a path with the
 /// one it replaced on the same machine.
 #[derive(clap::Args, Clone, Debug)]
@@ -297,6 +348,8 @@ pub type FieldValues = Vec<(String, Vec<[f64; 3]>, bool)>;
 /// given.
 pub struct Problem {
     pub params: Vec<f64>,
+    /// Free space, or the periodic box of `--periodic`.
+    pub domain: fmm_core::Domain,
     src_pos: Vec<[f64; 3]>,
     src_fields: FieldValues,
     tgt_pos: Vec<[f64; 3]>,
@@ -360,11 +413,37 @@ impl Problem {
         let n = src_pos.len();
         Ok(Problem {
             params: vec![0.5 / (n.max(1) as f64).cbrt(); def.n_params()],
+            domain: fmm_core::Domain::FreeSpace,
             src_pos,
             src_fields,
             tgt_pos,
             tgt_fields,
         })
+    }
+
+    /// The problem in `domain`; in a periodic box the sources' fields other
+    /// than core radii made zero-mean (a lattice sum needs a neutral cell).
+    pub fn in_domain(&mut self, domain: fmm_core::Domain) {
+        self.domain = domain;
+        if domain.periodic().is_none() {
+            return;
+        }
+        for (name, values, _) in &mut self.src_fields {
+            if name == "sigma" {
+                continue;
+            }
+            let n = values.len().max(1) as f64;
+            let mean = [0, 1, 2].map(|a| values.iter().map(|v| v[a]).sum::<f64>() / n);
+            values
+                .iter_mut()
+                .for_each(|v| *v = [0, 1, 2].map(|a| v[a] - mean[a]));
+        }
+    }
+
+    /// The kernel's parameters in the problem's domain, as the front door
+    /// takes them.
+    pub fn problem(&self) -> fmm_core::Problem<'_> {
+        fmm_core::Problem::new(&self.params).in_domain(self.domain)
     }
 
     /// Core radii (fields named `sigma`) `factor` times what they are: an
@@ -423,6 +502,7 @@ impl Problem {
         let params = vec![0.5 / (n.max(1) as f64).cbrt(); def.n_params()];
         Problem {
             params,
+            domain: fmm_core::Domain::FreeSpace,
             src_pos,
             src_fields,
             tgt_pos,
@@ -593,7 +673,7 @@ fn reference<K: Kernel>(prob: &Problem, idx: &[usize]) -> Result<Outputs<f64>, f
     Ok(evaluate::<K, f64>(
         fmm_core::Backend::Cpu,
         &Method::direct(),
-        &prob.params,
+        prob.problem(),
         &tgt64,
         &src64,
     )?

@@ -182,7 +182,12 @@ pub(crate) fn run<K: Kernel, R: Real>(
             let root = &mult[k * nc..(k + 1) * nc];
             let mut centred = vec![C::ZERO; nc];
             m2m(root, ssph[0].center, &mut s, &mut centred);
-            let far = images::far_local(&centred, order, b.axes, image_levels);
+            let mut far = images::far_local(&centred, order, b.axes, image_levels);
+            // What the images' sum leaves out (tin foil's surface term, a
+            // slab's tail): linear, so a local expansion holds it exactly.
+            let m = moments.as_ref().expect("periodic");
+            let (phi, grad) = m.beyond_images(b, k, image_levels, [0.0; 3]);
+            images::add_linear(&mut far, phi, grad);
             l2l(
                 &far,
                 tsph[0].center,
@@ -192,9 +197,6 @@ pub(crate) fn run<K: Kernel, R: Real>(
         }
     }
     clock.lap(Stage::M2l)?;
-    // What the images' sum leaves out (unit box): tin foil's surface term,
-    // a slab's slowly converging tail.
-    let beyond = moments.map(|m| (m, periodic.expect("periodic")));
 
     // L2L level by level down.
     let tlevels = levels(&ttree);
@@ -257,12 +259,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
                     let r = sub(tp[i], tsph[a].center);
                     for k in 0..nq {
                         // Back from the unit box: 1/r scales as 1/side.
-                        let (mut phi, mut grad) = values[k][j];
-                        if let Some((m, b)) = &beyond {
-                            let (bp, bg) = m.beyond_images(b, k, image_levels, tp[i]);
-                            phi += bp;
-                            grad = [0, 1, 2].map(|a| grad[a] + bg[a]);
-                        }
+                        let (phi, grad) = values[k][j];
                         x.phi[k] = phi / side;
                         x.grad[k] = grad.map(|g| g / (side * side));
                         if hessians {
@@ -423,7 +420,7 @@ pub(crate) fn scatter<K: Kernel, R: Real>(
 
 /// P2M, M2M, L2L and L2P in AVX-512 or AVX2 lanes where the CPU has them
 /// ([`super::pass_lanes`]), else by the scalar operators.
-enum Passes {
+pub(crate) enum Passes {
     #[cfg(target_arch = "x86_64")]
     Lanes512(super::pass_lanes::PassScratch<crate::simd::F64x8>),
     #[cfg(target_arch = "x86_64")]
@@ -435,7 +432,7 @@ enum Passes {
 // where the CPU has its instructions, and its scratch is for the order of
 // the expansions passed.
 impl Passes {
-    fn new(p: usize) -> Self {
+    pub(crate) fn new(p: usize) -> Self {
         #[cfg(target_arch = "x86_64")]
         if crate::simd::avx512() {
             return Passes::Lanes512(unsafe { super::pass_lanes::PassScratch::new(p) });
@@ -447,7 +444,7 @@ impl Passes {
         Passes::Scalar(Scratch::new(p))
     }
 
-    fn p2m(&mut self, z: [f64; 3], x: &[[f64; 3]], q: &[f64], m: &mut [C]) {
+    pub(crate) fn p2m(&mut self, z: [f64; 3], x: &[[f64; 3]], q: &[f64], m: &mut [C]) {
         #[cfg(target_arch = "x86_64")]
         use super::pass_lanes::{avx2, avx512};
         match self {
@@ -529,29 +526,18 @@ fn m2l_pass<T: Real>(
     local: &mut [C],
 ) {
     let nc = ncoef(order);
-    // The expansions' centres, `nq` a cell as `mult` holds them.
-    let centers: Vec<[f64; 3]> = ssph
-        .iter()
-        .flat_map(|s| std::iter::repeat_n(s.center, nq))
-        .collect();
     local.par_chunks_mut(nq * nc).enumerate().for_each_init(
         || (M2lScratch::<T>::new(order), Vec::new()),
         |(s, list), (a, l)| {
-            // A source image at shift v acts on the target as the source
-            // itself on the target moved by -v.
-            for (image, v) in images.iter().enumerate() {
-                let center = [0, 1, 2].map(|x| tsph[a].center[x] - v[x]);
-                for k in 0..nq {
-                    list.clear();
-                    list.extend(m2l[a].iter().filter_map(|&e| {
-                        let (b, i) = split(e);
-                        (i == image).then_some(b * nq + k)
-                    }));
-                    if list.is_empty() {
-                        continue;
-                    }
-                    s.m2l_list(center, mult, &centers, list, &mut l[k * nc..(k + 1) * nc]);
-                }
+            for k in 0..nq {
+                // Each source image at its lattice shift (0 in free space).
+                list.clear();
+                list.extend(m2l[a].iter().map(|&e| {
+                    let (b, image) = split(e);
+                    let (z, v) = (ssph[b].center, images[image]);
+                    (b * nq + k, [z[0] + v[0], z[1] + v[1], z[2] + v[2]])
+                }));
+                s.m2l_list(tsph[a].center, mult, list, &mut l[k * nc..(k + 1) * nc]);
             }
         },
     );
@@ -612,28 +598,29 @@ impl<T: Real> M2lScratch<T> {
         M2lScratch::Scalar(Scratch::new(p))
     }
 
+    /// The M2L into the expansion about `center` of every multipole of
+    /// `list` (its index in `mult`, its centre).
     fn m2l_list(
         &mut self,
         center: [f64; 3],
         mult: &ScaledMultipoles<T>,
-        centers: &[[f64; 3]],
-        list: &[usize],
+        list: &[(usize, [f64; 3])],
         local: &mut [C],
     ) {
         match self {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: made only where the CPU has AVX-512 F and DQ.
             M2lScratch::Lanes512(s) => unsafe {
-                super::m2l_lanes::m2l_list_avx512(center, mult, centers, list, s, local)
+                super::m2l_lanes::m2l_list_avx512(center, mult, list, s, local)
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: made only where the CPU has AVX2 and FMA.
             M2lScratch::Lanes(s) => unsafe {
-                super::m2l_lanes::m2l_list_avx2(center, mult, centers, list, s, local)
+                super::m2l_lanes::m2l_list_avx2(center, mult, list, s, local)
             },
             M2lScratch::Scalar(s) => {
-                for &i in list {
-                    m2l(&mult.full_range(i, s.p), sub(center, centers[i]), s, local);
+                for &(i, z) in list {
+                    m2l(&mult.full_range(i, s.p), sub(center, z), s, local);
                 }
             }
         }

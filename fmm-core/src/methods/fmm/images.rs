@@ -145,3 +145,36 @@ impl Sums {
         }
     }
 }
+
+/// Adds the linear function `a + g . x` (about the expansion's centre) to
+/// the local expansion `local`: degree 0 and 1 of the harmonics
+/// (`R_1^0 = z`, `R_1^1 = -(x + i y) / 2`, the `m = -1` term the mirror),
+/// so the terms a periodic box's boundary adds reach every output through
+/// the same L2L and L2P as the images, on the CPU and the GPU.
+pub(crate) fn add_linear(local: &mut [C], a: f64, g: [f64; 3]) {
+    use super::harmonics::idx;
+    local[idx(0, 0)] += C::new(a, 0.0);
+    local[idx(1, 0)] += C::new(g[2], 0.0);
+    local[idx(1, 1)] += C::new(-g[0], -g[1]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::operators::{l2p, Scratch};
+    use super::*;
+
+    #[test]
+    fn a_linear_function_in_a_local_expansion_evaluates_to_itself() {
+        let p = 4;
+        let mut local = vec![C::ZERO; ncoef(p)];
+        let (a, g) = (0.7, [0.3, -1.1, 2.5]);
+        add_linear(&mut local, a, g);
+        let x = [0.2, -0.4, 0.35];
+        let (phi, grad) = l2p(&local, x, &mut Scratch::new(p));
+        let want = a + g[0] * x[0] + g[1] * x[1] + g[2] * x[2];
+        assert!((phi - want).abs() < 1e-14, "{phi} {want}");
+        for k in 0..3 {
+            assert!((grad[k] - g[k]).abs() < 1e-14, "{grad:?}");
+        }
+    }
+}

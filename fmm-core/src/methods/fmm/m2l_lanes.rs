@@ -136,24 +136,20 @@ impl<V: Lanes> LaneScratch<V> {
 pub unsafe fn m2l_list<V: Lanes>(
     center: [f64; 3],
     mult: &ScaledMultipoles<V::Scalar>,
-    centers: &[[f64; 3]],
-    list: &[usize],
+    list: &[(usize, [f64; 3])],
     s: &mut LaneScratch<V>,
     local: &mut [C],
 ) {
     let p = s.p;
     let w = V::WIDTH;
     let nc = (p + 1) * (p + 2) / 2;
-    let offset = |i: usize| {
-        let z = centers[i];
-        [center[0] - z[0], center[1] - z[1], center[2] - z[2]]
-    };
+    let offset = |z: [f64; 3]| [center[0] - z[0], center[1] - z[1], center[2] - z[2]];
     // The list's length scale (module docs): the nearest source's
     // distance, above 0 as the MAC is strict.
     let scale = list
         .iter()
-        .map(|&i| {
-            let d = offset(i);
+        .map(|&(_, z)| {
+            let d = offset(z);
             (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt()
         })
         .fold(f64::INFINITY, f64::min);
@@ -171,9 +167,9 @@ pub unsafe fn m2l_list<V: Lanes>(
         // finite) and zero multipoles.
         let mut d = [[r(1.0); MAX_WIDTH]; 3];
         let mut ratio = [r(0.0); MAX_WIDTH];
-        for (lane, &i) in chunk.iter().enumerate() {
+        for (lane, &(i, z)) in chunk.iter().enumerate() {
             let (coef, radius) = mult.get(i);
-            let o = offset(i);
+            let o = offset(z);
             for k in 0..3 {
                 d[k][lane] = r(o[k] * inv);
             }
@@ -322,12 +318,11 @@ fn add_outputs<V: Lanes, const B: usize>(
 pub unsafe fn m2l_list_avx2<V: Lanes>(
     center: [f64; 3],
     mult: &ScaledMultipoles<V::Scalar>,
-    centers: &[[f64; 3]],
-    list: &[usize],
+    list: &[(usize, [f64; 3])],
     s: &mut LaneScratch<V>,
     local: &mut [C],
 ) {
-    m2l_list(center, mult, centers, list, s, local)
+    m2l_list(center, mult, list, s, local)
 }
 
 /// [`m2l_list`] in AVX-512 lanes (eight f64 or sixteen f32).
@@ -338,12 +333,11 @@ pub unsafe fn m2l_list_avx2<V: Lanes>(
 pub unsafe fn m2l_list_avx512<V: Lanes>(
     center: [f64; 3],
     mult: &ScaledMultipoles<V::Scalar>,
-    centers: &[[f64; 3]],
-    list: &[usize],
+    list: &[(usize, [f64; 3])],
     s: &mut LaneScratch<V>,
     local: &mut [C],
 ) {
-    m2l_list(center, mult, centers, list, s, local)
+    m2l_list(center, mult, list, s, local)
 }
 
 #[cfg(test)]
@@ -402,13 +396,13 @@ mod tests {
         /// where the CPU has it, in `T`.
         fn lanes<T: crate::real::Real>(&self, p: usize, center: [f64; 3]) -> Vec<(&str, Vec<C>)> {
             let scaled = ScaledMultipoles::<T>::new(&self.mult, p, 1, &self.radius);
-            let list: Vec<usize> = (0..self.centers.len()).collect();
+            let list: Vec<(usize, [f64; 3])> = self.centers.iter().copied().enumerate().collect();
             let mut runs = Vec::new();
             let mut got = vec![C::ZERO; ncoef(p)];
             // SAFETY: the callers checked AVX2 and FMA.
             unsafe {
                 let mut ls = LaneScratch::<T::Wide>::new(p);
-                m2l_list_avx2(center, &scaled, &self.centers, &list, &mut ls, &mut got);
+                m2l_list_avx2(center, &scaled, &list, &mut ls, &mut got);
             }
             runs.push(("AVX2", got));
             if avx512() {
@@ -416,7 +410,7 @@ mod tests {
                 // SAFETY: checked.
                 unsafe {
                     let mut ls = LaneScratch::<T::Wide512>::new(p);
-                    m2l_list_avx512(center, &scaled, &self.centers, &list, &mut ls, &mut got);
+                    m2l_list_avx512(center, &scaled, &list, &mut ls, &mut got);
                 }
                 runs.push(("AVX-512", got));
             }

@@ -23,6 +23,7 @@ pub mod m2l_lanes;
 pub mod operators;
 #[cfg(target_arch = "x86_64")]
 pub mod pass_lanes;
+pub(crate) mod periodic_reference;
 pub mod tables;
 pub use crate::tree::traversal;
 
