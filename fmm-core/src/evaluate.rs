@@ -272,9 +272,10 @@ fn check<K: Kernel, R: Real>(
 }
 
 /// The domain's own checks, and whether `method` runs in it: a periodic
-/// box runs by the direct sum (Ewald) and the FMM with Laplace expansions
-/// (a tolerance by that FMM), on the CPU; the rest say so, naming what
-/// does.
+/// box runs by the direct sum (Ewald), the treecode (every far field; the
+/// images past the nearest by Laplace expansions) and the FMM with Laplace
+/// expansions (a tolerance by that FMM), on the CPU, for kernels that
+/// declare a Laplace far field; the rest say so, naming what does.
 fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(), Error> {
     problem.domain.check()?;
     let Some(pbox) = problem.domain.periodic() else {
@@ -298,7 +299,8 @@ fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(),
     match method {
         Method::Direct(_) if pbox.periodic_axes() < 3 => unsupported("the direct sum"),
         Method::Direct(_) => Ok(()),
-        Method::Treecode(_) => unsupported("the treecode"),
+        Method::Treecode(_) if laplace(FarField::Laplace) => Ok(()),
+        Method::Treecode(_) => unsupported(&format!("the treecode with kernel {}", K::name())),
         Method::Tolerance(_) if laplace(FarField::Auto) => Ok(()),
         Method::Fmm(o) if laplace(o.far_field) => Ok(()),
         Method::Fmm(o) => unsupported(&format!(
@@ -369,7 +371,15 @@ fn evaluate_checked<K: Kernel, R: Real>(
         (Method::Treecode(o), Device::Cpu) => {
             let far = far::plan::<K>(o.far_field, far::Tree::Treecode)?;
             let mut clock = Clock::cpu(&mut stats);
-            let out = treecode::cpu::run::<K, R>(params, &far, targets, sources, o, &mut clock)?;
+            let out = treecode::cpu::run::<K, R>(
+                params,
+                &far,
+                targets,
+                sources,
+                o,
+                &problem.domain,
+                &mut clock,
+            )?;
             stats.runs = 1;
             out
         }
@@ -428,6 +438,7 @@ fn evaluate_checked<K: Kernel, R: Real>(
                             targets,
                             sources,
                             &o,
+                            &problem.domain,
                             &mut Clock::cpu(stats),
                         )
                     };

@@ -25,6 +25,7 @@
 pub mod chebyshev;
 pub(crate) mod compressed;
 pub mod cuda;
+pub mod laplace;
 pub(crate) mod linalg;
 pub mod nodes;
 pub mod pseudo;

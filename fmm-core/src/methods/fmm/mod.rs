@@ -16,13 +16,15 @@
 pub mod cpu;
 pub mod cpu_nodes;
 pub mod cuda;
-pub mod harmonics;
-pub(crate) mod images;
 #[cfg(target_arch = "x86_64")]
 pub mod m2l_lanes;
-pub mod operators;
 #[cfg(target_arch = "x86_64")]
 pub mod pass_lanes;
+
+// The Laplace expansions are a far field (`far::laplace`), under every tree
+// method; the FMM's paths to them kept.
+pub(crate) use crate::far::laplace::images;
+pub use crate::far::laplace::{harmonics, operators};
 pub(crate) mod periodic_reference;
 pub mod tables;
 pub use crate::tree::traversal;

@@ -15,14 +15,20 @@ use rayon::prelude::*;
 
 use super::pseudo::{pseudo_sources, resolution, CellSources};
 use super::TreeOptions;
+use crate::domain::{Domain, Moments, PeriodicBox};
 use crate::error::Error;
-use crate::far::{self, nodes};
+use crate::far::laplace::harmonics::{ncoef, C};
+use crate::far::laplace::images;
+use crate::far::laplace::operators::{l2p, l2p_hessian, p2m, Scratch};
+use crate::far::terms::{far_outputs, FarValues};
+use crate::far::{self, nodes, FarField};
 use crate::kernel::{Kernel, MAX_SLOTS};
 use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::{positions_f64, sorted, Octree, SoA};
+use fmm_codegen::kernel::Term;
 
 /// Squared distance from a point to a box (0 inside).
 #[inline]
@@ -122,51 +128,211 @@ fn node_cells<R: Real>(
     }
 }
 
-/// Builds what the CPU walk starts from.
+/// Builds what the CPU walk starts from; in a periodic box `pbox` the
+/// points wrapped into it first.
 pub(crate) fn prepare<R: Real>(
     targets: &Particles<R>,
     sources: &Particles<R>,
     far: &far::Plan,
     opts: &TreeOptions,
-) -> Prepared<R> {
-    let spos = positions_f64(sources);
+    pbox: Option<&PeriodicBox>,
+) -> Result<Prepared<R>, Error> {
+    let mut spos = positions_f64(sources);
+    if let Some(b) = pbox {
+        b.wrap(&mut spos)?;
+    }
     let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
-    let src = sorted(sources, &stree.order);
+    let mut src = sorted(sources, &stree.order);
+    if pbox.is_some() {
+        set_positions(&mut src, &spos, &stree.order);
+    }
     let cells = match far {
         far::Plan::Monopole { strength } => pseudo_sources(&stree, &src, strength, opts.theta),
         far::Plan::Nodes(rep) => node_cells(&stree, &src, rep, opts.order, opts.theta),
         far::Plan::Laplace { .. } => unreachable!("the treecode has no Laplace expansions"),
     };
-    let tpos = positions_f64(targets);
+    let mut tpos = positions_f64(targets);
+    if let Some(b) = pbox {
+        b.wrap(&mut tpos)?;
+    }
     let group = opts.group_size();
     let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], group);
-    let tgt = sorted(targets, &ttree.order);
+    let mut tgt = sorted(targets, &ttree.order);
+    if pbox.is_some() {
+        set_positions(&mut tgt, &tpos, &ttree.order);
+    }
     let groups = target_groups(&ttree, group);
-    Prepared {
+    Ok(Prepared {
         stree,
         src,
         cells,
         ttree,
         tgt,
         groups,
+    })
+}
+
+/// The positions of `soa` (tree order `order`) set to `pos` (input order):
+/// the wrapped points of a periodic box.
+fn set_positions<R: Real>(soa: &mut SoA<R>, pos: &[Vec<f64>; 3], order: &[u32]) {
+    for (axis, p) in soa.pos.iter_mut().zip(pos) {
+        for (x, &i) in axis.iter_mut().zip(order) {
+            *x = R::c(p[i as usize]);
+        }
     }
 }
+
+/// A periodic box's images past the walk's (past [`crate::domain::NEAR`]
+/// boxes) as one local expansion per strength component about the box's
+/// centre (the unit box), with the boundary's linear terms, and the
+/// Laplace terms that make them outputs: the same expansions as the FMM's
+/// (`far::laplace::images`), at order [`IMAGE_ORDER`].
+struct FarImages {
+    local: Vec<Vec<C>>,
+    terms: Vec<fmm_codegen::kernel::FarTerm>,
+    hessians: bool,
+}
+
+/// The order of the treecode's far images: their nearest boxes are three
+/// boxes out, where order 14 leaves about 1e-3 of their part (itself a
+/// percent or less of the sum).
+const IMAGE_ORDER: usize = 14;
+
+impl FarImages {
+    fn new<K: Kernel, R: Real>(b: &PeriodicBox, sources: &Particles<R>) -> Result<Self, Error> {
+        let Ok(far::Plan::Laplace { strength, terms }) =
+            far::plan::<K>(FarField::Laplace, far::Tree::Fmm)
+        else {
+            return Err(Error::DomainUnsupported {
+                method: format!("the treecode with kernel {}", K::name()),
+                domain: b.name(),
+                instead: "the images past the nearest come by Laplace expansions: declare the \
+                          kernel's Laplace far field"
+                    .into(),
+            });
+        };
+        let mut unit = positions_f64(sources);
+        b.wrap(&mut unit)?;
+        b.to_unit(&mut unit);
+        let q: Vec<Vec<f64>> = strength
+            .iter()
+            .map(|&k| sources.slots()[k].iter().map(|x| x.to_f64()).collect())
+            .collect();
+        let qr: Vec<&[f64]> = q.iter().map(|v| &v[..]).collect();
+        let moments = Moments::of(&unit, &qr, [0.0; 3]);
+        moments.check(b)?;
+        let levels = b.levels_for(1e-6);
+        let n = unit[0].len();
+        let local = qr
+            .iter()
+            .enumerate()
+            .map(|(k, qk)| {
+                // P2M about the box's centre, in parallel chunks.
+                let mult = (0..n.div_ceil(4096))
+                    .into_par_iter()
+                    .map(|c| {
+                        let r = c * 4096..((c + 1) * 4096).min(n);
+                        let x: Vec<[f64; 3]> = r
+                            .clone()
+                            .map(|j| [unit[0][j], unit[1][j], unit[2][j]])
+                            .collect();
+                        let mut m = vec![C::ZERO; ncoef(IMAGE_ORDER)];
+                        p2m([0.0; 3], &x, &qk[r], &mut Scratch::new(IMAGE_ORDER), &mut m);
+                        m
+                    })
+                    .reduce(
+                        || vec![C::ZERO; ncoef(IMAGE_ORDER)],
+                        |mut a, b| {
+                            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                            a
+                        },
+                    );
+                let mut l = images::far_local(&mult, IMAGE_ORDER, b.axes, levels);
+                let (phi, g) = moments.beyond_images(b, k, levels, [0.0; 3]);
+                images::add_linear(&mut l, phi, g);
+                l
+            })
+            .collect();
+        let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
+        Ok(FarImages {
+            local,
+            terms,
+            hessians,
+        })
+    }
+
+    /// Adds the far images' outputs at a target of the box `b` (at `x`,
+    /// target slots `t`) to `out`.
+    fn add<R: Real>(
+        &self,
+        def: &fmm_codegen::KernelDef,
+        b: &PeriodicBox,
+        x: [f64; 3],
+        t: &[R],
+        out: &mut [R],
+        s: &mut Scratch,
+    ) {
+        let c = b.center();
+        let u = [0, 1, 2].map(|a| (x[a] - c[a]) / b.side);
+        let (l1, l2, l3) = (b.side, b.side * b.side, b.side * b.side * b.side);
+        let mut v = FarValues::default();
+        for (k, local) in self.local.iter().enumerate() {
+            let (phi, grad) = l2p(local, u, s);
+            v.phi[k] = phi / l1;
+            v.grad[k] = grad.map(|g| g / l2);
+            if self.hessians {
+                v.hess[k] = l2p_hessian(local, u, s).map(|r| r.map(|h| h / l3));
+            }
+        }
+        let mut far = vec![0.0; out.len()];
+        far_outputs(
+            def,
+            &self.terms,
+            self.local.len(),
+            &v,
+            |slot| t[slot].to_f64(),
+            &mut far,
+        );
+        for (o, f) in out.iter_mut().zip(far) {
+            *o += R::c(f);
+        }
+    }
+}
+
+/// A thread's room for the walk: the near leaves and accepted cells of a
+/// group, their sources in one list, and the far images' scratch.
+type Walk<R> = (Vec<(usize, usize)>, Vec<u32>, SoA<R>, Scratch);
 
 /// The Barnes-Hut treecode of kernel `K` on the CPU, with the parameters
 /// `p` and the far field `far` (checked by the front door); the problem is
 /// not empty. The result approximates the direct sum, more closely for
 /// smaller `theta` (and, with nodes, higher order).
 #[allow(clippy::needless_range_loop)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run<K: Kernel, R: Real>(
     p: &[R],
     far: &far::Plan,
     targets: &Particles<R>,
     sources: &Particles<R>,
     opts: &TreeOptions,
+    domain: &Domain,
     clock: &mut Clock<'_>,
 ) -> Result<Outputs<R>, Error> {
     let def = K::def();
     let (m, no) = (targets.len(), def.n_outputs());
+    let pbox = domain.periodic();
+    // The walk meets the source tree at each near image's shift (the box
+    // itself in free space); the farther images come by expansions.
+    let shifts: Vec<[f64; 3]> = pbox.map_or(vec![[0.0; 3]], |b| {
+        b.near_images()
+            .iter()
+            .map(|v| v.map(|x| x * b.side))
+            .collect()
+    });
+    let far_images = match pbox {
+        Some(b) => Some(FarImages::new::<K, R>(b, sources)?),
+        None => None,
+    };
 
     let Prepared {
         stree,
@@ -175,7 +341,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         ttree,
         tgt,
         groups,
-    } = prepare(targets, sources, far, opts);
+    } = prepare(targets, sources, far, opts, pbox)?;
     clock.lap(Stage::Tree)?;
 
     let nt = def.n_targets();
@@ -188,9 +354,10 @@ pub(crate) fn run<K: Kernel, R: Real>(
                     Vec::new(),
                     Vec::new(),
                     SoA::<R>::with_capacity(src.slots.len(), 4096),
+                    Scratch::new(IMAGE_ORDER),
                 )
             },
-            |(near, far, list): &mut (Vec<(usize, usize)>, Vec<u32>, SoA<R>), &(gb, ge)| {
+            |(near, far, list, scratch): &mut Walk<R>, &(gb, ge)| {
                 let mut lo = [f64::INFINITY; 3];
                 let mut hi = [f64::NEG_INFINITY; 3];
                 for i in gb..ge {
@@ -202,40 +369,54 @@ pub(crate) fn run<K: Kernel, R: Real>(
                 }
                 // The walk: one list of the pseudo-sources of the accepted cells
                 // followed by the particles of the leaves that are not, so each
-                // target makes one long vectorised pass over it.
+                // target makes one long vectorised pass over it. In a periodic
+                // box once per near image: the group moved by -v meets the
+                // tree, what it takes moved by +v.
                 list.clear();
-                let mut near_n = 0;
-                let mut c = 0;
-                while c < stree.cells.len() {
-                    let cell = &stree.cells[c];
-                    let accept = dist2_to_box(cells.com[c], lo, hi) > cells.accept2[c]
-                        && !boxes_overlap(lo, hi, cell.center, cell.half);
-                    if accept {
-                        far.push(c as u32);
-                        c = cell.next;
-                    } else if cell.is_leaf() {
-                        near.push((cell.begin, cell.end));
-                        near_n += cell.len();
-                        c = cell.next;
-                    } else {
-                        c = cell.more;
-                    }
-                }
+                let (mut near_n, mut far_n) = (0, 0);
                 let per = cells.per_cell;
-                if per == 1 {
-                    list.gather_from(&cells.soa, far);
-                } else {
-                    for &c in far.iter() {
-                        let c = c as usize;
-                        list.push_from(&cells.soa, c * per..(c + 1) * per);
+                for v in &shifts {
+                    let (lo, hi) = (
+                        [0, 1, 2].map(|a| lo[a] - v[a]),
+                        [0, 1, 2].map(|a| hi[a] - v[a]),
+                    );
+                    let at = list.pos[0].len();
+                    let mut c = 0;
+                    while c < stree.cells.len() {
+                        let cell = &stree.cells[c];
+                        let accept = dist2_to_box(cells.com[c], lo, hi) > cells.accept2[c]
+                            && !boxes_overlap(lo, hi, cell.center, cell.half);
+                        if accept {
+                            far.push(c as u32);
+                            c = cell.next;
+                        } else if cell.is_leaf() {
+                            near.push((cell.begin, cell.end));
+                            near_n += cell.len();
+                            c = cell.next;
+                        } else {
+                            c = cell.more;
+                        }
+                    }
+                    if per == 1 {
+                        list.gather_from(&cells.soa, far);
+                    } else {
+                        for &c in far.iter() {
+                            let c = c as usize;
+                            list.push_from(&cells.soa, c * per..(c + 1) * per);
+                        }
+                    }
+                    far_n += far.len() * per;
+                    for &(b, e) in near.iter() {
+                        list.push_from(&src, b..e);
+                    }
+                    near.clear();
+                    far.clear();
+                    if *v != [0.0; 3] {
+                        for (axis, &d) in list.pos.iter_mut().zip(v) {
+                            axis[at..].iter_mut().for_each(|x| *x += R::c(d));
+                        }
                     }
                 }
-                let far_n = far.len() * per;
-                for &(b, e) in near.iter() {
-                    list.push_from(&src, b..e);
-                }
-                near.clear();
-                far.clear();
                 let slices = list.slices();
                 let mut out = vec![R::zero(); (ge - gb) * no];
                 let mut t = [R::zero(); MAX_SLOTS];
@@ -245,6 +426,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
                     }
                     let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
                     K::p2p_target(p, xi, &t, &slices, 0..slices.len(), o);
+                    if let (Some(f), Some(b)) = (&far_images, pbox) {
+                        f.add(def, b, xi.map(|x| x.to_f64()), &t, o, scratch);
+                    }
                 }
                 let g = (ge - gb) as u64;
                 (out, g * near_n as u64, g * far_n as u64)
