@@ -3,6 +3,7 @@
 //! sum on sampled targets; through `fmm_core::evaluate_on`.
 //!
 //! `cargo run --release --example tree_bench -- --method tree --kernel gravity --n 100000 --dist plummer --theta 0.5`
+//! (`--periodic 1`: in the periodic unit box, the strengths made zero-mean)
 
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use fmm_core::{evaluate_on, resolve, Device, Kernel, Method, Real, Stats, TreeOp
 mod common;
 use common::{
     median, print_stats, sampled_error, sampled_percentiles, stats_json, Backend, Dist,
-    FarFieldName, KernelName, Precision, Problem, Strengths, Switches,
+    FarFieldName, KernelName, Periodic, Precision, Problem, Strengths, Switches,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
@@ -56,6 +57,8 @@ struct Args {
     backend: Backend,
     #[command(flatten)]
     switches: Switches,
+    #[command(flatten)]
+    periodic: Periodic,
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
     #[arg(long, default_value_t = 3)]
@@ -93,10 +96,11 @@ fn run<K: Kernel, R: Real>(
     args: &Args,
     device: Device<'_>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
-    let prob = match &args.input {
+    let mut prob = match &args.input {
         Some(path) => Problem::from_file::<K>(path)?,
         None => Problem::new::<K>(args.n, None, args.seed, args.dist, args.strengths),
     };
+    prob.in_domain(args.periodic.domain()?);
     let (tgt, src) = prob.particles::<K, R>(None)?;
     let method = match args.method {
         MethodName::Direct => Method::direct(),
@@ -109,7 +113,7 @@ fn run<K: Kernel, R: Real>(
             ..TreeOptions::default()
         }),
     };
-    let eval = || evaluate_on::<K, R>(device, &method, &prob.params, &tgt, &src);
+    let eval = || evaluate_on::<K, R>(device, &method, prob.problem(), &tgt, &src);
     let mut ev = eval()?;
     let mut times = Vec::new();
     for _ in 0..args.repeat.max(1) {
