@@ -32,6 +32,7 @@ use crate::far::{self, FarField};
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
 use crate::particles::Particles;
 use crate::real::Real;
+use crate::tree::SoA;
 use fmm_codegen::kernel::Term;
 
 use std::f64::consts::PI;
@@ -59,7 +60,12 @@ impl Ewald {
     pub fn for_sizes(side: f64, m: usize, n: usize) -> Ewald {
         let (m, n) = (m.max(1) as f64, n.max(1) as f64);
         let a = (28.0 * m * n / (m + n)).powf(1.0 / 6.0).clamp(3.0, 14.0);
-        let alpha = a / side;
+        Ewald::with_alpha(a / side, side)
+    }
+
+    /// The splitting parameter `alpha` in a box of `side`, both parts cut
+    /// where they fall below 1e-16.
+    pub fn with_alpha(alpha: f64, side: f64) -> Ewald {
         let k_cut = 2.0 * alpha * REACH;
         Ewald {
             alpha,
@@ -149,10 +155,10 @@ pub fn ewald_with<K: Kernel, R: Real>(
                 let mut v = FarValues::default();
                 list.gather(&src, &spos, x, l, ewald.r_cut);
                 let mut out = vec![0.0; no];
-                let slices = list.slices();
+                let slices = list.soa.slices();
                 K::p2p_target(params, x, &t, &slices, 0..slices.len(), &mut out);
                 for (s, &j) in list.index.iter().enumerate() {
-                    let d = [0, 1, 2].map(|a| x[a] - list.pos[a][s]);
+                    let d = [0, 1, 2].map(|a| x[a] - list.soa.pos[a][s]);
                     let (g, b, cc) = erf_over_r(ewald.alpha, d);
                     for k in 0..nq {
                         let qk = q[k][j];
@@ -244,8 +250,7 @@ fn erf_over_r(alpha: f64, d: [f64; 3]) -> (f64, f64, f64) {
 /// The sources within `r_cut` of one target, over every image, at their
 /// image's position.
 struct ShiftedSources {
-    pos: [Vec<f64>; 3],
-    slots: Vec<Vec<f64>>,
+    soa: SoA<f64>,
     /// Which source each is.
     index: Vec<usize>,
 }
@@ -253,8 +258,7 @@ struct ShiftedSources {
 impl ShiftedSources {
     fn new(n_slots: usize) -> Self {
         ShiftedSources {
-            pos: [Vec::new(), Vec::new(), Vec::new()],
-            slots: vec![Vec::new(); n_slots],
+            soa: SoA::with_capacity(n_slots, 0),
             index: Vec::new(),
         }
     }
@@ -267,8 +271,7 @@ impl ShiftedSources {
         l: f64,
         r_cut: f64,
     ) {
-        self.pos.iter_mut().for_each(Vec::clear);
-        self.slots.iter_mut().for_each(Vec::clear);
+        self.soa.clear();
         self.index.clear();
         let rc2 = r_cut * r_cut;
         for j in 0..spos[0].len() {
@@ -282,10 +285,10 @@ impl ShiftedSources {
                     for n2 in lo[2]..=hi[2] {
                         let dz = d0[2] - n2 as f64 * l;
                         if dx * dx + dy * dy + dz * dz < rc2 {
-                            self.pos[0].push(x[0] - dx);
-                            self.pos[1].push(x[1] - dy);
-                            self.pos[2].push(x[2] - dz);
-                            for (s, f) in self.slots.iter_mut().zip(&src.fields) {
+                            self.soa.pos[0].push(x[0] - dx);
+                            self.soa.pos[1].push(x[1] - dy);
+                            self.soa.pos[2].push(x[2] - dz);
+                            for (s, f) in self.soa.slots.iter_mut().zip(&src.fields) {
                                 s.push(f[j]);
                             }
                             self.index.push(j);
@@ -293,18 +296,6 @@ impl ShiftedSources {
                     }
                 }
             }
-        }
-    }
-
-    fn slices(&self) -> SourceSlices<'_, f64> {
-        let mut fields: [&[f64]; MAX_SLOTS] = [&[]; MAX_SLOTS];
-        for (f, s) in fields.iter_mut().zip(&self.slots) {
-            *f = s;
-        }
-        SourceSlices {
-            pos: [&self.pos[0], &self.pos[1], &self.pos[2]],
-            fields,
-            n_fields: self.slots.len(),
         }
     }
 }

@@ -115,12 +115,7 @@ fn the_ewald_sum_is_the_same_at_another_splitting() {
     let (t, s) = coulomb(&pos, &zero_mean(n, 5));
     let idx: Vec<usize> = (0..n).collect();
     let at = |a: f64| {
-        let alpha = a / 2.0;
-        let e = Ewald {
-            alpha,
-            r_cut: 6.2 / alpha,
-            n_cut: (2.0 * alpha * 6.2 * 2.0 / (2.0 * std::f64::consts::PI)).ceil() as i32,
-        };
+        let e = Ewald::with_alpha(a / 2.0, 2.0);
         ewald_with::<Coulomb, f64>(&[], &pbox, e, &t, &idx, &s)
             .unwrap()
             .concat()
@@ -130,12 +125,7 @@ fn the_ewald_sum_is_the_same_at_another_splitting() {
     // Vortex strengths and the stretching's second derivatives.
     let (vt, vs) = vortices(n, 6, 0.02, &pbox);
     let at = |a: f64| {
-        let alpha = a / 2.0;
-        let e = Ewald {
-            alpha,
-            r_cut: 6.2 / alpha,
-            n_cut: (2.0 * alpha * 6.2 * 2.0 / (2.0 * std::f64::consts::PI)).ceil() as i32,
-        };
+        let e = Ewald::with_alpha(a / 2.0, 2.0);
         ewald_with::<VelocityStretching, f64>(&[], &pbox, e, &vt, &idx, &vs)
             .unwrap()
             .concat()

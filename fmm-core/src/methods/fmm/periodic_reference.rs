@@ -32,6 +32,7 @@ use crate::far::{self, FarField};
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
 use crate::particles::Particles;
 use crate::real::Real;
+use crate::tree::SoA;
 use fmm_codegen::kernel::Term;
 
 /// The highest order of the cells' and the images' expansions.
@@ -194,27 +195,7 @@ struct Grid {
     /// The box's multipoles about its centre.
     box_multipole: Vec<Vec<C>>,
     /// The sources in cell order, in the box's units.
-    sorted: Sources,
-}
-
-/// Sources as contiguous arrays.
-struct Sources {
-    pos: [Vec<f64>; 3],
-    slots: Vec<Vec<f64>>,
-}
-
-impl Sources {
-    fn slices(&self) -> SourceSlices<'_, f64> {
-        let mut fields: [&[f64]; MAX_SLOTS] = [&[]; MAX_SLOTS];
-        for (f, s) in fields.iter_mut().zip(&self.slots) {
-            *f = s;
-        }
-        SourceSlices {
-            pos: [&self.pos[0], &self.pos[1], &self.pos[2]],
-            fields,
-            n_fields: self.slots.len(),
-        }
-    }
+    sorted: SoA<f64>,
 }
 
 impl Grid {
@@ -242,7 +223,7 @@ impl Grid {
         // The sources in cell order, back in the box's units (the kernel's
         // sums read a cell as one run).
         let order: Vec<usize> = members.iter().flatten().copied().collect();
-        let mut sorted = Sources {
+        let mut sorted = SoA {
             pos: [0, 1, 2].map(|a| {
                 order
                     .iter()
