@@ -80,14 +80,12 @@ pub fn evaluate<'a, K: Kernel, R: Real>(
     // The inputs are checked before a GPU is looked for: a bad input is
     // said the same on every machine.
     let params = check::<K, R>(method, &problem, targets, sources)?;
-    evaluate_checked::<K, R>(
-        resolve(backend)?,
-        method,
-        &problem,
-        &params,
-        targets,
-        sources,
-    )
+    // A periodic box runs on the CPU only so far: `Auto` goes there.
+    let device = match (backend, problem.domain.periodic()) {
+        (Backend::Auto, Some(_)) if Backend::from_env()? != Backend::Cuda => Device::Cpu,
+        _ => resolve(backend)?,
+    };
+    evaluate_checked::<K, R>(device, method, &problem, &params, targets, sources)
 }
 
 /// [`evaluate`] on a device already chosen (a [`Device`] from
