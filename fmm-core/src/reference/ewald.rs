@@ -173,9 +173,7 @@ pub fn ewald_with<K: Kernel, R: Real>(
             },
         )
         .collect();
-    Ok((0..no)
-        .map(|k| rows.iter().map(|r| r[k]).collect())
-        .collect())
+    Ok(super::by_slot(&rows, no))
 }
 
 /// Adds `s` times `erf(alpha r) / r` (value `g`, gradient `-b d`, Hessian

@@ -47,6 +47,12 @@ pub fn direct_f64_at<K: Kernel, R: Real>(
             out
         })
         .collect();
+    by_slot(&rows, no)
+}
+
+/// Per-target rows of `no` outputs turned into one vector per output
+/// slot.
+pub(crate) fn by_slot(rows: &[Vec<f64>], no: usize) -> Vec<Vec<f64>> {
     (0..no)
         .map(|k| rows.iter().map(|r| r[k]).collect())
         .collect()

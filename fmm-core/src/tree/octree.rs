@@ -50,6 +50,19 @@ pub struct Octree {
 }
 
 impl Octree {
+    /// The cells' indices by level, the root's level first.
+    pub fn cells_by_level(&self) -> Vec<Vec<usize>> {
+        let mut by: Vec<Vec<usize>> = Vec::new();
+        for (i, c) in self.cells.iter().enumerate() {
+            let l = c.level as usize;
+            if by.len() <= l {
+                by.resize(l + 1, Vec::new());
+            }
+            by[l].push(i);
+        }
+        by
+    }
+
     /// Builds the tree of the points `pos`, leaves of at most `ncrit`
     /// particles (except at the depth bound, where coincident points share
     /// a leaf whatever their number).

@@ -193,14 +193,7 @@ pub fn traverse_images(
     if n == 0 || st.cells.is_empty() {
         return lists;
     }
-    let mut by_level: Vec<Vec<usize>> = Vec::new();
-    for (i, c) in tt.cells.iter().enumerate() {
-        let l = c.level as usize;
-        if by_level.len() <= l {
-            by_level.resize(l + 1, Vec::new());
-        }
-        by_level[l].push(i);
-    }
+    let by_level = tt.cells_by_level();
     let theta2 = theta * theta;
     let mut frontier: Vec<Vec<u32>> = vec![Vec::new(); n];
     frontier[0].extend((0..images.len()).map(|i| entry(0, i)));

@@ -22,19 +22,6 @@ use crate::tree::traversal::{children, spheres, split, traverse_images, Lists, S
 use crate::tree::{positions_f64, sorted, to_unit_box, Octree, SoA};
 use fmm_codegen::kernel::Term;
 
-/// Cells of a tree by level, shallowest first.
-fn levels(tree: &Octree) -> Vec<Vec<usize>> {
-    let mut by: Vec<Vec<usize>> = Vec::new();
-    for (i, c) in tree.cells.iter().enumerate() {
-        let l = c.level as usize;
-        if by.len() <= l {
-            by.resize(l + 1, Vec::new());
-        }
-        by[l].push(i);
-    }
-    by
-}
-
 fn points(pos: &[Vec<f64>; 3], order: &[u32]) -> Vec<[f64; 3]> {
     order
         .iter()
@@ -126,7 +113,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
             }
         },
     );
-    for level in levels(&stree).iter().rev() {
+    for level in stree.cells_by_level().iter().rev() {
         let parents: Vec<(usize, Vec<C>)> = level
             .par_iter()
             .filter(|&&c| !stree.cells[c].is_leaf())
@@ -199,7 +186,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock.lap(Stage::M2l)?;
 
     // L2L level by level down.
-    let tlevels = levels(&ttree);
+    let tlevels = ttree.cells_by_level();
     for level in &tlevels {
         let shifted: Vec<(Vec<usize>, Vec<C>)> = level
             .par_iter()

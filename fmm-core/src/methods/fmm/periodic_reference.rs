@@ -153,9 +153,7 @@ pub(crate) fn periodic_at<K: Kernel, R: Real>(
             },
         )
         .collect();
-    Ok((0..no)
-        .map(|k| rows.iter().map(|r| r[k]).collect())
-        .collect())
+    Ok(crate::reference::by_slot(&rows, no))
 }
 
 /// Adds the local expansion of degree 2 about a target of the multipole
