@@ -80,9 +80,14 @@ pub fn evaluate<'a, K: Kernel, R: Real>(
     // The inputs are checked before a GPU is looked for: a bad input is
     // said the same on every machine.
     let params = check::<K, R>(method, &problem, targets, sources)?;
-    // A periodic box runs on the CPU only so far: `Auto` goes there.
+    // What the GPU does not run in a periodic box (the Ewald sum, the
+    // treecode) `Auto` runs on the CPU.
     let device = match (backend, problem.domain.periodic()) {
-        (Backend::Auto, Some(_)) if Backend::from_env()? != Backend::Cuda => Device::Cpu,
+        (Backend::Auto, Some(_))
+            if !gpu_runs_periodic(method) && Backend::from_env()? != Backend::Cuda =>
+        {
+            Device::Cpu
+        }
         _ => resolve(backend)?,
     };
     evaluate_checked::<K, R>(device, method, &problem, &params, targets, sources)
@@ -129,7 +134,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
     }
     method.check::<K>()?;
     check_domain::<K>(method, &problem)?;
-    if problem.domain.periodic().is_some() {
+    if problem.domain.periodic().is_some() && !gpu_runs_periodic(method) {
         return Err(on_gpu(&problem));
     }
     let mut stats = Stats::default();
@@ -173,6 +178,23 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             None,
         )
         .map_err(|stop| stop.error)?,
+        Method::Tolerance(tol) if problem.domain.periodic().is_some() => {
+            // In a periodic box the FMM alone is a candidate (its error
+            // measured against the periodic sums at the samples).
+            let opts = FmmOptions::tolerance(*tol);
+            let (out, st, a) = fmm_resident::<K, R>(
+                gpu,
+                &problem,
+                &params,
+                &opts,
+                targets,
+                sources,
+                f64::INFINITY,
+                None,
+            )
+            .map_err(|stop| stop.error)?;
+            (out, st, a)
+        }
         Method::Tolerance(tol) => {
             let tol = *tol;
             let (m, n) = (targets.len(), sources.len());
@@ -186,7 +208,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             let ways = Ways {
                 tree: treecode_candidate::<K>(tol, table).then_some(|budget| {
                     let made = made_once(&reference, || {
-                        gpu_reference::<K, R>(gpu, &problem, targets, sources)
+                        gpu_reference::<K, R>(gpu, &problem, tol, targets, sources)
                     })?;
                     let tkey = problem_key::<K>(&problem, tol, f32, true);
                     let far = far::plan::<K>(FarField::Monopole, far::Tree::Treecode)?;
@@ -235,7 +257,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
                     Ok((out, stats))
                 },
                 direct_error: f32.then_some(|out: &Vec<_>| {
-                    gpu_reference::<K, R>(gpu, &problem, targets, sources)?.error(gpu, out)
+                    gpu_reference::<K, R>(gpu, &problem, tol, targets, sources)?.error(gpu, out)
                 }),
             };
             let predict = || direct::cuda::predicted_seconds::<K>(m, n, f32);
@@ -270,10 +292,11 @@ fn check<K: Kernel, R: Real>(
 }
 
 /// The domain's own checks, and whether `method` runs in it: a periodic
-/// box runs by the direct sum (Ewald), the treecode (every far field; the
-/// images past the nearest by Laplace expansions) and the FMM with Laplace
-/// expansions (a tolerance by that FMM), on the CPU, for kernels that
-/// declare a Laplace far field; the rest say so, naming what does.
+/// box runs by the direct sum (Ewald) and the treecode (every far field;
+/// the images past the nearest by Laplace expansions) on the CPU, and the
+/// FMM with Laplace expansions (a tolerance by that FMM) on the CPU and
+/// the GPU ([`gpu_runs_periodic`]), for kernels that declare a Laplace far
+/// field; the rest say so, naming what does.
 fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(), Error> {
     problem.domain.check()?;
     let Some(pbox) = problem.domain.periodic() else {
@@ -283,8 +306,8 @@ fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(),
         Err(Error::DomainUnsupported {
             method: what.into(),
             domain: pbox.name(),
-            instead: "use Method::Fmm with the Laplace far field (or Method::Direct: an Ewald \
-                      sum) on the CPU"
+            instead: "use Method::Fmm with the Laplace far field (or Method::Direct on the \
+                      CPU: an Ewald sum)"
                 .into(),
         })
     };
@@ -309,13 +332,19 @@ fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(),
     }
 }
 
-/// A periodic box on the GPU: not yet, said with what runs it.
+/// Whether the GPU runs `method` in a periodic box: the FMM (whose far
+/// field [`check_domain`] has checked) and a tolerance (by that FMM).
+fn gpu_runs_periodic(method: &Method) -> bool {
+    matches!(method, Method::Fmm(_) | Method::Tolerance(_))
+}
+
+/// A method the GPU does not run in a periodic box, said with what does.
 fn on_gpu(problem: &Problem<'_>) -> Error {
     Error::DomainUnsupported {
-        method: "the GPU".into(),
+        method: "the direct (Ewald) sum and the treecode on the GPU".into(),
         domain: problem.domain.name(),
-        instead: "run it on the CPU (Backend::Cpu): the FMM with Laplace expansions, or the \
-                  direct (Ewald) sum"
+        instead: "run them on the CPU (Backend::Cpu), or use Method::Fmm (Laplace expansions), \
+                  which runs there on the GPU"
             .into(),
     }
 }
@@ -342,7 +371,9 @@ fn evaluate_checked<K: Kernel, R: Real>(
     }
     let mut achieved = None;
     if let (Some(_), Device::Cuda(_)) = (problem.domain.periodic(), &device) {
-        return Err(on_gpu(problem));
+        if !gpu_runs_periodic(method) {
+            return Err(on_gpu(problem));
+        }
     }
     let outputs = match (method, device) {
         (Method::Direct(_), Device::Cpu) if problem.domain.periodic().is_some() => {
@@ -568,7 +599,9 @@ fn fmm_resident<K: Kernel, R: Real>(
         }
         _ => Ok(1.0),
     };
-    let may_switch = switch_possible::<K>(o.far_field, &far, f32 && tol < 1e-5);
+    // The node far fields do not run in a periodic box yet.
+    let periodic = problem.domain.periodic().is_some();
+    let may_switch = !periodic && switch_possible::<K>(o.far_field, &far, f32 && tol < 1e-5);
     let ki = o.clone().with_far_field(FarField::KernelIndependent);
     let widest = match widest_or_nodes(widest, may_switch, tol, &key, || {
         fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget, known)
@@ -583,7 +616,7 @@ fn fmm_resident<K: Kernel, R: Real>(
     let estimate = match known {
         Some(e) => e,
         None => {
-            made = gpu_reference::<K, R>(gpu, problem, targets, sources)?;
+            made = gpu_reference::<K, R>(gpu, problem, tol, targets, sources)?;
             &made
         }
     };
@@ -598,7 +631,7 @@ fn fmm_resident<K: Kernel, R: Real>(
         widest,
     };
     let driven = accuracy::drive_within(&goal, run, |out| estimate.error(gpu, out));
-    let switch = |stop: &Stopped| switch_to_nodes::<K>(stop, o.far_field, &far, f32);
+    let switch = |stop: &Stopped| !periodic && switch_to_nodes::<K>(stop, o.far_field, &far, f32);
     finish(driven, reference_seconds, switch, key, budget, |left| {
         fmm_resident::<K, R>(
             gpu,
@@ -613,17 +646,20 @@ fn fmm_resident<K: Kernel, R: Real>(
     })
 }
 
-/// The f64 direct sum at [`accuracy::gpu_error_samples`] targets on the GPU,
-/// what a tolerance's errors there are estimated against.
+/// The f64 direct sum at [`accuracy::gpu_error_samples`] targets on the GPU
+/// (in a periodic box the periodic sums there, good to a thirtieth of
+/// `tol`), what a tolerance's errors there are estimated against.
 fn gpu_reference<K: Kernel, R: Real>(
     gpu: &Gpu,
     problem: &Problem<'_>,
+    tol: f64,
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
 ) -> Result<fmm::cuda::estimate::Estimator<K, R>, Error> {
     fmm::cuda::estimate::Estimator::new(
         gpu,
         problem.params,
+        problem.domain.periodic().map(|b| (b, tol)),
         targets,
         sources,
         accuracy::gpu_error_samples(sources.len()),

@@ -8,7 +8,10 @@
 //! the dual tree traversal, one target cell per block). The list is read
 //! in chunks of [`P2P_BLOCK`] leaves; a block-wide prefix sum of their
 //! sizes flattens a chunk into one run of sources, loaded into shared
-//! memory a tile at a time.
+//! memory a tile at a time. In a periodic box a list entry names an image
+//! of a leaf too ([`IMAGE_BITS`]): its sources are moved by that image's
+//! lattice shift (`image_shift`, three values an image; one image of no
+//! shift in free space) as they are loaded.
 //!
 //! The arguments of `<kernel>_p2p_list_f32` / `_f64` are
 //! [`Signature::p2p_list`]; the host pushes them through the same value
@@ -25,6 +28,13 @@ use crate::kernel::KernelDef;
 /// FMM's leaves hold `ncrit` (64) or fewer targets, about 40 in a uniform
 /// cube, and a thread per target.
 pub const P2P_BLOCK: u32 = 64;
+
+/// The bits of a list entry that say which periodic image of the listed
+/// cell it is: the top ones, 0 (the cell itself, no shift) in free space.
+/// The 125 nearest images of a periodic box need 7; the cell index keeps
+/// 25 bits, 3.3 x 10^7 cells. The traversals write entries so
+/// (`fmm_core::tree::traversal::entry`), the kernels read them so.
+pub const IMAGE_BITS: u32 = 7;
 
 /// The name of the P2P list entry point for one precision.
 pub fn p2p_list_entry_name(def: &KernelDef, precision: &str) -> String {
@@ -48,9 +58,14 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
     o.push_str(&sig.declare("T"));
     o.push_str(")\n{\n");
     o.push_str(&format!("    constexpr int B = {P2P_BLOCK};\n"));
+    o.push_str(&format!(
+        "    constexpr int CELL_BITS = {};\n",
+        32 - IMAGE_BITS
+    ));
     o.push_str(&tile.declare("B"));
     o.push_str(concat!(
         "    __shared__ int near_first[B], near_start[B];\n",
+        "    __shared__ T near_shift[3][B];\n",
         "    __shared__ int sums[B / 32][2];\n",
         "    const int tid = threadIdx.x;\n",
         "    for (int g = blockIdx.x; g < n_groups; g += gridDim.x) {\n",
@@ -71,9 +86,12 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         "        const long long ls = list_begin[c], le = list_end[c];\n",
         "        for (long long chunk = ls; chunk < le; chunk += B) {\n",
         "            const int n_near = (int)min((long long)B, le - chunk);\n",
-        "            int first = 0, at = 0, none = 0, n_near_src, n_none;\n",
+        "            int first = 0, at = 0, none = 0, n_near_src, n_none, image = 0;\n",
         "            if (tid < n_near) {\n",
-        "                const int b = list[chunk + tid];\n",
+        "                // The listed cell and which of its periodic images.\n",
+        "                const unsigned e = (unsigned)list[chunk + tid];\n",
+        "                const int b = (int)(e & ((1u << CELL_BITS) - 1u));\n",
+        "                image = (int)(e >> CELL_BITS);\n",
         "                first = cell_begin[b];\n",
         "                at = cell_end[b] - first;\n",
         "            }\n",
@@ -81,11 +99,12 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
         "            if (tid < n_near) {\n",
         "                near_first[tid] = first;\n",
         "                near_start[tid] = at;\n",
+        "                for (int a = 0; a < 3; ++a) near_shift[a][tid] = image_shift[3 * image + a];\n",
         "            }\n",
         "            __syncthreads();\n",
     ));
     o.push_str(&indent(
-        &(count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn)),
+        &(count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn, true)),
         "    ",
     ));
     o.push_str(concat!(

@@ -211,6 +211,9 @@ pub enum Role {
     /// The P2P lists: per target cell, where its list begins and ends
     /// (64-bit), and the listed source cells.
     Lists,
+    /// The lattice shifts of a periodic box's images that list entries
+    /// name, `x, y, z` an image (one zero shift in free space).
+    ImageShifts,
     /// The number of sources.
     SourceCount,
     /// Source `x, y, z`.
@@ -248,6 +251,7 @@ impl fmt::Display for Role {
             Role::PseudoSourcePositions => "pseudo-source positions",
             Role::PseudoSourceSlots => "pseudo-source slots",
             Role::Lists => "P2P lists",
+            Role::ImageShifts => "image shifts",
             Role::SourceCount => "source count",
             Role::SourcePositions => "source positions",
             Role::SourceSlots => "source slots",
@@ -380,6 +384,7 @@ impl Signature {
             s.read(Role::Lists, Scalar::LongLong, l);
         }
         s.read(Role::Lists, Scalar::Int, "list");
+        s.read(Role::ImageShifts, Scalar::Real, "image_shift");
         for c in ["cell_begin", "cell_end"] {
             s.read(Role::Cells, Scalar::Int, c);
         }

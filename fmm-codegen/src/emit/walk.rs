@@ -98,9 +98,9 @@ pub(crate) fn emit(def: &KernelDef, sch: &Schedule, syn: &CudaSyntax) -> String 
                 "                const int j = per_cell == 1 ? far_list[q]\n",
                 "                    : far_list[q / per_cell] * per_cell + q % per_cell;\n",
             ),
-            "cell",
+            &|stem| format!("cell_{stem}[j]"),
         );
-    let flush_near = count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn);
+    let flush_near = count("n_near_src", 0) + &flush_leaves(def, &tile, sch, syn, false);
 
     o.push_str(BLOCK_SCAN);
     o.push_str("\ntemplate <typename T>\n");
@@ -294,7 +294,7 @@ fn flush(
     syn: &CudaSyntax,
     count: &str,
     index: &str,
-    prefix: &str,
+    load: &dyn Fn(&str) -> String,
 ) -> String {
     let no = def.n_outputs();
     let mut f = String::new();
@@ -304,13 +304,7 @@ fn flush(
     f.push_str("            const int q = base + tid;\n");
     f.push_str(&format!("            if (q < {count}) {{\n"));
     f.push_str(index);
-    f.push_str(&tile.store(
-        sch,
-        syn,
-        "                ",
-        &|_, stem| format!("{prefix}_{stem}[j]"),
-        "tid",
-    ));
+    f.push_str(&tile.store(sch, syn, "                ", &|_, stem| load(stem), "tid"));
     f.push_str("            }\n");
     f.push_str("            __syncthreads();\n");
     f.push_str(&format!(
@@ -336,13 +330,22 @@ fn flush(
 
 /// The flush of a list of leaves: `n_near` leaves, the first source of
 /// each in `near_first` and where its sources start in the flattened list
-/// in `near_start`, `n_near_src` sources in all.
+/// in `near_start`, `n_near_src` sources in all. With `shifted`, each
+/// leaf's sources are moved by its lattice shift `near_shift[axis][leaf]`
+/// (a periodic box's image of the leaf).
 pub(super) fn flush_leaves(
     def: &KernelDef,
     tile: &Tile,
     sch: &Schedule,
     syn: &CudaSyntax,
+    shifted: bool,
 ) -> String {
+    let load = |stem: &str| match (shifted, stem) {
+        (true, "x") => "src_x[j] + near_shift[0][lo]".to_string(),
+        (true, "y") => "src_y[j] + near_shift[1][lo]".to_string(),
+        (true, "z") => "src_z[j] + near_shift[2][lo]".to_string(),
+        _ => format!("src_{stem}[j]"),
+    };
     flush(
         def,
         tile,
@@ -359,7 +362,7 @@ pub(super) fn flush_leaves(
             "                }\n",
             "                const int j = near_first[lo] + q - near_start[lo];\n",
         ),
-        "src",
+        &load,
     )
 }
 

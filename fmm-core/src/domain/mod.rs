@@ -23,6 +23,8 @@
 //!   uniform neutralising background is asked for
 //!   ([`PeriodicBox::with_background`]).
 
+use rayon::prelude::*;
+
 use crate::error::Error;
 
 mod moments;
@@ -234,10 +236,11 @@ impl PeriodicBox {
         let (o, l) = (self.origin, self.side);
         for (a, axis) in pos.iter_mut().enumerate() {
             if self.axes[a] {
-                for x in axis.iter_mut() {
-                    *x = wrap1(*x, o[a], l);
-                }
-            } else if let Some(i) = axis.iter().position(|&x| !(x >= o[a] && x <= o[a] + l)) {
+                axis.par_iter_mut().for_each(|x| *x = wrap1(*x, o[a], l));
+            } else if let Some(i) = axis
+                .par_iter()
+                .position_first(|&x| !(x >= o[a] && x <= o[a] + l))
+            {
                 return Err(Error::BadDomain(format!(
                     "point {i} lies outside the {} along its open axis {a} ({} not in [{}, {}])",
                     self.name(),
@@ -274,7 +277,8 @@ impl PeriodicBox {
     pub fn to_unit(&self, pos: &mut [Vec<f64>; 3]) {
         let c = self.center();
         for (a, axis) in pos.iter_mut().enumerate() {
-            axis.iter_mut().for_each(|x| *x = (*x - c[a]) / self.side);
+            axis.par_iter_mut()
+                .for_each(|x| *x = (*x - c[a]) / self.side);
         }
     }
 

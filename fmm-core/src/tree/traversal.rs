@@ -36,9 +36,13 @@ impl Lists {
 
 /// The bits of a list entry that say which image of the source cell it is
 /// (the 125 nearest images of a periodic box need 7; the cell index keeps
-/// 25 bits, 3.3 x 10^7 cells).
-pub const IMAGE_BITS: u32 = 7;
+/// 25 bits, 3.3 x 10^7 cells): the GPU kernels read entries so, the P2P
+/// lists' generated ones among them, hence the one constant there.
+pub use fmm_codegen::emit::p2p_list::IMAGE_BITS;
 const CELL_BITS: u32 = 32 - IMAGE_BITS;
+
+/// The most source cells a periodic traversal's entries can name.
+pub const MAX_IMAGED_CELLS: usize = CELL_MASK as usize + 1;
 const CELL_MASK: u32 = (1 << CELL_BITS) - 1;
 
 /// The list entry of source cell `cell`'s image `image`.

@@ -17,6 +17,7 @@ mod fmm;
 mod generated_vs_ir;
 mod gpu;
 mod gpu_fmm;
+mod gpu_periodic;
 mod gpu_scale;
 mod gpu_tree;
 mod invariants;

@@ -85,6 +85,7 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
     use fmm_core::cuda::primitives::{self, Primitives};
     use fmm_core::far::cuda::{self as far_nodes, NodeOps};
     use fmm_core::methods::fmm::cuda::compressed::{self, CompressedOps};
+    use fmm_core::methods::fmm::cuda::periodic::{self, PeriodicOps};
     use fmm_core::methods::fmm::cuda::{ops_module, ops_source, Ops};
     use fmm_core::methods::fmm::MAX_GPU_ORDER;
     use fmm_core::methods::treecode::cuda::cells::{self, Cells};
@@ -108,6 +109,11 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
             compressed::MODULE.into(),
             compressed::source(),
             CompressedOps::ENTRIES,
+        ),
+        (
+            periodic::MODULE.into(),
+            periodic::source(),
+            PeriodicOps::ENTRIES,
         ),
     ];
     for p in [1, 4, 6, 10, 16, MAX_GPU_ORDER] {

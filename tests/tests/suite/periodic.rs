@@ -13,7 +13,7 @@ use fmm_core::{
 };
 use fmm_tests::{fmm_options, rel_l2};
 
-fn coulomb(pos: &[[f64; 3]], q: &[f64]) -> (Particles<f64>, Particles<f64>) {
+pub(crate) fn coulomb(pos: &[[f64; 3]], q: &[f64]) -> (Particles<f64>, Particles<f64>) {
     let mut s = Particles::sources::<Coulomb>(pos).unwrap();
     s.set("q", q).unwrap();
     (Particles::targets::<Coulomb>(pos).unwrap(), s)
@@ -38,7 +38,7 @@ fn phi_e(out: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// `n` points uniform in the box at `origin` of `side`.
-fn points(n: usize, seed: u64, origin: [f64; 3], side: f64) -> Vec<[f64; 3]> {
+pub(crate) fn points(n: usize, seed: u64, origin: [f64; 3], side: f64) -> Vec<[f64; 3]> {
     fmm_core::distributions::uniform_cube(n, seed)
         .into_iter()
         .map(|p| [0, 1, 2].map(|a| origin[a] + side * p[a]))
@@ -46,7 +46,7 @@ fn points(n: usize, seed: u64, origin: [f64; 3], side: f64) -> Vec<[f64; 3]> {
 }
 
 /// `n` values in `[-1, 1)` summing to zero (to rounding).
-fn zero_mean(n: usize, seed: u64) -> Vec<f64> {
+pub(crate) fn zero_mean(n: usize, seed: u64) -> Vec<f64> {
     let mut q: Vec<f64> = (0..n)
         .map(|i| ((i as u64 * 2_654_435_761 + seed * 97) % 1000) as f64 / 500.0 - 1.0)
         .collect();
@@ -136,7 +136,7 @@ fn the_ewald_sum_is_the_same_at_another_splitting() {
 
 /// Vortex particles of core `sigma` in `pbox` with zero-mean strengths
 /// (the lattice sum of a vorticity with a mean diverges).
-fn vortices(
+pub(crate) fn vortices(
     n: usize,
     seed: u64,
     sigma: f64,

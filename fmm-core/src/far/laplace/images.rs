@@ -28,7 +28,7 @@
 
 use super::harmonics::{ncoef, regular, singular, C};
 use super::operators::{m2l_by, m2m_by, FullRange, Scratch};
-use crate::domain::{BLOCK, NEAR};
+use crate::domain::{Moments, PeriodicBox, BLOCK, NEAR};
 use std::sync::{Arc, Mutex};
 
 /// The integer offsets `-NEAR..=NEAR` along the periodic `axes`, 0 along
@@ -144,6 +144,27 @@ impl Sums {
             regular: regular_sum,
         }
     }
+}
+
+/// The local expansion about the box's centre of everything past the
+/// box's `NEAR` nearest images, for strength component `k` of the box's
+/// multipole `m` about its centre (box of side 1, order `p`): the images
+/// of `levels` levels ([`far_local`]) and what their sum leaves out, the
+/// boundary's linear terms ([`Moments::beyond_images`]: tin foil's
+/// surface term, a slab's tail). What the CPU's and the GPU's FMMs add to
+/// the target root's expansion.
+pub(crate) fn periodic_local(
+    m: &[C],
+    p: usize,
+    b: &PeriodicBox,
+    moments: &Moments,
+    k: usize,
+    levels: u32,
+) -> Vec<C> {
+    let mut far = far_local(m, p, b.axes, levels);
+    let (phi, grad) = moments.beyond_images(b, k, levels, [0.0; 3]);
+    add_linear(&mut far, phi, grad);
+    far
 }
 
 /// Adds the linear function `a + g . x` (about the expansion's centre) to

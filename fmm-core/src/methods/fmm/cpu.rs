@@ -162,19 +162,15 @@ pub(crate) fn run<K: Kernel, R: Real>(
         );
     }
     // A periodic box's farther images, into the target root's expansion.
-    let image_levels = periodic.map_or(0, |b| b.levels_for(expected_error(plan)));
+    let image_levels = periodic.map_or(0, |b| b.levels_for(super::expected_error(plan)));
     if let Some(b) = periodic {
         let mut s = Scratch::new(order);
         for k in 0..nq {
             let root = &mult[k * nc..(k + 1) * nc];
             let mut centred = vec![C::ZERO; nc];
             m2m(root, ssph[0].center, &mut s, &mut centred);
-            let mut far = images::far_local(&centred, order, b.axes, image_levels);
-            // What the images' sum leaves out (tin foil's surface term, a
-            // slab's tail): linear, so a local expansion holds it exactly.
             let m = moments.as_ref().expect("periodic");
-            let (phi, grad) = m.beyond_images(b, k, image_levels, [0.0; 3]);
-            images::add_linear(&mut far, phi, grad);
+            let far = images::periodic_local(&centred, order, b, m, k, image_levels);
             l2l(
                 &far,
                 tsph[0].center,
@@ -289,9 +285,8 @@ fn wrapped_positions<R: Real>(soa: &mut SoA<R>, unit: &[[f64; 3]], b: &PeriodicB
 }
 
 /// The moments of the sources' strengths `strength` about the centre of
-/// the unit box (`unit`: their points there): the cell must be neutral
-/// (to [`crate::domain::NEUTRAL`]); a neutralising background runs by the
-/// Ewald sum for now.
+/// the unit box (`unit`: their points there), of a neutral cell
+/// ([`super::check_neutral`]).
 fn neutral_moments<R: Real>(
     b: &PeriodicBox,
     sources: &Particles<R>,
@@ -304,28 +299,8 @@ fn neutral_moments<R: Real>(
         .collect();
     let q: Vec<&[f64]> = q.iter().map(|v| &v[..]).collect();
     let m = Moments::of(unit, &q, [0.0; 3]);
-    m.check(&PeriodicBox {
-        background: false,
-        ..*b
-    })
-    .map_err(|e| match b.background {
-        true => Error::DomainUnsupported {
-            method: "the FMM with a neutralising background".into(),
-            domain: b.name(),
-            instead: "use Method::Direct (an Ewald sum) for a cell with a net strength".into(),
-        },
-        false => e,
-    })?;
+    super::check_neutral(b, &m)?;
     Ok(m)
-}
-
-/// The error a run's settings are expected to reach (the tolerance where
-/// one was asked for), what a periodic box's image levels follow.
-fn expected_error<R>(plan: &Plan<'_, R>) -> f64 {
-    match plan.opts.accuracy {
-        super::Accuracy::Tolerance(tol) => tol,
-        super::Accuracy::Fixed { .. } => super::tables::expected_error(plan.settings),
-    }
 }
 
 /// P2P of every target leaf `leaves` with the source leaves of its list

@@ -25,12 +25,13 @@ pub mod pass_lanes;
 // method; the FMM's paths to them kept.
 pub(crate) use crate::far::laplace::images;
 pub use crate::far::laplace::{harmonics, operators};
-pub(crate) mod periodic_reference;
+pub mod periodic_reference;
 pub mod tables;
 pub use crate::tree::traversal;
 
 pub use cuda::{MAX_F32_M2L_ORDER, MAX_GPU_ORDER};
 
+use crate::domain::{Moments, PeriodicBox};
 use crate::error::Error;
 use crate::far::FarField;
 use fmm_codegen::kernel::FarTerm;
@@ -254,6 +255,33 @@ pub(crate) struct Plan<'a, R> {
     pub terms: &'a [FarTerm],
     pub settings: Settings,
     pub opts: &'a FmmOptions,
-    /// Free space or a periodic box (the CPU's Laplace FMM runs both).
+    /// Free space or a periodic box (the Laplace FMM runs both).
     pub domain: &'a crate::domain::Domain,
+}
+
+/// The error a run's settings are expected to reach (the tolerance where
+/// one was asked for), what a periodic box's image levels follow.
+pub(crate) fn expected_error<R>(plan: &Plan<'_, R>) -> f64 {
+    match plan.opts.accuracy {
+        Accuracy::Tolerance(tol) => tol,
+        Accuracy::Fixed { .. } => tables::expected_error(plan.settings),
+    }
+}
+
+/// A periodic box's cell must be neutral (to [`crate::domain::NEUTRAL`]) for
+/// the FMM, its moments `m`; a neutralising background runs by the Ewald
+/// sum for now.
+pub(crate) fn check_neutral(b: &PeriodicBox, m: &Moments) -> Result<(), Error> {
+    m.check(&PeriodicBox {
+        background: false,
+        ..*b
+    })
+    .map_err(|e| match b.background {
+        true => Error::DomainUnsupported {
+            method: "the FMM with a neutralising background".into(),
+            domain: b.name(),
+            instead: "use Method::Direct (an Ewald sum) for a cell with a net strength".into(),
+        },
+        false => e,
+    })
 }

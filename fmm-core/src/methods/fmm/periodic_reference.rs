@@ -55,7 +55,7 @@ const FINE: usize = 4;
 /// The sums of kernel `K` in `pbox` at the targets `idx` of `targets`,
 /// good to a thirtieth of `tol` or better: one vector per output slot,
 /// one value per target of `idx`.
-pub(crate) fn periodic_at<K: Kernel, R: Real>(
+pub fn periodic_at<K: Kernel, R: Real>(
     params: &[f64],
     pbox: &PeriodicBox,
     targets: &Particles<R>,
@@ -89,12 +89,7 @@ pub(crate) fn periodic_at<K: Kernel, R: Real>(
     // per strength component.
     let levels = pbox.levels_for(1e-12);
     let far_locals: Vec<Vec<C>> = (0..nq)
-        .map(|k| {
-            let mut l = images::far_local(&grid.box_multipole[k], order, pbox.axes, levels);
-            let (phi, g) = moments.beyond_images(pbox, k, levels, [0.0; 3]);
-            images::add_linear(&mut l, phi, g);
-            l
-        })
+        .map(|k| images::periodic_local(&grid.box_multipole[k], order, pbox, &moments, k, levels))
         .collect();
     let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
     let near_images = pbox.near_images();
@@ -210,9 +205,14 @@ impl Grid {
             let i = [0, 1, 2].map(|a| (((unit[a][j] + 0.5) / h) as usize).min(FINE - 1));
             i[0] + FINE * (i[1] + FINE * i[2])
         };
-        let mut members = vec![Vec::new(); FINE * FINE * FINE];
-        for j in 0..n {
-            members[cell_of(j)].push(j);
+        // The sources by fine cell (a counting sort; the cells found on
+        // every core).
+        let cells: Vec<u8> = (0..n).into_par_iter().map(|j| cell_of(j) as u8).collect();
+        let mut counts = vec![0usize; FINE * FINE * FINE];
+        cells.iter().for_each(|&f| counts[f as usize] += 1);
+        let mut members: Vec<Vec<usize>> = counts.iter().map(|&c| Vec::with_capacity(c)).collect();
+        for (j, &f) in cells.iter().enumerate() {
+            members[f as usize].push(j);
         }
         let fine_center = |f: usize| {
             let i = [f % FINE, (f / FINE) % FINE, f / (FINE * FINE)];
@@ -223,14 +223,12 @@ impl Grid {
         let order: Vec<usize> = members.iter().flatten().copied().collect();
         let mut sorted = SoA {
             pos: [0, 1, 2].map(|a| {
-                order
-                    .iter()
-                    .map(|&j| unit[a][j] * b.side + b.center()[a])
-                    .collect()
+                let c = b.center()[a];
+                order.par_iter().map(|&j| unit[a][j] * b.side + c).collect()
             }),
             slots: src.fields[..src.n_fields]
                 .iter()
-                .map(|f| order.iter().map(|&j| f[j]).collect())
+                .map(|f| order.par_iter().map(|&j| f[j]).collect())
                 .collect(),
         };
         let mut begin = 0;

@@ -247,10 +247,7 @@ impl FarImages {
                             a
                         },
                     );
-                let mut l = images::far_local(&mult, IMAGE_ORDER, b.axes, levels);
-                let (phi, g) = moments.beyond_images(b, k, levels, [0.0; 3]);
-                images::add_linear(&mut l, phi, g);
-                l
+                images::periodic_local(&mult, IMAGE_ORDER, b, &moments, k, levels)
             })
             .collect();
         let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));

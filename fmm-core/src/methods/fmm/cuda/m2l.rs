@@ -13,6 +13,7 @@
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
+use super::periodic::Images;
 use super::{grid, DeviceLists, FmmTree, Ops};
 use crate::cuda::device::{alloc, cuda_err, download, launch, upload, zeros};
 use crate::cuda::Gpu;
@@ -215,8 +216,9 @@ fn max_levels_apart(p: usize, tuning: &GpuTuning) -> i32 {
 
 /// M2L from the source tree's multipoles `mult` (`nq` expansions per cell,
 /// stored for `m >= 0`, of positions times `u`: the unit box, see
-/// `unit_scale`) to the target cells' local expansions, returned with the
-/// name of the M2L that ran.
+/// `unit_scale`), each at the lattice shift of the image its list entry
+/// names (`images`), to the target cells' local expansions, returned with
+/// the name of the M2L that ran.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn m2l<R: Real>(
     gpu: &Gpu,
@@ -224,6 +226,7 @@ pub(super) fn m2l<R: Real>(
     tt: &FmmTree<R>,
     st: &FmmTree<R>,
     lists: &DeviceLists,
+    images: &Images<R>,
     mult: &CudaSlice<f64>,
     nq: usize,
     p: usize,
@@ -270,7 +273,8 @@ pub(super) fn m2l<R: Real>(
             };
             launch!(s, f, cfg, "fmm_m2l_lanes";
                 &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
-                &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &st.tree.half,
+                &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
+                &st.tree.half,
                 &d_items, &d_warps, &max_d, &eu, &mfull, &mut local, &mut flag)?;
             if download(s, &flag, 1)?[0] == 0 {
                 return Ok((local, M2lKind::FloatLanes));
@@ -298,7 +302,7 @@ pub(super) fn m2l<R: Real>(
     launch!(s, ops.m2l, cfg, "fmm_m2l";
         &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
         &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
-        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
+        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
         &nqi, &sbi, &n_tasks, &d_tasks, &u, &mfull, &mut local)?;
     Ok((local, M2lKind::Double))
 }

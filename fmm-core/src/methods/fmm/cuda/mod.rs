@@ -27,6 +27,7 @@ pub mod compressed;
 pub(crate) mod estimate;
 mod m2l;
 pub(crate) mod nodes;
+pub mod periodic;
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -43,15 +44,18 @@ use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::primitives::{scan, scanned_total};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
+use crate::domain::PeriodicBox;
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::morton::MAX_LEVEL;
+use crate::tree::traversal::{IMAGE_BITS, MAX_IMAGED_CELLS};
 use crate::tree::{DeviceGroups, DeviceOctree, TreeOrdered};
 use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 use fmm_codegen::emit::signature::Role;
 use fmm_codegen::kernel::{FarTerm, Term};
+use periodic::Images;
 
 /// The highest order the GPU operators take: the M2L keeps a source's
 /// singular harmonics and multipoles in shared memory, `(1 + nq) (p + 1)^2`
@@ -100,6 +104,7 @@ pub fn ops_source(p: usize) -> String {
             ("MAX_OUT", MAX_OUT as i64),
             // 7 cells a level of the source tree, and one.
             ("TRAVERSE_STACK", 7 * (MAX_LEVEL as i64 + 1) + 1),
+            ("CELL_BITS", 32 - IMAGE_BITS as i64),
         ],
         include_str!("ops.cu"),
     )
@@ -278,13 +283,17 @@ fn grow(
     Ok(bigger)
 }
 
-/// The dual tree traversal on the device (see the module's doc).
+/// The dual tree traversal on the device (see the module's doc), against
+/// the source tree's `images` (free space's one, or a periodic box's
+/// nearest: the root's frontier is the source root's every image, and
+/// entries name the image).
 fn traverse<R: Real>(
     gpu: &Gpu,
     ops: &Ops,
     tt: &FmmTree<R>,
     st: &FmmTree<R>,
     theta: f64,
+    images: &Images<R>,
 ) -> Result<DeviceLists, Error> {
     let s = gpu.stream();
     let nt = tt.tree.n_cells;
@@ -298,15 +307,26 @@ fn traverse<R: Real>(
         p2p: alloc(s, 32 * nt)?,
         n_m2l: 0,
     };
-    // The root's frontier is the source root.
+    // The root's frontier is the source root, each of its images.
+    let n_images = images.len();
+    if n_images > 1 && u.n_cells > MAX_IMAGED_CELLS {
+        return Err(Error::BadOption(format!(
+            "the GPU FMM in a periodic box takes at most {MAX_IMAGED_CELLS} source cells, not {}: \
+             use larger leaves (FmmOptions::ncrit)",
+            u.n_cells
+        )));
+    }
     let mut f_end_host = vec![0i64; nt];
-    f_end_host[0] = 1;
+    f_end_host[0] = n_images as i64;
     let mut f_begin = zeros::<i64>(s, nt)?;
     let mut f_end = upload(s, &f_end_host)?;
     // The children's frontiers, written while a level reads its own.
     let mut next_begin = zeros::<i64>(s, nt)?;
     let mut next_end = zeros::<i64>(s, nt)?;
-    let mut frontier = upload(s, &[0i32])?;
+    let roots: Vec<i32> = (0..n_images)
+        .map(|i| crate::tree::traversal::entry(0, i) as i32)
+        .collect();
+    let mut frontier = upload(s, &roots)?;
     let overflow = zeros::<i32>(s, 1)?;
     let theta2 = theta * theta;
     let (mut m2l_used, mut p2p_used) = (0usize, 0usize);
@@ -332,7 +352,8 @@ fn traverse<R: Real>(
                     .arg(&x.more)
                     .arg(&x.next);
             }
-            b.arg(&f_begin)
+            b.arg(&images.shift)
+                .arg(&f_begin)
                 .arg(&f_end)
                 .arg(&frontier)
                 .arg(c0)
@@ -412,19 +433,33 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let s = gpu.stream();
     clock.lap(Stage::Setup)?;
 
-    // Both trees, their cells' radii, the particles in tree order.
+    // Both trees, their cells' radii, the particles in tree order (a
+    // periodic box's points wrapped into it, the box the root cube).
     let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);
-    let trees = Trees::build(gpu, &ops, targets, sources, ncrit, false, |_| Ok(()))?;
+    let pbox = plan.domain.periodic();
+    let cube = pbox.map_or(Cube::Own, Cube::Box);
+    let trees = Trees::build(gpu, &ops, targets, sources, ncrit, cube, |_| Ok(()))?;
     let (st, tt) = (&trees.source, trees.target());
     let (sslots, tslots) = (&trees.sslots, &trees.tslots);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
+    let q = |k: usize| &sslots[plan.strength[k.min(nq - 1)]];
+    // A periodic box's cell must be neutral: said before any more work.
+    let moments = match pbox {
+        Some(b) => {
+            let m = periodic::moments(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
+            super::check_neutral(b, &m)?;
+            Some(m)
+        }
+        None => None,
+    };
     clock.stats().source_cells = snc;
     clock.stats().target_cells = tnc;
     clock.lap(Stage::Tree)?;
 
     // Dual tree traversal, and the P2P groups (every target leaf cut into
     // pieces of a block).
-    let lists = traverse(gpu, &ops, tt, st, plan.settings.theta)?;
+    let images = Images::<R>::of(gpu, pbox)?;
+    let lists = traverse(gpu, &ops, tt, st, plan.settings.theta, &images)?;
     clock.stats().m2l = lists.n_m2l as u64;
     let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
     clock.lap(Stage::Traversal)?;
@@ -435,7 +470,6 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let u = unit_scale(st.tree.bounds.half);
     let mut mult = zeros::<f64>(s, 2 * snc * nq * nc)?;
     let snci = snc as i32;
-    let q = |k: usize| &sslots[plan.strength[k.min(nq - 1)]];
     launch!(s, ops.p2m, grid(snc * nq), "fmm_p2m";
         &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
         &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
@@ -449,9 +483,32 @@ pub(crate) fn run<K: Kernel, R: Real>(
     }
     clock.lap(Stage::Upward)?;
 
-    // M2L, one target cell per block.
-    let (mut local, m2l_kind) =
-        m2l::m2l(gpu, &ops, tt, st, &lists, &mult, nq, p, u, &plan.opts.gpu)?;
+    // M2L, one target cell per block; a periodic box's farther images
+    // into the target root's expansion.
+    let (mut local, m2l_kind) = m2l::m2l(
+        gpu,
+        &ops,
+        tt,
+        st,
+        &lists,
+        &images,
+        &mult,
+        nq,
+        p,
+        u,
+        &plan.opts.gpu,
+    )?;
+    if let (Some(b), Some(m)) = (pbox, &moments) {
+        let roots = periodic::Roots {
+            source_center: st.tree.bounds.center,
+            target_center: tt.tree.bounds.center,
+            u,
+            p,
+            nq,
+        };
+        let levels = b.levels_for(super::expected_error(plan));
+        periodic::add_far_images(gpu, b, m, levels, &roots, &mult, &mut local)?;
+    }
     drop(mult);
     let near = lists.into_near();
     clock.stats().m2l_kind = Some(m2l_kind);
@@ -488,7 +545,17 @@ pub(crate) fn run<K: Kernel, R: Real>(
     drop(local);
     clock.lap(Stage::Downward)?;
 
-    near_field_and_scatter(gpu, &p2p, plan.params, &trees, groups, near, out, clock)
+    near_field_and_scatter(
+        gpu,
+        &p2p,
+        plan.params,
+        &trees,
+        groups,
+        near,
+        &images,
+        out,
+        clock,
+    )
 }
 
 /// The factor that takes positions to the unit box for the expansions:
@@ -515,6 +582,7 @@ fn near_field_and_scatter<R: Real>(
     trees: &Trees<R>,
     groups: DeviceGroups,
     near: NearLists,
+    images: &Images<R>,
     mut out: Vec<CudaSlice<R>>,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
@@ -527,6 +595,7 @@ fn near_field_and_scatter<R: Real>(
         &groups,
         [&near.begin, &near.end],
         &near.list,
+        &images.shift_real,
         [&st.tree.begin, &st.tree.end],
         &Points::of(st.tree.n, &st.pos, &trees.sslots),
         &mut out,
@@ -559,7 +628,9 @@ impl<'a, R> Points<'a, R> {
 /// The kernel's P2P-list entry `entry` (`Entry::p2p_list`): every group of
 /// `targets` (`begin..end`, in cell `cell`) takes the points of `sources`
 /// in the source cells of its cell's list, `list[lists[0][c]..lists[1][c]]`,
-/// source cell `b` holding `cells[0][b]..cells[1][b]`; the sums are added
+/// source cell `b` holding `cells[0][b]..cells[1][b]`, moved by the
+/// lattice shift `shift[3 i..3 i + 3]` of the image `i` an entry names
+/// (free space: entries name image 0, of no shift); the sums are added
 /// to `out` (`accumulate`) or written there. The near field of both FMMs,
 /// and the node far fields' M2L (targets and sources their cells' nodes).
 /// Returns the pairs counted.
@@ -572,6 +643,7 @@ fn p2p_lists<R: Real>(
     groups: &DeviceGroups,
     lists: [&CudaSlice<i64>; 2],
     list: &CudaSlice<i32>,
+    shift: &CudaSlice<R>,
     cells: [&CudaSlice<i32>; 2],
     sources: &Points<'_, R>,
     out: &mut [CudaSlice<R>],
@@ -588,6 +660,7 @@ fn p2p_lists<R: Real>(
             .read(Role::Groups, [&groups.begin, &groups.end, &groups.cell])
             .read(Role::Lists, lists)
             .read(Role::Lists, [list])
+            .read(Role::ImageShifts, [shift])
             .read(Role::Cells, cells)
             .int(Role::SourceCount, sources.n as i32)
             .read(Role::SourcePositions, sources.pos)
@@ -622,28 +695,47 @@ struct Trees<R> {
     tslots: Vec<CudaSlice<R>>,
 }
 
+/// The root cube of a run's trees.
+#[derive(Clone, Copy)]
+enum Cube<'a> {
+    /// Each tree its points' own.
+    Own,
+    /// Targets apart and the sources in one, the union of theirs, so that
+    /// their cells lie on one lattice (the compressed M2L's operators are
+    /// per offset; the CPU builds its trees so, `Bounds::union`).
+    Union,
+    /// A periodic box: both trees in the box, of the points wrapped into
+    /// it (copies, [`periodic::wrapped`]).
+    Box(&'a PeriodicBox),
+}
+
 impl<R: Real> Trees<R> {
-    /// The trees of `targets` and `sources`, leaves of at most `ncrit`,
-    /// each passed to `adjust` once built (the node far fields give the
-    /// cells other radii). With `one_cube`, targets apart and the sources
-    /// are built in one root cube, the union of theirs, so that their
-    /// cells lie on one lattice (the compressed M2L's operators are per
-    /// offset; the CPU builds its trees so, `Bounds::union`); else each in
-    /// its own.
+    /// The trees of `targets` and `sources`, leaves of at most `ncrit`, in
+    /// the root cube `cube`, each passed to `adjust` once built (the node
+    /// far fields give the cells other radii).
     fn build(
         gpu: &Gpu,
         ops: &Ops,
         targets: &DeviceParticles<R>,
         sources: &DeviceParticles<R>,
         ncrit: usize,
-        one_cube: bool,
+        cube: Cube<'_>,
         adjust: impl Fn(&mut FmmTree<R>) -> Result<(), Error>,
     ) -> Result<Self, Error> {
-        let spos = sources
+        let given = sources
             .positions()
             .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
-        let root = match targets.positions() {
-            Some(tpos) if one_cube => {
+        let wrapped_sources;
+        let spos = match cube {
+            Cube::Box(b) => {
+                wrapped_sources = periodic::wrapped(gpu, b, refs3(given))?;
+                &wrapped_sources
+            }
+            _ => given,
+        };
+        let root = match (cube, targets.positions()) {
+            (Cube::Box(b), _) => Some(periodic::root_cube(b)),
+            (Cube::Union, Some(tpos)) => {
                 let sb = DeviceOctree::bounds(gpu, refs3(spos))?;
                 Some(sb.union(&DeviceOctree::bounds(gpu, refs3(tpos))?))
             }
@@ -657,7 +749,15 @@ impl<R: Real> Trees<R> {
         adjust(&mut source)?;
         let (target, tslots) = match targets.positions() {
             None => (None, source.tree.gather_all(gpu, targets.slots())?),
-            Some(tpos) => {
+            Some(given) => {
+                let wrapped_targets;
+                let tpos = match cube {
+                    Cube::Box(b) => {
+                        wrapped_targets = periodic::wrapped(gpu, b, refs3(given))?;
+                        &wrapped_targets
+                    }
+                    _ => given,
+                };
                 let (mut t, slots) = FmmTree::of(
                     gpu,
                     ops,

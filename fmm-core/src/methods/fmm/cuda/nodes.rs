@@ -36,8 +36,10 @@
 
 use cudarc::driver::CudaSlice;
 
+use super::periodic::Images;
 use super::{
-    compressed, grid, near_field_and_scatter, p2p_lists, traverse, FmmTree, Ops, Points, Trees,
+    compressed, grid, near_field_and_scatter, p2p_lists, traverse, Cube, FmmTree, Ops, Points,
+    Trees,
 };
 use crate::cuda::device::{alloc, device_addresses, launch, read_addresses, upload, zeros};
 use crate::cuda::launch::Entry;
@@ -95,7 +97,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         targets,
         sources,
         ncrit,
-        compress,
+        if compress { Cube::Union } else { Cube::Own },
         |t: &mut FmmTree<R>| {
             let nci = t.tree.n_cells as i32;
             launch!(s, nodes.radius, grid(t.tree.n_cells), "far_nodes_radius";
@@ -121,7 +123,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
     // Dual tree traversal, and the P2P groups (every target leaf cut into
     // pieces of a block).
-    let lists = traverse(gpu, &ops, tt, st, settings.theta)?;
+    let free_space = Images::<R>::of(gpu, None)?;
+    let lists = traverse(gpu, &ops, tt, st, settings.theta, &free_space)?;
     clock.stats().m2l = lists.n_m2l as u64;
     let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
     clock.lap(Stage::Traversal)?;
@@ -209,7 +212,17 @@ pub(crate) fn run<K: Kernel, R: Real>(
     drop(local);
     clock.lap(Stage::Downward)?;
 
-    near_field_and_scatter(gpu, &p2p, params, &trees, groups, near, out, clock)
+    near_field_and_scatter(
+        gpu,
+        &p2p,
+        params,
+        &trees,
+        groups,
+        near,
+        &free_space,
+        out,
+        clock,
+    )
 }
 
 /// The M2L: the kernel (`p2p`, its P2P-list entry) from the node sources
@@ -238,6 +251,8 @@ fn m2l<R: Real>(
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
     let tn = tnc * k;
     let channels = no * (1 + nt);
+    // The lists name cells, no images.
+    let free_space = Images::<R>::of(gpu, None)?;
 
     // Targets: every target cell's nodes; groups of at most a block of one
     // cell's nodes, each naming its cell (whose M2L list it takes).
@@ -278,6 +293,7 @@ fn m2l<R: Real>(
             &groups,
             bounds,
             list,
+            &free_space.shift_real,
             [&cell_begin, &cell_end],
             &Points::of(snc * k, src_pos, src_slots),
             &mut out,

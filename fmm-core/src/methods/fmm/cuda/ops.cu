@@ -30,6 +30,16 @@ __device__ __forceinline__ int full(int n, int m) { return n * n + n + m; }
 // 2^i as a double, for |i| < 1022.
 __device__ __forceinline__ double pow2(int i) { return __longlong_as_double((long long)(1023 + i) << 52); }
 
+// A list entry's source cell and which of its periodic images it is (the
+// top bits; image 0, no shift, in free space), CELL_BITS from the host
+// (tree::traversal::entry); the images' lattice shifts, x, y, z an image,
+// come with the lists.
+__device__ __forceinline__ int entry_cell(const int e)
+{
+    return (int)((unsigned)e & ((1u << CELL_BITS) - 1u));
+}
+__device__ __forceinline__ int entry_image(const int e) { return (int)((unsigned)e >> CELL_BITS); }
+
 // The coefficient (n, m) of an expansion stored for m >= 0.
 __device__ __forceinline__ double2 get(const double2* a, int n, int m)
 {
@@ -312,6 +322,7 @@ extern "C" __global__ void fmm_m2l(const int n_cells, const long long* __restric
                                    const double* __restrict__ tx, const double* __restrict__ ty,
                                    const double* __restrict__ tz, const double* __restrict__ sx,
                                    const double* __restrict__ sy, const double* __restrict__ sz,
+                                   const double* __restrict__ shift,
                                    const int nq, const int sb, const int n_tasks,
                                    const int4* __restrict__ tasks, const double u,
                                    const double2* __restrict__ mfull, double2* __restrict__ local)
@@ -335,16 +346,18 @@ extern "C" __global__ void fmm_m2l(const int n_cells, const long long* __restric
             const int cnt = (int)min((long long)sb, le - chunk);
             for (int e = t; e < cnt * (P + 1); e += blockDim.x) {
                 const int s = e / (P + 1), m = e % (P + 1);
-                const int b = list[chunk + s];
+                const int b = entry_cell(list[chunk + s]);
+                const double* v = shift + 3 * entry_image(list[chunk + s]);
                 double2* hs = ish + s * NF;
-                singular_column<double, double2>((tx[a] - sx[b]) * u, (ty[a] - sy[b]) * u,
-                                                 (tz[a] - sz[b]) * u, m,
+                singular_column<double, double2>((tx[a] - (sx[b] + v[0])) * u,
+                                                 (ty[a] - (sy[b] + v[1])) * u,
+                                                 (tz[a] - (sz[b] + v[2])) * u, m,
                                                  [&](int n, int mm, double2 v) { hs[full(n, mm)] = v; });
             }
             // The multipoles, already in full range, source by source (no
             // division by nq).
             for (int s = 0; s < cnt; ++s) {
-                const double2* src = mfull + (size_t)list[chunk + s] * nq * NF;
+                const double2* src = mfull + (size_t)entry_cell(list[chunk + s]) * nq * NF;
                 for (int r = t; r < nq * NF; r += blockDim.x) msh[s * nq * NF + r] = src[r];
             }
             __syncthreads();
@@ -509,6 +522,7 @@ __device__ __forceinline__ void m2l_stage(const int a, const int et, const long 
                                           const double* __restrict__ cx,
                                           const double* __restrict__ cy,
                                           const double* __restrict__ cz,
+                                          const double* __restrict__ shift,
                                           const double* __restrict__ half,
                                           const float2* __restrict__ mfull, const int max_d,
                                           int* lev, float2* ish, float2* msh, int* flag)
@@ -517,7 +531,7 @@ __device__ __forceinline__ void m2l_stage(const int a, const int et, const long 
     // The multipoles: warp w copies sources w, w + warps, ..., its lanes
     // along the source's NQ * NF coefficients (coalesced). The chunk's
     // sources are read once per warp, a lane each, and passed round.
-    const int mine = chunk + lane < end ? list[chunk + lane] : -1;
+    const int mine = chunk + lane < end ? entry_cell(list[chunk + lane]) : -1;
     for (int s = threadIdx.x >> 5; s < 32; s += blockDim.x >> 5) {
         const int b = __shfl_sync(0xffffffffu, mine, s);
         const float2* from = mfull + (size_t)(b >= 0 ? b : 0) * NQ * NF;
@@ -528,9 +542,11 @@ __device__ __forceinline__ void m2l_stage(const int a, const int et, const long 
     // the lanes past the list's end.
     for (int e = threadIdx.x; e < 32 * (P + 1); e += blockDim.x) {
         const int s = e & 31, m = e >> 5;
-        const int b = chunk + s < end ? list[chunk + s] : -1;
+        const int en = chunk + s < end ? list[chunk + s] : 0;
+        const int b = chunk + s < end ? entry_cell(en) : -1;
         float2* hs = ish + s;
         if (b >= 0) {
+            const double* v = shift + 3 * entry_image(en);
             const int es = ilogb(half[b]);
             if (m == 0) {
                 if (abs(et - es) > max_d) *flag = 1;
@@ -538,8 +554,9 @@ __device__ __forceinline__ void m2l_stage(const int a, const int et, const long 
             }
             const double inv_rho = pow2(-es);
             singular_column<float, float2>(
-                (float)((cx[a] - cx[b]) * inv_rho), (float)((cy[a] - cy[b]) * inv_rho),
-                (float)((cz[a] - cz[b]) * inv_rho), m,
+                (float)((cx[a] - (cx[b] + v[0])) * inv_rho),
+                (float)((cy[a] - (cy[b] + v[1])) * inv_rho),
+                (float)((cz[a] - (cz[b] + v[2])) * inv_rho), m,
                 [&](int n, int mm, float2 v) { hs[full(n, mm) * LANE_LD] = v; });
         } else {
             if (m == 0) lev[s] = 0;
@@ -557,7 +574,8 @@ template <int NQ>
 __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_begin,
                           const long long* __restrict__ list_end, const int* __restrict__ list,
                           const double* __restrict__ cx, const double* __restrict__ cy,
-                          const double* __restrict__ cz, const double* __restrict__ half,
+                          const double* __restrict__ cz, const double* __restrict__ shift,
+                          const double* __restrict__ half,
                           const int4* __restrict__ items, const int2* __restrict__ warp_items,
                           const int max_d, const int eu, const float2* __restrict__ mfull,
                           double2* __restrict__ local, int* __restrict__ flag)
@@ -584,8 +602,8 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
         for (long long chunk = ls; chunk < le; chunk += 32) {
             // The previous chunk's sums are done with the buffer.
             __syncthreads();
-            m2l_stage<NQ>(a, et, chunk, le, list, cx, cy, cz, half, mfull, max_d, lev, ish, msh,
-                          flag);
+            m2l_stage<NQ>(a, et, chunk, le, list, cx, cy, cz, shift, half, mfull, max_d, lev, ish,
+                          msh, flag);
             copies_done();
             __syncthreads();
             const float2* hs = ish + lane;
@@ -625,13 +643,13 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
         const int n_cells, const long long* __restrict__ list_begin,                             \
         const long long* __restrict__ list_end, const int* __restrict__ list,                     \
         const double* __restrict__ cx, const double* __restrict__ cy,                             \
-        const double* __restrict__ cz, const double* __restrict__ half,                           \
-        const int4* __restrict__ items, const int2* __restrict__ warp_items, const int max_d,     \
-        const int eu, const float2* __restrict__ mfull, double2* __restrict__ local,              \
-        int* __restrict__ flag)                                                                   \
+        const double* __restrict__ cz, const double* __restrict__ shift,                          \
+        const double* __restrict__ half, const int4* __restrict__ items,                          \
+        const int2* __restrict__ warp_items, const int max_d, const int eu,                       \
+        const float2* __restrict__ mfull, double2* __restrict__ local, int* __restrict__ flag)    \
     {                                                                                             \
-        m2l_lanes<NQ>(n_cells, list_begin, list_end, list, cx, cy, cz, half, items, warp_items,   \
-                      max_d, eu, mfull, local, flag);                                             \
+        m2l_lanes<NQ>(n_cells, list_begin, list_end, list, cx, cy, cz, shift, half, items,       \
+                      warp_items, max_d, eu, mfull, local, flag);                                 \
     }
 // At most 32 warps for one expansion, 16 for more (their sums take more
 // registers than 64, the most a thread of 1024 may have, without spills).
@@ -868,6 +886,8 @@ extern "C" __global__ void fmm_traverse(
     const double* __restrict__ sx, const double* __restrict__ sy, const double* __restrict__ sz,
     const double* __restrict__ sr, const int* __restrict__ s_nchild,
     const int* __restrict__ s_more, const int* __restrict__ s_next,
+    // the lattice shifts of the images entries name (x, y, z an image)
+    const double* __restrict__ shift,
     // this level's frontiers (per target cell) in `frontier`
     const long long* __restrict__ f_begin, const long long* __restrict__ f_end,
     const int* __restrict__ frontier,
@@ -900,8 +920,11 @@ extern "C" __global__ void fmm_traverse(
         int top = 0;
         stack[top++] = frontier[f];
         while (top > 0) {
-            const int b = stack[--top];
-            const double dx = ax - sx[b], dy = ay - sy[b], dz = az - sz[b];
+            const int e = stack[--top];
+            const int b = entry_cell(e);
+            const double* v = shift + 3 * entry_image(e);
+            const double dx = ax - (sx[b] + v[0]), dy = ay - (sy[b] + v[1]),
+                         dz = az - (sz[b] + v[2]);
             const double r = ra + sr[b];
             const bool leaf_b = s_nchild[b] == 0;
             // The CPU's MAC to the bit (no fused multiply-adds): the node
@@ -910,23 +933,25 @@ extern "C" __global__ void fmm_traverse(
             const double d2 = __dadd_rn(__dadd_rn(__dmul_rn(dx, dx), __dmul_rn(dy, dy)),
                                         __dmul_rn(dz, dz));
             if (__dmul_rn(r, r) < __dmul_rn(theta2, d2)) {
-                if (emit) m2l_pool[o_m2l + c_m2l] = b;
+                if (emit) m2l_pool[o_m2l + c_m2l] = e;
                 ++c_m2l;
             } else if (leaf_a && leaf_b) {
-                if (emit) p2p_pool[o_p2p + c_p2p] = b;
+                if (emit) p2p_pool[o_p2p + c_p2p] = e;
                 ++c_p2p;
             } else if (leaf_a || (!leaf_b && sr[b] > ra)) {
                 if (top + 8 > TRAVERSE_STACK) {
                     atomicExch(overflow, 1);
                     return;
                 }
+                // The children, of the same image.
+                const int image = e & ~((1 << CELL_BITS) - 1);
                 int ch = s_more[b];
-                for (int e = 0; e < s_nchild[b]; ++e) {
-                    stack[top++] = ch;
+                for (int i = 0; i < s_nchild[b]; ++i) {
+                    stack[top++] = ch | image;
                     ch = s_next[ch];
                 }
             } else {
-                if (emit) deferred[o_def + c_def] = b;
+                if (emit) deferred[o_def + c_def] = e;
                 ++c_def;
             }
         }

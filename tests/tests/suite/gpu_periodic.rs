@@ -1,0 +1,190 @@
+//! The GPU FMM in a periodic box: in f64 against the Ewald sum (three
+//! axes, tin foil and vacuum, scalar and vortex strengths, points given
+//! outside the box and wrapped) and against the CPU FMM for a slab and a
+//! wire; in f32 (the float M2L) against the f64 periodic sum; a tolerance
+//! met against the periodic sum; what the GPU does not run in a box, and
+//! bad input there, named.
+//!
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored --nocapture gpu_periodic::`.
+
+use fmm_core::kernels::{Coulomb, VelocityStretching};
+use fmm_core::{
+    evaluate, Backend, Boundary, Domain, Error, Kernel, M2lKind, Method, Particles, PeriodicBox,
+    Problem, Real, Stats, TreeOptions,
+};
+use fmm_tests::{fmm_options, rel_l2};
+
+use super::periodic::{coulomb, points, vortices, zero_mean};
+
+/// Kernel `K` by `method` on `backend` in `pbox`: every output slot (in
+/// f64) and the run's stats.
+fn run<K: Kernel, R: Real>(
+    backend: Backend,
+    method: &Method,
+    pbox: PeriodicBox,
+    t: &Particles<R>,
+    s: &Particles<R>,
+) -> Result<(Vec<Vec<f64>>, Stats), Error> {
+    let problem = Problem::new(&[]).in_domain(Domain::Periodic(pbox));
+    let ev = evaluate::<K, R>(backend, method, problem, t, s)?;
+    let out = ev
+        .outputs
+        .slots()
+        .iter()
+        .map(|v| v.iter().map(|x| x.to_f64()).collect())
+        .collect();
+    Ok((out, ev.stats))
+}
+
+fn tight() -> Method {
+    Method::Fmm(fmm_options(20, 0.4, 32))
+}
+
+/// f64 on the GPU against the Ewald sum, 1e-8 at order 20 as on the CPU:
+/// Coulomb with tin foil and vacuum, in a box off the origin with every
+/// tenth point given a few lattice vectors away (wrapped on the device);
+/// velocity + stretching of zero-mean vortex strengths.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_f64_matches_the_ewald_sum() {
+    let n = 3000;
+    let (origin, side) = ([-0.3, 0.2, 0.1], 1.7);
+    let mut pos = points(n, 5, origin, side);
+    for (i, p) in pos.iter_mut().enumerate().step_by(10) {
+        p[i % 3] += side * (1.0 + (i % 4) as f64) * if i % 20 == 0 { 1.0 } else { -1.0 };
+    }
+    let (t, s) = coulomb(&pos, &zero_mean(n, 5));
+    for boundary in [Boundary::TinFoil, Boundary::Vacuum] {
+        let b = PeriodicBox::cube(origin, side).with_boundary(boundary);
+        let (want, _) = run::<Coulomb, f64>(Backend::Cpu, &Method::direct(), b, &t, &s).unwrap();
+        let (got, _) = run::<Coulomb, f64>(Backend::Cuda, &tight(), b, &t, &s).unwrap();
+        let (ep, ee) = (
+            rel_l2(&got[0], &want[0]),
+            rel_l2(&got[1..4].concat(), &want[1..4].concat()),
+        );
+        println!("GPU f64 Coulomb {boundary:?}: phi {ep:.2e}, e {ee:.2e}");
+        assert!(ep < 1e-8 && ee < 1e-8, "{boundary:?}: phi {ep:e}, e {ee:e}");
+    }
+    let b = PeriodicBox::cube([-1.0, 0.0, 0.5], 2.0);
+    let (vt, vs) = vortices(1500, 4, 0.02, &b);
+    let (want, _) =
+        run::<VelocityStretching, f64>(Backend::Cpu, &Method::direct(), b, &vt, &vs).unwrap();
+    let (got, _) = run::<VelocityStretching, f64>(Backend::Cuda, &tight(), b, &vt, &vs).unwrap();
+    let (eu, es) = (
+        rel_l2(&got[0..3].concat(), &want[0..3].concat()),
+        rel_l2(&got[3..6].concat(), &want[3..6].concat()),
+    );
+    println!("GPU f64 velocity + stretching: u {eu:.2e}, s {es:.2e}");
+    assert!(eu < 1e-8 && es < 1e-8, "u {eu:e}, s {es:e}");
+}
+
+/// A slab and a wire: the GPU's f64 FMM against the CPU's (itself checked
+/// against extrapolated lattice sums in `periodic.rs`), both at order 20;
+/// a point off the open axis is named on the GPU as on the CPU.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_slabs_and_wires_match_the_cpu() {
+    let n = 2000;
+    let (t, s) = coulomb(&points(n, 13, [0.0; 3], 1.0), &zero_mean(n, 13));
+    for axes in [[true, true, false], [true, false, false]] {
+        let b = PeriodicBox::cube([0.0; 3], 1.0).with_axes(axes);
+        let (want, _) = run::<Coulomb, f64>(Backend::Cpu, &tight(), b, &t, &s).unwrap();
+        let (got, _) = run::<Coulomb, f64>(Backend::Cuda, &tight(), b, &t, &s).unwrap();
+        let e = rel_l2(&got.concat(), &want.concat());
+        println!("GPU f64 {}: {e:.2e} against the CPU", b.name());
+        assert!(e < 1e-8, "{}: {e:e}", b.name());
+    }
+    let slab = PeriodicBox::cube([0.0; 3], 1.0).with_axes([true, true, false]);
+    let mut out = points(50, 2, [0.0; 3], 1.0);
+    out[7][2] = 1.5;
+    let (ot, os) = coulomb(&out, &zero_mean(50, 2));
+    let e = run::<Coulomb, f64>(Backend::Cuda, &tight(), slab, &ot, &os)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("point 7") && e.contains("open axis 2"), "{e}");
+}
+
+/// f32 on the GPU, 10^5 charges: the float M2L runs against the images as
+/// in free space, and the error against the f64 periodic sum is the f64
+/// GPU run's at the same settings but for float rounding.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_f32_meets_the_periodic_sum() {
+    let n = 100_000;
+    let pos: Vec<[f64; 3]> = points(n, 17, [0.0; 3], 1.0)
+        .iter()
+        .map(|x| x.map(|c| c as f32 as f64))
+        .collect();
+    let q: Vec<f64> = zero_mean(n, 17).iter().map(|&x| x as f32 as f64).collect();
+    let b = PeriodicBox::cube([0.0; 3], 1.0);
+    let (t, s) = coulomb(&pos, &q);
+    let (want, _) = run::<Coulomb, f64>(Backend::Cpu, &tight(), b, &t, &s).unwrap();
+    let pos32: Vec<[f32; 3]> = pos.iter().map(|x| x.map(|c| c as f32)).collect();
+    let q32: Vec<f32> = q.iter().map(|&x| x as f32).collect();
+    let mut s32 = Particles::sources::<Coulomb>(&pos32).unwrap();
+    s32.set("q", &q32).unwrap();
+    let t32 = Particles::targets::<Coulomb>(&pos32).unwrap();
+    for p in [5, 8] {
+        let m = Method::Fmm(fmm_options(p, 0.5, 64));
+        let (got, stats) = run::<Coulomb, f32>(Backend::Cuda, &m, b, &t32, &s32).unwrap();
+        assert_eq!(stats.m2l_kind, Some(M2lKind::FloatLanes), "p {p}");
+        let e = rel_l2(&got.concat(), &want.concat());
+        let (got64, _) = run::<Coulomb, f64>(Backend::Cuda, &m, b, &t, &s).unwrap();
+        let e64 = rel_l2(&got64.concat(), &want.concat());
+        println!("GPU f32 Coulomb 1e5, p {p}: {e:.2e} (f64 on the GPU: {e64:.2e})");
+        assert!(e < 1.5 * e64 + 5e-6, "p {p}: f32 {e:e} against f64 {e64:e}");
+    }
+}
+
+/// A tolerance on the GPU in a periodic box: its error estimated against
+/// the periodic sums at the samples, so what it meets is the error against
+/// the periodic sum (checked at every target against the CPU's FMM at
+/// order 20); `Method::tolerance` runs that FMM.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_tolerance_is_met_against_the_periodic_sum() {
+    let n = 20_000;
+    let b = PeriodicBox::cube([0.0; 3], 1.0);
+    let (t, s) = coulomb(&points(n, 23, [0.0; 3], 1.0), &zero_mean(n, 23));
+    let (want, _) = run::<Coulomb, f64>(Backend::Cpu, &tight(), b, &t, &s).unwrap();
+    for tol in [1e-4, 1e-7] {
+        for method in [Method::fmm_tolerance(tol), Method::tolerance(tol)] {
+            let problem = Problem::new(&[]).in_domain(Domain::Periodic(b));
+            let ev = evaluate::<Coulomb, f64>(Backend::Cuda, &method, problem, &t, &s).unwrap();
+            let a = ev.achieved.expect("a tolerance says what it met");
+            let err = rel_l2(&ev.outputs.slots().concat(), &want.concat());
+            println!(
+                "GPU {tol:e} ({}): p {} theta {} estimated {:.1e}, whole {err:.1e}",
+                a.method, a.settings.p, a.settings.theta, a.estimated_error
+            );
+            assert!(err <= tol, "{method:?}: {err:e}");
+            assert!(a.estimated_error <= tol);
+        }
+    }
+}
+
+/// The direct (Ewald) sum and the treecode do not run on the GPU in a box:
+/// `Backend::Cuda` says so and names what does, `Backend::Auto` runs them
+/// on the CPU; a cell with a net charge is refused on the GPU as on the CPU.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn what_the_gpu_does_not_run_in_a_box_is_named() {
+    let b = PeriodicBox::cube([0.0; 3], 1.0);
+    let pos = points(300, 3, [0.0; 3], 1.0);
+    let (t, s) = coulomb(&pos, &zero_mean(300, 3));
+    for m in [Method::direct(), Method::Treecode(TreeOptions::default())] {
+        let e = run::<Coulomb, f64>(Backend::Cuda, &m, b, &t, &s)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Backend::Cpu") && e.contains("Method::Fmm"),
+            "{e}"
+        );
+        assert!(run::<Coulomb, f64>(Backend::Auto, &m, b, &t, &s).is_ok());
+    }
+    let (_, charged) = coulomb(&pos, &vec![1.0; 300]);
+    let e = run::<Coulomb, f64>(Backend::Cuda, &tight(), b, &t, &charged)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sum to") && e.contains("background"), "{e}");
+}
