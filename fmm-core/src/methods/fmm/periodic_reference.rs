@@ -40,14 +40,14 @@ pub const ORDER: usize = 20;
 
 /// The order for a relative error `tol`: the cells' expansions good to
 /// `3^-(p+1)`, a thirtieth of it (order 12 for 1e-4, 20 for 1e-8).
-fn order_for(tol: f64) -> usize {
+pub(crate) fn order_for(tol: f64) -> usize {
     let p = (-(tol / 30.0).ln() / 3f64.ln()).ceil() - 1.0;
     (p.max(8.0) as usize).min(ORDER)
 }
 
 /// A cell is taken by its expansion where it is this many of its radii
 /// from the target, or farther.
-const SEPARATION: f64 = 3.0;
+pub(crate) const SEPARATION: f64 = 3.0;
 
 /// Cells a side of the fine grid (the coarse one has half as many).
 const FINE: usize = 4;
@@ -155,7 +155,7 @@ pub fn periodic_at<K: Kernel, R: Real>(
 /// `mult` (order `p`) `d = target - centre` away to `local`: the M2L's
 /// `L_k^l = (-1)^k sum_n sum_m M_n^m I_{n+k}^{m+l}(d)` for `k <= 2`, every
 /// degree of the multipole kept. `h` holds the harmonics.
-fn m2p(mult: &[C], d: [f64; 3], p: usize, h: &mut [C], local: &mut [C]) {
+pub(crate) fn m2p(mult: &[C], d: [f64; 3], p: usize, h: &mut [C], local: &mut [C]) {
     singular(d, p + 2, h);
     for k in 0..=2usize {
         let sign = if k % 2 == 0 { 1.0 } else { -1.0 };

@@ -16,6 +16,7 @@ use std::marker::PhantomData;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
+use super::periodic_reference::periodic_sums;
 use crate::cuda::device::{alloc, cuda_err, download, upload, zeros};
 use crate::cuda::launch::{Args, Entry};
 use crate::cuda::primitives::{gather, gather_u32, widen};
@@ -24,8 +25,6 @@ use crate::cuda::Gpu;
 use crate::domain::PeriodicBox;
 use crate::error::Error;
 use crate::kernel::Kernel;
-use crate::methods::fmm::periodic_reference::periodic_at;
-use crate::particles::{Particles, Role as ParticleRole};
 use crate::real::Real;
 use crate::reference::{estimate, Estimate};
 use crate::tree::device::DeviceOctree;
@@ -49,24 +48,6 @@ pub(crate) struct Estimator<K, R> {
     /// The reference: one vector per output slot, one value per sample.
     want: Vec<Vec<f64>>,
     _k: PhantomData<(K, R)>,
-}
-
-/// Particles of kernel `K` in `role` on the host from their columns:
-/// positions, then the field slots.
-fn host_particles<K: Kernel>(role: ParticleRole, mut cols: Vec<Vec<f64>>) -> Particles<f64> {
-    let def = K::def();
-    let slots = cols.split_off(3);
-    let [x, y, z]: [Vec<f64>; 3] = cols.try_into().expect("three position columns");
-    Particles {
-        kernel: def.name.as_str(),
-        layout: match role {
-            ParticleRole::Targets => def.targets.clone(),
-            ParticleRole::Sources => def.sources.clone(),
-        },
-        role,
-        pos: [x, y, z],
-        slots,
-    }
 }
 
 /// A fixed scramble of `j` (splitmix64's finaliser): the rank taken
@@ -128,9 +109,9 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
     /// Samples `samples` targets stratified over space ([`stratified`])
     /// and sums the sources at them in f64 (`params`, the kernel's
     /// parameters). In a periodic box (`periodic`: the box and the
-    /// tolerance) the periodic sums, on the host from the sources copied
-    /// back ([`periodic_at`]: the near images by the kernel and high-order
-    /// expansions, the rest by the images' expansions).
+    /// tolerance) the periodic sums ([`periodic_sums`]: the near images by
+    /// the kernel and high-order expansions, the rest by the images'
+    /// expansions).
     pub(crate) fn new(
         gpu: &Gpu,
         params: &[f64],
@@ -168,22 +149,7 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
             tcols.push(sampled(x)?);
         }
         if let Some((b, tol)) = periodic {
-            let all = |x: &CudaSlice<R>| -> Result<Vec<f64>, Error> {
-                use rayon::prelude::*;
-                Ok(download(s, x, n)?.par_iter().map(|v| v.to_f64()).collect())
-            };
-            let mut scols = Vec::new();
-            for x in spos.iter().chain(sources.slots()) {
-                scols.push(all(x)?);
-            }
-            let want = periodic_at::<K, f64>(
-                params,
-                b,
-                &host_particles::<K>(ParticleRole::Targets, tcols),
-                &(0..ns).collect::<Vec<_>>(),
-                &host_particles::<K>(ParticleRole::Sources, scols),
-                tol,
-            )?;
+            let want = periodic_sums::<K, R>(gpu, params, b, tol, &tcols, sources)?;
             return Ok(Estimator {
                 idx,
                 samples: ns,

@@ -28,6 +28,7 @@ pub(crate) mod estimate;
 mod m2l;
 pub(crate) mod nodes;
 pub mod periodic;
+mod periodic_reference;
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -468,19 +469,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // positions taken to the unit box (`ops.cu`).
     let nqi = nq as i32;
     let u = unit_scale(st.tree.bounds.half);
-    let mut mult = zeros::<f64>(s, 2 * snc * nq * nc)?;
-    let snci = snc as i32;
-    launch!(s, ops.p2m, grid(snc * nq), "fmm_p2m";
-        &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
-        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
-        &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q(0), q(1), q(2), &u, &mut mult)?;
-    for l in (0..st.tree.levels()).rev() {
-        let (nl, cells) = st.tree.level(l);
-        let nli = nl as i32;
-        launch!(s, ops.m2m, grid(nl * nq), "fmm_m2m";
-            &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
-            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &nqi, &u, &mut mult)?;
-    }
+    let mult = upward(gpu, &ops, st, [q(0), q(1), q(2)], nq, nc, u)?;
     clock.lap(Stage::Upward)?;
 
     // M2L, one target cell per block; a periodic box's farther images
@@ -556,6 +545,36 @@ pub(crate) fn run<K: Kernel, R: Real>(
         out,
         clock,
     )
+}
+
+/// P2M at the leaves of `st` and M2M level by level up: the multipoles of
+/// its cells, `nq` expansions a cell of the strengths `q` (the first `nq`
+/// read), `nc` coefficients each, of the positions times `u`.
+fn upward<R: Real>(
+    gpu: &Gpu,
+    ops: &Ops,
+    st: &FmmTree<R>,
+    q: [&CudaSlice<R>; 3],
+    nq: usize,
+    nc: usize,
+    u: f64,
+) -> Result<CudaSlice<f64>, Error> {
+    let s = gpu.stream();
+    let snc = st.tree.n_cells;
+    let (snci, nqi) = (snc as i32, nq as i32);
+    let mut mult = zeros::<f64>(s, 2 * snc * nq * nc)?;
+    launch!(s, ops.p2m, grid(snc * nq), "fmm_p2m";
+        &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
+        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
+        &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q[0], q[1], q[2], &u, &mut mult)?;
+    for l in (0..st.tree.levels()).rev() {
+        let (nl, cells) = st.tree.level(l);
+        let nli = nl as i32;
+        launch!(s, ops.m2m, grid(nl * nq), "fmm_m2m";
+            &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
+            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &nqi, &u, &mut mult)?;
+    }
+    Ok(mult)
 }
 
 /// The factor that takes positions to the unit box for the expansions:
