@@ -11,6 +11,7 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
+use super::monopole::cuda::device_pseudo_sources;
 use super::nodes::{child_weights, Basis};
 use super::{chebyshev, pseudo, Chebyshev, FarField, PseudoParticles, Representation};
 use crate::cuda::device::{
@@ -20,7 +21,6 @@ use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::kernel::MAX_SLOTS;
-use crate::methods::treecode::cuda::cells::device_pseudo_sources;
 use crate::real::Real;
 use crate::tree::DeviceOctree;
 

@@ -27,6 +27,7 @@ pub(crate) mod compressed;
 pub mod cuda;
 pub mod laplace;
 pub(crate) mod linalg;
+pub mod monopole;
 pub mod nodes;
 pub mod pseudo;
 pub mod tensor;

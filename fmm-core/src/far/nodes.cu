@@ -251,8 +251,7 @@ extern "C" __global__ void far_nodes_m2m(const int n, const int* __restrict__ ce
 // The node sources' field slots (far/nodes.rs `node_sources`): slot s of
 // node i of cell c is the node strength's component slot_q[s] where that
 // is not -1, else the cell's mean of the slot (`means[s n_cells + c]`,
-// already in T: the treecode's pseudo-sources, methods/treecode/cuda/
-// cells.cu). `outs`: the addresses of the ns slot arrays. One thread per
+// already in T: the cells' monopoles, far/monopole/monopole.cu). `outs`: the addresses of the ns slot arrays. One thread per
 // (cell, node).
 template <typename T>
 __device__ void sources(const int n_cells, const int k, const int nq, const int ns,

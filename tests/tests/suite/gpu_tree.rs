@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use fmm_core::cuda::Gpu;
 use fmm_core::distributions::{plummer, uniform_cube};
-use fmm_core::methods::treecode::cuda::cells::device_pseudo_sources;
+use fmm_core::far::monopole::cuda::device_pseudo_sources;
 use fmm_core::tree::device::{CudaSlice, DeviceOctree};
 use fmm_core::tree::Octree;
 use fmm_core::Real;
@@ -240,9 +240,8 @@ fn check_pseudo<R: Real>(
         .to_host(gpu())
         .unwrap();
         let ms = t0.elapsed().as_secs_f64() * 1e3;
-        let want = fmm_core::methods::treecode::pseudo::pseudo_sources_on_host(
-            &cpu_tree, &hp, &hs, strength, theta,
-        );
+        let want =
+            fmm_core::far::monopole::pseudo_sources_on_host(&cpu_tree, &hp, &hs, strength, theta);
 
         let flat = |v: &[[f64; 3]]| v.iter().flatten().copied().collect::<Vec<f64>>();
         let wide = |v: &[R]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();

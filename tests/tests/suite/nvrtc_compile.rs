@@ -84,6 +84,7 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
     use fmm_core::cuda::module::{expand, kernels_in_cubin, EntryList};
     use fmm_core::cuda::primitives::{self, Primitives};
     use fmm_core::far::cuda::{self as far_nodes, NodeOps};
+    use fmm_core::far::monopole::cuda::{self as monopole, MonopoleOps};
     use fmm_core::methods::fmm::cuda::compressed::{self, CompressedOps};
     use fmm_core::methods::fmm::cuda::periodic::{self, PeriodicOps};
     use fmm_core::methods::fmm::cuda::{ops_module, ops_source, Ops};
@@ -98,6 +99,11 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
         ),
         (BUILD_MODULE.into(), build_source(), Kernels::ENTRIES),
         (cells::MODULE.into(), cells::source(), Cells::ENTRIES),
+        (
+            monopole::MODULE.into(),
+            monopole::source(),
+            MonopoleOps::ENTRIES,
+        ),
         // One module for every order of both node far fields: the basis is
         // passed as arguments.
         (

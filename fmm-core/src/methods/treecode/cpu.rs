@@ -13,13 +13,13 @@
 
 use rayon::prelude::*;
 
-use super::pseudo::{pseudo_sources, resolution, CellSources};
 use super::TreeOptions;
 use crate::domain::{Domain, Moments, PeriodicBox};
 use crate::error::Error;
 use crate::far::laplace::harmonics::{ncoef, C};
 use crate::far::laplace::images;
 use crate::far::laplace::operators::{l2p, l2p_hessian, p2m, Scratch};
+use crate::far::monopole::{pseudo_sources, resolution, CellSources};
 use crate::far::terms::{far_outputs, FarValues};
 use crate::far::{self, nodes, FarField};
 use crate::kernel::{Kernel, MAX_SLOTS};

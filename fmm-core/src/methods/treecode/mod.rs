@@ -7,7 +7,6 @@
 
 pub mod cpu;
 pub mod cuda;
-pub mod pseudo;
 
 use crate::error::Error;
 use crate::far::FarField;

@@ -19,9 +19,9 @@ pub mod cells;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
-use cells::{device_pseudo_sources, group_boxes, walk_cells};
+use crate::far::monopole::cuda::device_pseudo_sources;
+use cells::{group_boxes, walk_cells};
 
-use super::pseudo::resolution;
 use super::TreeOptions;
 use crate::cuda::device::{alloc, cuda_err, download, refs3, upload, zeros};
 use crate::cuda::launch::{Args, Entry};
@@ -29,6 +29,7 @@ use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::far::cuda::{upward, DeviceBasis, NodeOps};
+use crate::far::monopole::resolution;
 use crate::far::{self, Representation};
 use crate::kernel::Kernel;
 use crate::real::Real;

@@ -1,7 +1,11 @@
-//! The cells' pseudo-sources on the CPU: per cell the summed strength at
-//! the centre of strength, and the acceptance distance of nakasato2009's
-//! modified criterion. The GPU builds the same ([`super::cuda`]), to the
-//! last bit but for the final rounding.
+//! The monopole far field: per cell the summed strength at the centre of
+//! strength (the cell's pseudo-source), and the acceptance distance of
+//! nakasato2009's modified criterion. The treecode's far field by default,
+//! on the CPU (here) and the GPU ([`cuda`]: the same to the last bit but
+//! for the final rounding); the node far fields take the cells' summed
+//! strengths from it.
+
+pub mod cuda;
 
 use crate::real::Real;
 use crate::tree::{Octree, SoA};
@@ -127,7 +131,7 @@ pub(crate) fn pseudo_sources<R: Real>(
 /// coincident masses felt 1e4 where they must feel 0; the conformance
 /// matrix found it). Normal cells, at least 2^-21 of the root, are not
 /// changed by it. Exact (a maximum and a power of two), so the GPU
-/// (`cells.cu`) computes the same bits.
+/// (`monopole.cu`) computes the same bits.
 pub(crate) fn resolution(center: [f64; 3], half: f64) -> f64 {
     let m = center.iter().fold(half, |m, c| m.max(c.abs()));
     m * (-40.0f64).exp2()
