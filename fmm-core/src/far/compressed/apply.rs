@@ -82,15 +82,7 @@ pub(crate) fn m2l<K: Kernel>(
         }
     }
     let fields = common_fields(up, &rep.strength, &used)?;
-    let setup = Setup {
-        basis,
-        params: params.to_vec(),
-        fields,
-        strength: &rep.strength,
-        n_outputs,
-        target_slots: rep.target_slots,
-        root_half: ttree.bounds.half,
-    };
+    let setup = Setup::of(basis, params, rep, fields, n_outputs, ttree.bounds.half);
     let (rows, cols) = (setup.rows(), setup.cols());
     if too_large(rows, cols) {
         return None;

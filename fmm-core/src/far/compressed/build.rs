@@ -176,15 +176,7 @@ pub(crate) fn operator_set<K: Kernel>(
     root_half: f64,
     keys: &[(Key, usize)],
 ) -> Option<Operators> {
-    let setup = Setup {
-        basis,
-        params: params.to_vec(),
-        fields,
-        strength: &rep.strength,
-        n_outputs,
-        target_slots: rep.target_slots,
-        root_half,
-    };
+    let setup = Setup::of(basis, params, rep, fields, n_outputs, root_half);
     if too_large(setup.rows(), setup.cols()) {
         return None;
     }

@@ -3,6 +3,7 @@
 //! itself by the kernel between two cells' nodes.
 
 use super::super::nodes::Basis;
+use super::super::Representation;
 use super::*;
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
 use crate::tree::morton::MAX_LEVEL;
@@ -19,6 +20,30 @@ pub(super) struct Setup<'a> {
     pub(super) target_slots: usize,
     /// The root's half side (both trees).
     pub(super) root_half: f64,
+}
+
+impl<'a> Setup<'a> {
+    /// The setup of `basis`'s nodes for the kernel of `params` and the far
+    /// field `rep` (`n_outputs` outputs), the sources' fields `fields`, in
+    /// a root cube of half side `root_half`.
+    pub(super) fn of(
+        basis: &'a dyn Basis,
+        params: &[f64],
+        rep: &'a Representation,
+        fields: Vec<f64>,
+        n_outputs: usize,
+        root_half: f64,
+    ) -> Self {
+        Setup {
+            basis,
+            params: params.to_vec(),
+            fields,
+            strength: &rep.strength,
+            n_outputs,
+            target_slots: rep.target_slots,
+            root_half,
+        }
+    }
 }
 
 #[cfg(test)]

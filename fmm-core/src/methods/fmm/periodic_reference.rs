@@ -33,7 +33,7 @@ use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::tree::SoA;
-use fmm_codegen::kernel::Term;
+use fmm_codegen::kernel::{FarTerm, Term};
 
 /// The highest order of the cells' and the images' expansions.
 pub const ORDER: usize = 20;
@@ -52,6 +52,19 @@ pub(crate) const SEPARATION: f64 = 3.0;
 /// Cells a side of the fine grid (the coarse one has half as many).
 const FINE: usize = 4;
 
+/// Kernel `K`'s Laplace far field, its strength slots and terms: what a
+/// periodic box's sums need (an error naming the kernel where it has none).
+pub(crate) fn laplace_terms<K: Kernel>() -> Result<(Vec<usize>, Vec<FarTerm>), Error> {
+    match far::plan::<K>(FarField::Laplace, far::Tree::Fmm) {
+        Ok(far::Plan::Laplace { strength, terms }) => Ok((strength, terms)),
+        _ => Err(Error::FarFieldUnusable {
+            kernel: K::def().name.clone(),
+            far_field: "laplace",
+            why: "a periodic box's sums need the Laplace far field".into(),
+        }),
+    }
+}
+
 /// The sums of kernel `K` in `pbox` at the targets `idx` of `targets`,
 /// good to a thirtieth of `tol` or better: one vector per output slot,
 /// one value per target of `idx`.
@@ -65,15 +78,7 @@ pub fn periodic_at<K: Kernel, R: Real>(
 ) -> Result<Vec<Vec<f64>>, Error> {
     let order = order_for(tol);
     let def = K::def();
-    let Ok(far::Plan::Laplace { strength, terms }) =
-        far::plan::<K>(FarField::Laplace, far::Tree::Fmm)
-    else {
-        return Err(Error::FarFieldUnusable {
-            kernel: def.name.clone(),
-            far_field: "laplace",
-            why: "a periodic box's sums need the Laplace far field".into(),
-        });
-    };
+    let (strength, terms) = laplace_terms::<K>()?;
     let (no, nq, nt) = (def.n_outputs(), strength.len(), def.n_targets());
     let (side, c) = (pbox.side, pbox.center());
     // The sources wrapped, in the unit box about the origin.

@@ -37,9 +37,8 @@ use crate::far::laplace::harmonics::{ncoef, C};
 use crate::far::laplace::images;
 use crate::far::laplace::operators::{l2p, l2p_hessian, m2m, Scratch};
 use crate::far::terms::{far_outputs, FarValues};
-use crate::far::{self, FarField};
 use crate::kernel::Kernel;
-use crate::methods::fmm::periodic_reference::{m2p, order_for, SEPARATION};
+use crate::methods::fmm::periodic_reference::{laplace_terms, m2p, order_for, SEPARATION};
 use crate::real::Real;
 use crate::tree::traversal::entry;
 use crate::tree::{DeviceGroups, TreeOrdered};
@@ -64,15 +63,7 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
     sources: &DeviceParticles<R>,
 ) -> Result<Vec<Vec<f64>>, Error> {
     let def = K::def();
-    let Ok(far::Plan::Laplace { strength, terms }) =
-        far::plan::<K>(FarField::Laplace, far::Tree::Fmm)
-    else {
-        return Err(Error::FarFieldUnusable {
-            kernel: def.name.clone(),
-            far_field: "laplace",
-            why: "a periodic box's sums need the Laplace far field".into(),
-        });
-    };
+    let (strength, terms) = laplace_terms::<K>()?;
     let (no, nq) = (def.n_outputs(), strength.len());
     let ns = cols[0].len();
     let p = order_for(tol);
