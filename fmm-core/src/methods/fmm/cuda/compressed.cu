@@ -1,5 +1,5 @@
 // The compressed M2L of the node far fields on the GPU
-// (methods/fmm/cuda/compressed.rs; the CPU's: far/compressed.rs): the
+// (methods/fmm/cuda/compressed.rs; the CPU's: far/compressed/): the
 // operator of a pair of cells depends only on their levels and offset, and
 // is `U C V^T` with bases `U`, `V` per level and a small `C` per offset,
 // computed on the host (and kept there between evaluations).
