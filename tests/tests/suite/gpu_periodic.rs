@@ -104,6 +104,25 @@ fn gpu_slabs_and_wires_match_the_cpu() {
     assert!(e.contains("point 7") && e.contains("open axis 2"), "{e}");
 }
 
+/// Targets apart from the sources (two trees in the box, the double M2L),
+/// some given outside the box: the GPU's f64 FMM against the CPU's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_targets_apart_from_the_sources_match_the_cpu() {
+    let b = PeriodicBox::cube([0.5, -0.25, 0.0], 2.0);
+    let (_, s) = coulomb(&points(3000, 29, b.origin, b.side), &zero_mean(3000, 29));
+    let mut tpos = points(1000, 31, b.origin, b.side);
+    for (i, p) in tpos.iter_mut().enumerate().step_by(7) {
+        p[i % 3] -= 3.0 * b.side;
+    }
+    let t = Particles::targets::<Coulomb>(&tpos).unwrap();
+    let (want, _) = run::<Coulomb, f64>(Backend::Cpu, &tight(), b, &t, &s).unwrap();
+    let (got, _) = run::<Coulomb, f64>(Backend::Cuda, &tight(), b, &t, &s).unwrap();
+    let e = rel_l2(&got.concat(), &want.concat());
+    println!("GPU f64, targets apart: {e:.2e} against the CPU");
+    assert!(e < 1e-8, "{e:e}");
+}
+
 /// f32 on the GPU, 10^5 charges: the float M2L runs against the images as
 /// in free space, and the error against the f64 periodic sum is the f64
 /// GPU run's at the same settings but for float rounding.
