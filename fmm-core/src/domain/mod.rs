@@ -241,16 +241,21 @@ impl PeriodicBox {
                 .par_iter()
                 .position_first(|&x| !(x >= o[a] && x <= o[a] + l))
             {
-                return Err(Error::BadDomain(format!(
-                    "point {i} lies outside the {} along its open axis {a} ({} not in [{}, {}])",
-                    self.name(),
-                    axis[i],
-                    o[a],
-                    o[a] + l
-                )));
+                return Err(self.outside(i, a, axis[i]));
             }
         }
         Ok(())
+    }
+
+    /// The error of point `i` lying at `x` off the box along its open
+    /// axis `a` (said the same by the CPU's wrapping and the GPU's).
+    pub fn outside(&self, i: usize, a: usize, x: f64) -> Error {
+        let (o, l) = (self.origin[a], self.side);
+        Error::BadDomain(format!(
+            "point {i} lies outside the {} along its open axis {a} ({x} not in [{o}, {}])",
+            self.name(),
+            o + l
+        ))
     }
 
     /// The lattice vectors of the box and its nearest images along the

@@ -105,6 +105,18 @@ pub fn idx(n: usize, m: usize) -> usize {
     n * (n + 1) / 2 + m
 }
 
+/// The degree `n` of the coefficient stored at `i` ([`idx`]).
+pub fn degree(i: usize) -> usize {
+    let mut n = ((2.0 * i as f64).sqrt()) as usize;
+    while idx(n, 0) > i {
+        n -= 1;
+    }
+    while idx(n + 1, 0) <= i {
+        n += 1;
+    }
+    n
+}
+
 /// `X_n^m` for any `m` with `|m| <= n`, from the stored `m >= 0` half.
 #[inline(always)]
 pub fn get(x: &[C], n: usize, m: isize) -> C {
@@ -168,6 +180,16 @@ pub fn singular(v: [f64; 3], p: usize, out: &mut [C]) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn degree_inverts_idx() {
+        for n in 0..40 {
+            for m in 0..=n {
+                assert_eq!(degree(idx(n, m)), n, "({n}, {m})");
+            }
+        }
+    }
+
     use super::*;
 
     fn close(a: C, b: C, tol: f64, what: &str) {

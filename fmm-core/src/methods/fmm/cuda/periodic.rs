@@ -16,7 +16,7 @@ use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::Gpu;
 use crate::domain::{Moments, PeriodicBox};
 use crate::error::Error;
-use crate::far::laplace::harmonics::{ncoef, C};
+use crate::far::laplace::harmonics::{degree, ncoef, C};
 use crate::far::laplace::images;
 use crate::far::laplace::operators::{l2l, m2m, Scratch};
 use crate::real::Real;
@@ -121,22 +121,7 @@ pub(super) fn wrapped<R: Real>(
             .clone_dtoh(&pos[a].slice(i..i + 1))
             .map_err(cuda_err("copy from the device"))?[0]
             .to_f64();
-        let mut one: [Vec<f64>; 3] = [
-            vec![b.center()[0]],
-            vec![b.center()[1]],
-            vec![b.center()[2]],
-        ];
-        one[a][0] = x;
-        // The CPU's words for it (and its index among all the points).
-        let e = b
-            .wrap(&mut one)
-            .expect_err("the point lies off an open axis");
-        return Err(match e {
-            Error::BadDomain(m) => {
-                Error::BadDomain(m.replacen("point 0", &format!("point {i}"), 1))
-            }
-            e => e,
-        });
+        return Err(b.outside(i, a, x));
     }
     Ok(out)
 }
@@ -192,6 +177,44 @@ pub(super) struct Roots {
     pub nq: usize,
 }
 
+/// `x` in the box's units: about its centre, over its side.
+pub(super) fn in_box(b: &PeriodicBox, x: [f64; 3]) -> [f64; 3] {
+    let c = b.center();
+    [0, 1, 2].map(|a| (x[a] - c[a]) / b.side)
+}
+
+/// The local expansion about the box's centre (box of side 1) of the
+/// images past the nearest and the boundary's terms, for strength
+/// component `k`, from the source root's multipole `root` as the device
+/// keeps it (of positions times `u`, about `center`): `M_n` taken to the
+/// box's units by `(u side)^-n`, moved to the box's centre, then
+/// [`images::periodic_local`].
+pub(super) fn far_local(
+    b: &PeriodicBox,
+    m: &Moments,
+    levels: u32,
+    k: usize,
+    root: &[C],
+    center: [f64; 3],
+    u: f64,
+) -> Vec<C> {
+    let to_box = 1.0 / (u * b.side);
+    let p = degree(root.len() - 1);
+    let scaled: Vec<C> = root
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v.scale(to_box.powi(degree(i) as i32)))
+        .collect();
+    let mut centred = vec![C::ZERO; root.len()];
+    m2m(
+        &scaled,
+        in_box(b, center),
+        &mut Scratch::new(p),
+        &mut centred,
+    );
+    images::periodic_local(&centred, p, b, m, k, levels)
+}
+
 /// Adds the farther images' and the boundary's local expansion of the
 /// source root's multipoles (`mult`, the root cell first) to the target
 /// root's local expansions (`local`, the root first), through the host:
@@ -212,34 +235,27 @@ pub(super) fn add_far_images(
     let Roots { p, nq, u, .. } = *roots;
     let nc = ncoef(p);
     let to_box = 1.0 / (u * b.side);
-    let c = b.center();
-    let unit = |x: [f64; 3]| [0, 1, 2].map(|a| (x[a] - c[a]) / b.side);
     let flat = download(s, mult, 2 * nq * nc)?;
     let mut add = vec![0.0f64; 2 * nq * nc];
     let mut scratch = Scratch::new(p);
     for k in 0..nq {
-        let mut root = vec![C::ZERO; nc];
-        for n in 0..=p {
-            let f = to_box.powi(n as i32);
-            for mm in 0..=n {
-                let i = n * (n + 1) / 2 + mm;
-                let o = 2 * (k * nc + i);
-                root[i] = C::new(flat[o] * f, flat[o + 1] * f);
-            }
-        }
-        let mut centred = vec![C::ZERO; nc];
-        m2m(&root, unit(roots.source_center), &mut scratch, &mut centred);
-        let far = images::periodic_local(&centred, p, b, m, k, levels);
+        let root: Vec<C> = flat[2 * k * nc..2 * (k + 1) * nc]
+            .chunks(2)
+            .map(|w| C::new(w[0], w[1]))
+            .collect();
+        let far = far_local(b, m, levels, k, &root, roots.source_center, u);
         let mut at_root = vec![C::ZERO; nc];
-        l2l(&far, unit(roots.target_center), &mut scratch, &mut at_root);
-        for n in 0..=p {
-            let f = to_box.powi(n as i32 + 1);
-            for mm in 0..=n {
-                let i = n * (n + 1) / 2 + mm;
-                let o = 2 * (k * nc + i);
-                add[o] = at_root[i].re * f;
-                add[o + 1] = at_root[i].im * f;
-            }
+        l2l(
+            &far,
+            in_box(b, roots.target_center),
+            &mut scratch,
+            &mut at_root,
+        );
+        for (i, v) in at_root.iter().enumerate() {
+            let f = to_box.powi(degree(i) as i32 + 1);
+            let o = 2 * (k * nc + i);
+            add[o] = v.re * f;
+            add[o + 1] = v.im * f;
         }
     }
     let mut root = download(s, local, 2 * nq * nc)?;

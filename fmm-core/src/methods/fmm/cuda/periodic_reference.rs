@@ -34,8 +34,7 @@ use crate::cuda::Gpu;
 use crate::domain::{wrap1, PeriodicBox};
 use crate::error::Error;
 use crate::far::laplace::harmonics::{ncoef, C};
-use crate::far::laplace::images;
-use crate::far::laplace::operators::{l2p, l2p_hessian, m2m, Scratch};
+use crate::far::laplace::operators::{l2p, l2p_hessian, Scratch};
 use crate::far::terms::{far_outputs, FarValues};
 use crate::kernel::Kernel;
 use crate::methods::fmm::periodic_reference::{laplace_terms, m2p, order_for, SEPARATION};
@@ -111,24 +110,13 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
     let next = download(s, &st.tree.next, cells)?;
 
     // The images past the nearest, a local expansion about the box's
-    // centre (box of side 1) per strength component, from the root's
-    // multipole taken to the box's units.
+    // centre (box of side 1) per strength component.
     let (side, c) = (b.side, b.center());
     let levels = b.levels_for(1e-12);
-    let to_box = 1.0 / (u * side);
-    let mut scratch = Scratch::new(p);
-    let root_at = [0, 1, 2].map(|a| (st.tree.bounds.center[a] - c[a]) / side);
     let far_locals: Vec<Vec<C>> = (0..nq)
         .map(|k| {
-            let root: Vec<C> = (0..nc)
-                .map(|i| {
-                    let n = degree(i);
-                    mult[k * nc + i].scale(to_box.powi(n as i32))
-                })
-                .collect();
-            let mut centred = vec![C::ZERO; nc];
-            m2m(&root, root_at, &mut scratch, &mut centred);
-            images::periodic_local(&centred, p, b, &moments, k, levels)
+            let root = &mult[k * nc..(k + 1) * nc];
+            periodic::far_local(b, &moments, levels, k, root, st.tree.bounds.center, u)
         })
         .collect();
 
@@ -271,13 +259,4 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
         },
     );
     Ok(crate::reference::by_slot(&rows, no))
-}
-
-/// The degree `n` of the coefficient at `i = n (n + 1) / 2 + m`.
-fn degree(i: usize) -> usize {
-    let mut n = 0;
-    while (n + 1) * (n + 2) / 2 <= i {
-        n += 1;
-    }
-    n
 }
