@@ -418,6 +418,14 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
             });
         }
         let next = next_settings(&model, &history, table, tol, settings, &estimate);
+        if trace() {
+            eprintln!(
+                "[fmm] tolerance {tol:e}: next p {}, theta {}, predicted {:.3} s",
+                next.p,
+                next.theta,
+                model.seconds(next)
+            );
+        }
         if next.theta != settings.theta {
             history.clear();
         }
@@ -504,14 +512,22 @@ fn best_of(runs: &[(usize, f64)]) -> (usize, f64) {
 fn say_run(tol: f64, far: FarField, settings: Settings, estimate: &Estimate, stats: &Stats) {
     eprintln!(
         "[fmm] tolerance {tol:e}: {} p {}, theta {}: estimated {:.2e} (on the safe side \
-         {:.2e}) in {:.3} s ({:.3} s of it setup)",
+         {:.2e}) in {:.3} s ({:.3} s of it setup; P2P {:.4}, M2L {:.4}, the rest {:.4}; error estimate {:.4})",
         far.name(),
         settings.p,
         settings.theta,
         estimate.value,
         estimate.bound(),
         stats.total_seconds(),
-        stats.seconds(Stage::Setup)
+        stats.seconds(Stage::Setup),
+        stats.seconds(Stage::P2p),
+        stats.seconds(Stage::M2l),
+        stats.total_seconds()
+            - stats.seconds(Stage::Setup)
+            - stats.seconds(Stage::P2p)
+            - stats.seconds(Stage::M2l)
+            - stats.seconds(Stage::ErrorEstimate),
+        stats.seconds(Stage::ErrorEstimate),
     );
 }
 

@@ -285,12 +285,71 @@ pub(super) fn m2l<R: Real>(
                 .map_err(cuda_err("clearing the local expansions"))?;
         }
     }
+    let lists = M2lLists {
+        begin: &lists.m2l_begin,
+        end: &lists.m2l_end,
+        list: &lists.m2l,
+    };
+    let targets = (refs(&tt.tree.center), tnc);
+    let sources = (refs(&st.tree.center), snc);
+    let tasks = m2l_tasks(p, nq);
+    double_m2l(
+        gpu,
+        ops,
+        targets,
+        lists,
+        sources,
+        &images.shift,
+        mult,
+        nq,
+        p,
+        u,
+        &tasks,
+        tuning,
+        &mut local,
+    )?;
+    Ok((local, M2lKind::Double))
+}
+
+/// A list per target of the M2L: `list[begin[t]..end[t]]`, entries of a
+/// source cell and its image (`tree::traversal::entry`).
+struct M2lLists<'a> {
+    begin: &'a CudaSlice<i64>,
+    end: &'a CudaSlice<i64>,
+    list: &'a CudaSlice<i32>,
+}
+
+fn refs(x: &[CudaSlice<f64>; 3]) -> [&CudaSlice<f64>; 3] {
+    [&x[0], &x[1], &x[2]]
+}
+
+/// The double M2L (`fmm_m2l`) of the `tasks`' coefficients, from the
+/// multipoles `mult` of the sources (their centres, how many) to the
+/// local expansions `local` of the targets (the same), over `lists`.
+#[allow(clippy::too_many_arguments)]
+fn double_m2l(
+    gpu: &Gpu,
+    ops: &Ops,
+    (tc, tnc): ([&CudaSlice<f64>; 3], usize),
+    lists: M2lLists<'_>,
+    (sc, snc): ([&CudaSlice<f64>; 3], usize),
+    shift: &CudaSlice<f64>,
+    mult: &CudaSlice<f64>,
+    nq: usize,
+    p: usize,
+    u: f64,
+    tasks: &[[i32; 4]],
+    tuning: &GpuTuning,
+    local: &mut CudaSlice<f64>,
+) -> Result<(), Error> {
+    let s = gpu.stream();
+    let nf = (p + 1) * (p + 1);
+    let (n_exp, nqi, tnci) = ((snc * nq) as i32, nq as i32, tnc as i32);
     let mut mfull = alloc::<f64>(s, 2 * snc * nq * nf)?;
     launch!(s, ops.full_range, grid(snc * nq * nf), "fmm_full_range";
         &n_exp, mult, &mut mfull)?;
     let per_source = (1 + nq) * nf * 16;
     let sb = (m2l_shared(tuning) / per_source).clamp(1, 32);
-    let tasks = m2l_tasks(p, nq);
     let flat: Vec<i32> = tasks.iter().flatten().copied().collect();
     let d_tasks = upload(s, &flat)?;
     let (n_tasks, sbi) = (tasks.len() as i32, sb as i32);
@@ -300,11 +359,56 @@ pub(super) fn m2l<R: Real>(
         shared_mem_bytes: (sb * per_source) as u32,
     };
     launch!(s, ops.m2l, cfg, "fmm_m2l";
-        &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
-        &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
-        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
-        &nqi, &sbi, &n_tasks, &d_tasks, &u, &mfull, &mut local)?;
-    Ok((local, M2lKind::Double))
+        &tnci, lists.begin, lists.end, lists.list,
+        tc[0], tc[1], tc[2], sc[0], sc[1], sc[2], shift,
+        &nqi, &sbi, &n_tasks, &d_tasks, &u, &mfull, local)?;
+    Ok(())
+}
+
+/// The local expansions of degree `degree` about `points` (`n` of them,
+/// targets of no size) of the multipoles `mult` of order `p` of the
+/// cells at `centres` (`cells` of them) over `lists`, by the double M2L
+/// with the tasks of `L_k` for `k <= degree` only (a point's own M2P).
+/// Each point's expansion is `ncoef(p)` coefficients wide, those past
+/// `degree` zero; the sums run over the multipoles' degrees `n <= p - k`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn m2l_to_points(
+    gpu: &Gpu,
+    ops: &Ops,
+    (points, n): ([&CudaSlice<f64>; 3], usize),
+    (begin, end, list): (&CudaSlice<i64>, &CudaSlice<i64>, &CudaSlice<i32>),
+    (centres, cells): ([&CudaSlice<f64>; 3], usize),
+    shift: &CudaSlice<f64>,
+    mult: &CudaSlice<f64>,
+    nq: usize,
+    p: usize,
+    degree: usize,
+    u: f64,
+) -> Result<CudaSlice<f64>, Error> {
+    let mut local = zeros::<f64>(gpu.stream(), 2 * n * nq * ncoef(p))?;
+    let low = ncoef(degree) as i32;
+    let tasks: Vec<[i32; 4]> = m2l_tasks(p, nq)
+        .into_iter()
+        .filter(|t| t[0] < low)
+        .collect();
+    let lists = M2lLists { begin, end, list };
+    let tuning = GpuTuning::default();
+    double_m2l(
+        gpu,
+        ops,
+        (points, n),
+        lists,
+        (centres, cells),
+        shift,
+        mult,
+        nq,
+        p,
+        u,
+        &tasks,
+        &tuning,
+        &mut local,
+    )?;
+    Ok(local)
 }
 
 /// Row stride of the float M2L's shared arrays, in complex floats: 32

@@ -48,6 +48,7 @@ use crate::cuda::Gpu;
 use crate::domain::PeriodicBox;
 use crate::error::Error;
 use crate::kernel::Kernel;
+use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::morton::MAX_LEVEL;
@@ -65,6 +66,21 @@ pub const MAX_GPU_ORDER: usize = 20;
 
 /// Threads per block of the one-thread-per-item operators.
 const BLOCK: u32 = 128;
+
+/// Threads of a block of P2M, M2M or L2L, one block per (cell,
+/// expansion): `ops.cu` gives each thread `PER_THREAD = ceil(NC / 64)`
+/// coefficients, so at least 64.
+const OPERATOR_THREADS: u32 = 64;
+
+/// A block of [`OPERATOR_THREADS`] per item of `n` (the kernels loop over
+/// the items past the grid's).
+fn per_cell(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.clamp(1, 1 << 20) as u32, 1, 1),
+        block_dim: (OPERATOR_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
 
 /// Far-field terms and output slots the L2P takes.
 const MAX_TERMS: usize = 4;
@@ -512,7 +528,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         for l in 1..tt.tree.levels() {
             let (nl, cells) = tt.tree.level(l);
             let nli = nl as i32;
-            launch!(s, ops.l2l, grid(nl * nq), "fmm_l2l";
+            launch!(s, ops.l2l, per_cell(nl * nq), "fmm_l2l";
                 &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
                 &tt.tree.center[2], &nqi, &u, &mut local)?;
         }
@@ -563,18 +579,44 @@ fn upward<R: Real>(
     let snc = st.tree.n_cells;
     let (snci, nqi) = (snc as i32, nq as i32);
     let mut mult = zeros::<f64>(s, 2 * snc * nq * nc)?;
-    launch!(s, ops.p2m, grid(snc * nq), "fmm_p2m";
+    launch!(s, ops.p2m, per_cell(snc * nq), "fmm_p2m";
         &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
         &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
         &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q[0], q[1], q[2], &u, &mut mult)?;
     for l in (0..st.tree.levels()).rev() {
         let (nl, cells) = st.tree.level(l);
         let nli = nl as i32;
-        launch!(s, ops.m2m, grid(nl * nq), "fmm_m2m";
+        launch!(s, ops.m2m, per_cell(nl * nq), "fmm_m2m";
             &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
             &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &nqi, &u, &mut mult)?;
     }
     Ok(mult)
+}
+
+/// The periodic sums of kernel `K` in `b` at the targets `idx` of
+/// `targets` from `sources`, good to a thirtieth of `tol`, as the GPU's
+/// tolerance computes them on the device to estimate its error against:
+/// what a test holds against the host's
+/// [`crate::methods::fmm::periodic_reference::periodic_at`] (one vector
+/// per output slot, one value per target of `idx`).
+#[doc(hidden)]
+pub fn periodic_sums_on_device<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    params: &[f64],
+    b: &PeriodicBox,
+    tol: f64,
+    targets: &Particles<R>,
+    idx: &[usize],
+    sources: &Particles<R>,
+) -> Result<Vec<Vec<f64>>, Error> {
+    let src = DeviceParticles::upload(gpu, sources)?;
+    let cols: Vec<Vec<f64>> = targets
+        .pos
+        .iter()
+        .chain(&targets.slots)
+        .map(|v| idx.iter().map(|&i| v[i].to_f64()).collect())
+        .collect();
+    periodic_reference::periodic_sums::<K, R>(gpu, params, b, tol, &cols, &src)
 }
 
 /// The factor that takes positions to the unit box for the expansions:
