@@ -135,6 +135,8 @@ entry_points! {
         cell_radius2 = "fmm_cell_radius2" per_precision,
         sqrt_radius = "fmm_sqrt_radius",
         traverse = "fmm_traverse",
+        frontier_pieces = "fmm_frontier_pieces",
+        frontier_items = "fmm_frontier_items",
         p2m = "fmm_p2m" per_precision,
         m2m = "fmm_m2m",
         full_range = "fmm_full_range",
@@ -347,10 +349,42 @@ fn traverse<R: Real>(
     let overflow = zeros::<i32>(s, 1)?;
     let theta2 = theta * theta;
     let (mut m2l_used, mut p2p_used) = (0usize, 0usize);
+    // A level of fewer cells than this has its frontiers cut into pieces
+    // (`fmm_frontier_items`).
+    const SPLIT_BELOW: usize = 1 << 14;
+    // Frontier entries a piece.
+    const PIECE: i32 = 8;
+    let no_pieces = (
+        zeros::<i32>(s, 1)?,
+        zeros::<i64>(s, 1)?,
+        zeros::<i64>(s, 1)?,
+    );
     for l in 0..tt.tree.levels() {
-        let (n, cells) = tt.tree.level(l);
-        let ni = n as i32;
-        // Counts per cell, n + 1 each (the last stays 0 and receives the
+        let (cells_n, cells) = tt.tree.level(l);
+        let split = cells_n < SPLIT_BELOW;
+        // The level's items: its cells, or the pieces of their frontiers.
+        let pieces = if split {
+            let ci = cells_n as i32;
+            let mut counts = zeros::<u64>(s, cells_n + 1)?;
+            launch!(s, ops.frontier_pieces, grid(cells_n), "fmm_frontier_pieces";
+                &ci, &cells, &f_begin, &f_end, &PIECE, &mut counts)?;
+            scan(gpu, &mut counts, cells_n + 1)?;
+            let items = scanned_total(gpu, &counts, cells_n)? as usize;
+            let mut of = alloc::<i32>(s, items)?;
+            let (mut lo, mut hi) = (alloc::<i64>(s, items)?, alloc::<i64>(s, items)?);
+            launch!(s, ops.frontier_items, grid(cells_n), "fmm_frontier_items";
+                &ci, &cells, &f_begin, &f_end, &PIECE, &counts, &mut of, &mut lo, &mut hi)?;
+            Some((items, of, lo, hi))
+        } else {
+            None
+        };
+        let n = pieces.as_ref().map_or(cells_n, |p| p.0);
+        let (piece_of, piece_lo, piece_hi) = match &pieces {
+            Some((_, of, lo, hi)) => (of, lo, hi),
+            None => (&no_pieces.0, &no_pieces.1, &no_pieces.2),
+        };
+        let (ni, spliti) = (n as i32, split as i32);
+        // Counts per item, n + 1 each (the last stays 0 and receives the
         // total when scanned).
         let mut counts = [zeros::<u64>(s, n + 1)?, zeros(s, n + 1)?, zeros(s, n + 1)?];
         let mut deferred = alloc::<i32>(s, 1)?;
@@ -373,6 +407,10 @@ fn traverse<R: Real>(
                 .arg(&f_begin)
                 .arg(&f_end)
                 .arg(&frontier)
+                .arg(&spliti)
+                .arg(piece_of)
+                .arg(piece_lo)
+                .arg(piece_hi)
                 .arg(c0)
                 .arg(c1)
                 .arg(c2)

@@ -973,6 +973,12 @@ extern "C" __global__ void fmm_traverse(
     // this level's frontiers (per target cell) in `frontier`
     const long long* __restrict__ f_begin, const long long* __restrict__ f_end,
     const int* __restrict__ frontier,
+    // the level's items: with `split` 0 item t is cells[t] with its whole
+    // frontier; else item t is the piece piece_lo[t]..piece_hi[t] of the
+    // frontier of cells[piece_of[t]], a cell's pieces consecutive
+    // (fmm_frontier_items)
+    const int split, const int* __restrict__ piece_of, const long long* __restrict__ piece_lo,
+    const long long* __restrict__ piece_hi,
     // counts (first pass) or their exclusive scans (second pass), n + 1
     // each; 64-bit, as are the offsets below: the lists pass 2^31 entries
     // from about 2e8 particles
@@ -987,7 +993,12 @@ extern "C" __global__ void fmm_traverse(
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
-    const int a = cells[t];
+    const int slot = split ? piece_of[t] : t;
+    const int a = cells[slot];
+    const long long f0 = split ? piece_lo[t] : f_begin[a], f1 = split ? piece_hi[t] : f_end[a];
+    // The cell's first and last items write where its lists begin and end.
+    const bool first = !split || t == 0 || piece_of[t - 1] != slot;
+    const bool last = !split || t == n - 1 || piece_of[t + 1] != slot;
     const double ax = tx[a], ay = ty[a], az = tz[a], ra = tr[a];
     const bool leaf_a = t_nchild[a] == 0;
     int c_m2l = 0, c_p2p = 0, c_def = 0;
@@ -998,7 +1009,7 @@ extern "C" __global__ void fmm_traverse(
         o_def = (long long)n_def[t];
     }
     int stack[TRAVERSE_STACK];
-    for (long long f = f_begin[a]; f < f_end[a]; ++f) {
+    for (long long f = f0; f < f1; ++f) {
         int top = 0;
         stack[top++] = frontier[f];
         while (top > 0) {
@@ -1044,16 +1055,56 @@ extern "C" __global__ void fmm_traverse(
         n_def[t] = c_def;
         return;
     }
-    m2l_begin[a] = o_m2l;
-    m2l_end[a] = o_m2l + c_m2l;
-    if (leaf_a) {
-        p2p_begin[a] = o_p2p;
-        p2p_end[a] = o_p2p + c_p2p;
+    if (first) {
+        m2l_begin[a] = o_m2l;
+        if (leaf_a) p2p_begin[a] = o_p2p;
+    }
+    if (last) {
+        m2l_end[a] = o_m2l + c_m2l;
+        if (leaf_a) p2p_end[a] = o_p2p + c_p2p;
     }
     int ch = t_more[a];
     for (int e = 0; e < t_nchild[a]; ++e) {
-        next_f_begin[ch] = o_def;
-        next_f_end[ch] = o_def + c_def;
+        if (first) next_f_begin[ch] = o_def;
+        if (last) next_f_end[ch] = o_def + c_def;
         ch = t_next[ch];
+    }
+}
+
+// A level's frontiers cut into pieces of at most `per` entries, items of
+// fmm_traverse of their own: where a level has few cells and long
+// frontiers (the top levels in a periodic box, whose root's frontier is
+// the source root's 125 images), a thread a cell held the level's work on
+// a few threads (the traversal took 9 ms more than in free space at 10^7).
+// First the pieces of each of the level's cells (at least one, so that
+// every cell writes its lists and its children's frontiers), then, from
+// their exclusive scan, the items.
+extern "C" __global__ void fmm_frontier_pieces(const int n, const int* __restrict__ cells,
+                                               const long long* __restrict__ f_begin,
+                                               const long long* __restrict__ f_end, const int per,
+                                               unsigned long long* __restrict__ counts)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const long long len = f_end[cells[i]] - f_begin[cells[i]];
+    counts[i] = len <= per ? 1 : (unsigned long long)((len + per - 1) / per);
+}
+
+extern "C" __global__ void fmm_frontier_items(const int n, const int* __restrict__ cells,
+                                              const long long* __restrict__ f_begin,
+                                              const long long* __restrict__ f_end, const int per,
+                                              const unsigned long long* __restrict__ offsets,
+                                              int* __restrict__ piece_of,
+                                              long long* __restrict__ piece_lo,
+                                              long long* __restrict__ piece_hi)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const long long b = f_begin[cells[i]], e = f_end[cells[i]];
+    for (unsigned long long k = offsets[i]; k < offsets[i + 1]; ++k) {
+        const long long lo = b + (long long)(k - offsets[i]) * per;
+        piece_of[k] = i;
+        piece_lo[k] = lo;
+        piece_hi[k] = min(e, lo + per);
     }
 }
