@@ -286,42 +286,53 @@ fn the_float_m2l_of_three_expansions_is_as_accurate_as_the_double_one() {
     // f64 FMM on the same values, and the f64 direct sum; then the same
     // f32 run made to take the double M2L (as a pair of cells too far
     // apart in size would).
-    let pos: Vec<[f32; 3]> = plummer(60_000, 5)
-        .0
-        .iter()
-        .map(|x| x.map(|c| c as f32))
-        .collect();
-    // The same values in f32 and f64: random strengths and target vectors.
-    let pos64: Vec<[f64; 3]> = pos.iter().map(|x| x.map(|c| c as f64)).collect();
-    let case = case_at(pos64.clone(), pos64, Strengths::RandomSign, 0.02, 8);
-    let (t32, s32) = build::<VelocityStretching, f32>(&case);
-    let (t64, s64) = build::<VelocityStretching, f64>(&case);
-    let exact = direct_cpu::<VelocityStretching, f64>(&[], &t64, &s64).unwrap();
-    let exact = exact.slots().concat();
-    let opts = fmm_options(8, 0.5, 64);
-    let (got64, _) = fmm_gpu::<VelocityStretching, f64>(&[], &t64, &s64, &opts).unwrap();
-    let e64 = rel_l2(&got64.slots().concat(), &exact);
-    let run32 = |opts: &FmmOptions| {
-        let (got, stats) = fmm_gpu::<VelocityStretching, f32>(&[], &t32, &s32, opts).unwrap();
-        let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
-        (rel_l2(&got, &exact), stats.m2l_kind)
+    // At p 8 on the Plummer sphere the three expansions in one pass; at p
+    // 12 (their shared memory past a block's) one expansion a pass, on a
+    // uniform cube (on this Plummer sphere a pair at p 12 leaves float's
+    // range and the whole M2L runs in double, as designed).
+    let f32_exact = |x: Vec<[f64; 3]>| -> Vec<[f64; 3]> {
+        x.iter().map(|x| x.map(|c| c as f32 as f64)).collect()
     };
-    let (e, kind) = run32(&opts);
-    let mut back = opts.clone();
-    back.gpu.m2l_max_levels_apart = Some(-1);
-    let (e_back, kind_back) = run32(&back);
-    println!(
-        "velocity + stretching, Plummer 6e4, p 8: f32 ({kind:?}) {e:.2e}, f32 ({kind_back:?}) {e_back:.2e}, f64 {e64:.2e}"
-    );
-    assert_eq!(
-        (kind, kind_back),
-        (Some(M2lKind::FloatLanes), Some(M2lKind::Double))
-    );
-    assert!(e < 1.5 * e64 + 5e-7, "float M2L {e:e} against f64 {e64:e}");
-    assert!(
-        e_back < 1.5 * e64 + 5e-7,
-        "double M2L {e_back:e} against f64 {e64:e}"
-    );
+    let sets = [
+        (8, f32_exact(plummer(60_000, 5).0), "Plummer"),
+        (12, f32_exact(uniform_cube(60_000, 6)), "uniform cube"),
+    ];
+    for (p, pos64, what) in sets {
+        // The same values in f32 and f64: random strengths and target vectors.
+        let case = case_at(pos64.clone(), pos64, Strengths::RandomSign, 0.02, 8);
+        let (t32, s32) = build::<VelocityStretching, f32>(&case);
+        let (t64, s64) = build::<VelocityStretching, f64>(&case);
+        let exact = direct_cpu::<VelocityStretching, f64>(&[], &t64, &s64).unwrap();
+        let exact = exact.slots().concat();
+        let opts = fmm_options(p, 0.5, 64);
+        let (got64, _) = fmm_gpu::<VelocityStretching, f64>(&[], &t64, &s64, &opts).unwrap();
+        let e64 = rel_l2(&got64.slots().concat(), &exact);
+        let run32 = |opts: &FmmOptions| {
+            let (got, stats) = fmm_gpu::<VelocityStretching, f32>(&[], &t32, &s32, opts).unwrap();
+            let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
+            (rel_l2(&got, &exact), stats.m2l_kind)
+        };
+        let (e, kind) = run32(&opts);
+        let mut back = opts.clone();
+        back.gpu.m2l_max_levels_apart = Some(-1);
+        let (e_back, kind_back) = run32(&back);
+        println!(
+            "velocity + stretching, {what} 6e4, p {p}: f32 ({kind:?}) {e:.2e}, f32 \
+             ({kind_back:?}) {e_back:.2e}, f64 {e64:.2e}"
+        );
+        assert_eq!(
+            (kind, kind_back),
+            (Some(M2lKind::FloatLanes), Some(M2lKind::Double))
+        );
+        assert!(
+            e < 1.5 * e64 + 5e-7,
+            "p {p}: float M2L {e:e} against f64 {e64:e}"
+        );
+        assert!(
+            e_back < 1.5 * e64 + 5e-7,
+            "p {p}: double M2L {e_back:e} against f64 {e64:e}"
+        );
+    }
 }
 
 /// The node far fields on the GPU against the CPU's run (their reference:

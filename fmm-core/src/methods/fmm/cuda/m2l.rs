@@ -3,7 +3,9 @@
 //!
 //! - f32 particles, one tree, p up to [`MAX_F32_M2L_ORDER`]: the float
 //!   M2L, lanes over source cells, on coefficients normalised by the
-//!   target cell's size. Its work is cut into items by [`lane_plan`].
+//!   target cell's size. Its work is cut into items by [`lane_plan`];
+//!   where the expansions' shared memory does not fit a block, one
+//!   expansion a pass.
 //! - Otherwise (f64 particles, targets apart from the sources, higher
 //!   orders, [`M2lChoice::Double`]), or where a float pair's cells differ
 //!   too much in size or a float sum leaves float's range: the double M2L,
@@ -51,8 +53,10 @@ pub const MAX_F32_M2L_ORDER: usize = 12;
 /// cells of one octree; cells of two trees can be closer, and the
 /// harmonics of a short normalised v would overflow float.
 ///
-/// Where the float M2L's shared memory does not fit in a block (p 12 with
-/// three expansions on an H100: 249 KB of 227), the double one runs.
+/// Where the float M2L's shared memory for all the expansions does not fit
+/// in a block (p 12 with three expansions on an H100: 249 KB of 227), it
+/// runs one expansion a pass; where one does not fit either, the double
+/// one runs.
 fn float_m2l<R: Real>(p: usize, one_tree: bool, root_half: f64, choice: M2lChoice) -> bool {
     let forced = choice == M2lChoice::Double;
     // ilogb of the root's half side; cells are at most MAX_LEVEL below.
@@ -243,19 +247,31 @@ pub(super) fn m2l<R: Real>(
     // exponents are the unit box's cells'.
     let eu = u.log2().round() as i32;
     if float_m2l::<R>(p, std::ptr::eq(tt, st), st.tree.bounds.half * u, tuning.m2l) {
-        let plan = lane_plan(p, nq, lane_warps(nq, tuning));
         let most = gpu
             .context()
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(cuda_err("the device's shared memory"))? as usize;
         // One buffer of sources, then the items' sums; 128 bytes of static
         // shared memory besides (the sources' levels).
-        let shared = lane_shared(p, nq, plan.slots);
-        if shared + 128 <= most {
+        let fits = |k: usize| {
+            let plan = lane_plan(p, k, lane_warps(k, tuning));
+            let shared = lane_shared(p, k, plan.slots);
+            (shared + 128 <= most).then_some((plan, shared))
+        };
+        // The nq expansions in one pass where their shared memory fits, else
+        // one a pass (velocity + stretching at p 12: 249 KB of 227 on an
+        // H100 for three; its M2L in double took 2.08 s of 2.37 at 10^7).
+        let (plan, shared, passes) = match (fits(nq), fits(1)) {
+            (Some((plan, shared)), _) => (plan, shared, 1),
+            (None, Some((plan, shared))) => (plan, shared, nq),
+            (None, None) => (lane_plan(p, 1, 1), usize::MAX, 0),
+        };
+        if passes > 0 {
             let mut mfull = alloc::<f32>(s, 2 * snc * nq * nf)?;
             launch!(s, ops.full_range_f32, grid(snc * nq * nf), "fmm_full_range_f32";
                 &n_exp, &nqi, &st.tree.half, &eu, mult, &mut mfull)?;
-            let f = ops.m2l_lanes(nq);
+            let per = if passes == 1 { nq } else { 1 };
+            let f = ops.m2l_lanes(per);
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 shared as i32,
@@ -271,11 +287,31 @@ pub(super) fn m2l<R: Real>(
                 block_dim: (32 * plan.warps.len() as u32, 1, 1),
                 shared_mem_bytes: shared as u32,
             };
-            launch!(s, f, cfg, "fmm_m2l_lanes";
-                &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
-                &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
-                &st.tree.half,
-                &d_items, &d_warps, &max_d, &eu, &mfull, &mut local, &mut flag)?;
+            if passes == 1 {
+                launch!(s, f, cfg, "fmm_m2l_lanes";
+                    &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
+                    &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
+                    &st.tree.half,
+                    &d_items, &d_warps, &max_d, &eu, &mfull, &mut local, &mut flag)?;
+            } else {
+                // Expansion k's multipoles taken out, its locals added back.
+                let (snci, tnci2, nfi, nci) = (snc as i32, tnc as i32, 2 * nf as i32, nc as i32);
+                let mut one = alloc::<f32>(s, 2 * snc * nf)?;
+                let mut part = alloc::<f64>(s, 2 * tnc * nc)?;
+                for k in 0..nq as i32 {
+                    launch!(s, ops.take_expansion, grid(snc * 2 * nf), "fmm_take_expansion";
+                        &snci, &nqi, &k, &nfi, &mfull, &mut one)?;
+                    s.memset_zeros(&mut part)
+                        .map_err(cuda_err("clearing an expansion's locals"))?;
+                    launch!(s, f, cfg, "fmm_m2l_lanes";
+                        &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
+                        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
+                        &images.shift, &st.tree.half,
+                        &d_items, &d_warps, &max_d, &eu, &one, &mut part, &mut flag)?;
+                    launch!(s, ops.add_expansion, grid(tnc * nc), "fmm_add_expansion";
+                        &tnci2, &nqi, &k, &nci, &part, &mut local)?;
+                }
+            }
             if download(s, &flag, 1)?[0] == 0 {
                 return Ok((local, M2lKind::FloatLanes));
             }

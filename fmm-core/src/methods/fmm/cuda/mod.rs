@@ -141,6 +141,8 @@ entry_points! {
         m2m = "fmm_m2m",
         full_range = "fmm_full_range",
         full_range_f32 = "fmm_full_range_f32",
+        take_expansion = "fmm_take_expansion",
+        add_expansion = "fmm_add_expansion",
         m2l = "fmm_m2l",
         m2l_lanes_1 = "fmm_m2l_lanes_1",
         m2l_lanes_2 = "fmm_m2l_lanes_2",

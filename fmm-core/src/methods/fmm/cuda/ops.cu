@@ -734,6 +734,33 @@ M2L_LANES_ENTRY(3, 512)
 
 // The multipole expansions in full range (m from -n to n, at n * n + n + m),
 // the form M2L reads: one thread per coefficient.
+// Expansion k of nq, stored cell-major ((c * nq + k) * w floats), copied
+// to an array of its own (c * w): the float M2L one expansion a pass, where
+// the nq expansions' shared memory does not fit in a block.
+extern "C" __global__ void fmm_take_expansion(const int n_cells, const int nq, const int k,
+                                              const int w, const float* __restrict__ in,
+                                              float* __restrict__ out)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)n_cells * w) return;
+    const long long c = i / w, j = i % w;
+    out[i] = in[(c * nq + k) * w + j];
+}
+
+// One pass's local expansions (c * w coefficients) added to expansion k of
+// nq ((c * nq + k) * w).
+extern "C" __global__ void fmm_add_expansion(const int n_cells, const int nq, const int k,
+                                             const int w, const double2* __restrict__ in,
+                                             double2* __restrict__ out)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)n_cells * w) return;
+    const long long c = i / w, j = i % w;
+    double2* o = out + (c * nq + k) * w + j;
+    o->x += in[i].x;
+    o->y += in[i].y;
+}
+
 extern "C" __global__ void fmm_full_range(const int n_exp, const double2* __restrict__ mult,
                                           double2* __restrict__ mfull)
 {
