@@ -225,12 +225,7 @@ pub(crate) fn weighed(stats: &Stats) -> f64 {
     every_time(stats) + stats.seconds(Stage::Setup) / SETUP_SHARED
 }
 
-/// Whether `FMM_TRACE` is set: the driver then says every run's settings,
-/// error and time on stderr.
-pub(crate) fn trace() -> bool {
-    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *TRACE.get_or_init(|| std::env::var_os("FMM_TRACE").is_some_and(|v| !v.is_empty() && v != "0"))
-}
+pub(crate) use crate::stats::trace;
 
 /// Whether an error of `best` is at f32's rounding floor.
 fn f32_floor(f32: bool, best: f64) -> bool {

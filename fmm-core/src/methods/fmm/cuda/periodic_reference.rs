@@ -413,7 +413,7 @@ struct Laps<'a> {
 
 impl<'a> Laps<'a> {
     fn new(gpu: &'a Gpu) -> Self {
-        let last = crate::accuracy::driver::trace().then(std::time::Instant::now);
+        let last = crate::stats::trace().then(std::time::Instant::now);
         Laps { gpu, last }
     }
 
