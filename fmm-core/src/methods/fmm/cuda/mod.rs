@@ -67,9 +67,9 @@ pub const MAX_GPU_ORDER: usize = 20;
 /// Threads per block of the one-thread-per-item operators.
 const BLOCK: u32 = 128;
 
-/// Threads of a block of P2M, M2M or L2L, one block per (cell,
-/// expansion): `ops.cu` gives each thread `PER_THREAD = ceil(NC / 64)`
-/// coefficients, so at least 64.
+/// Threads of a block of P2M (one block per cell), M2M or L2L (one per
+/// (cell, expansion)): `ops.cu` gives each thread `PER_THREAD = ceil(NC /
+/// 64)` coefficients, so at least 64.
 const OPERATOR_THREADS: u32 = 64;
 
 /// A block of [`OPERATOR_THREADS`] per item of `n` (the kernels loop over
@@ -619,7 +619,7 @@ fn upward<R: Real>(
     let snc = st.tree.n_cells;
     let (snci, nqi) = (snc as i32, nq as i32);
     let mut mult = zeros::<f64>(s, 2 * snc * nq * nc)?;
-    launch!(s, ops.p2m, per_cell(snc * nq), "fmm_p2m";
+    launch!(s, ops.p2m, per_cell(snc), "fmm_p2m";
         &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
         &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
         &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q[0], q[1], q[2], &u, &mut mult)?;

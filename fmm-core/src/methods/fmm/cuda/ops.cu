@@ -217,12 +217,13 @@ extern "C" __global__ void fmm_sqrt_radius(const int n_cells, double* __restrict
 // outputs back (fmm_l2p), the float M2L shifts its exponents by eu =
 // log2 u (fmm_full_range_f32, fmm_m2l_lanes).
 
-// P2M: one block per (cell, expansion), for the leaves. The block takes
-// the leaf's particles P2M_TILE at a time: a thread per particle computes
-// its regular harmonics into shared memory, then a thread per coefficient
-// adds the tile's terms to its own sum, in a register. The first form, a
-// thread per leaf with the harmonics and the sums in arrays of NC, spilled
-// them to local memory: the f64 reference of a periodic box (10^7
+// P2M: one block per cell, for the leaves, all its nq (at most 3)
+// expansions. The block takes the leaf's particles P2M_TILE at a time: a
+// thread per particle computes its regular harmonics into shared memory
+// (once for the nq strengths), then a thread per coefficient adds the
+// tile's terms to its own sums, in registers. The first form, a thread per
+// (leaf, expansion) with the harmonics and the sums in arrays of NC,
+// spilled them to local memory: the f64 reference of a periodic box (10^7
 // sources, leaves of about 300) took 7 ms at p 9, 41 ms at p 11, 57 ms
 // at p 13 (H100).
 #define P2M_TILE (NC * 16 * 32 <= 40000 ? 32 : (40000 / (NC * 16) > 0 ? 40000 / (NC * 16) : 1))
@@ -236,40 +237,46 @@ __device__ void p2m(const int n_cells, const int* __restrict__ n_children,
                     const T* __restrict__ q2, const double u, double2* __restrict__ mult)
 {
     __shared__ double2 rs[P2M_TILE][NC];
-    __shared__ double qs[P2M_TILE];
-    for (int b = blockIdx.x; b < n_cells * nq; b += gridDim.x) {
-        const int c = b / nq, k = b % nq;
+    __shared__ double qs[3][P2M_TILE];
+    for (int c = blockIdx.x; c < n_cells; c += gridDim.x) {
         if (n_children[c] != 0) continue;
-        const T* q = k == 0 ? q0 : (k == 1 ? q1 : q2);
         const double ox = cx[c], oy = cy[c], oz = cz[c];
         const int j0 = begin[c], j1 = end[c];
         // Each thread's coefficients: i = threadIdx.x + r * blockDim.x.
-        double2 m[PER_THREAD];
-        for (int r = 0; r < PER_THREAD; ++r) m[r] = make_double2(0.0, 0.0);
+        double2 m[3][PER_THREAD];
+        for (int k = 0; k < 3; ++k)
+            for (int r = 0; r < PER_THREAD; ++r) m[k][r] = make_double2(0.0, 0.0);
         for (int jt = j0; jt < j1; jt += P2M_TILE) {
             const int cnt = min(P2M_TILE, j1 - jt);
             if (threadIdx.x < cnt) {
                 const int j = jt + threadIdx.x;
                 regular(((double)x[j] - ox) * u, ((double)y[j] - oy) * u, ((double)z[j] - oz) * u,
                         rs[threadIdx.x]);
-                qs[threadIdx.x] = (double)q[j];
+                qs[0][threadIdx.x] = (double)q0[j];
+                if (nq > 1) qs[1][threadIdx.x] = (double)q1[j];
+                if (nq > 2) qs[2][threadIdx.x] = (double)q2[j];
             }
             __syncthreads();
             for (int r = 0; r < PER_THREAD; ++r) {
                 const int i = threadIdx.x + r * blockDim.x;
-                if (i < NC) {
-                    for (int t = 0; t < cnt; ++t) {
-                        m[r].x += qs[t] * rs[t][i].x;
-                        m[r].y -= qs[t] * rs[t][i].y;
+                if (i >= NC) break;
+                for (int t = 0; t < cnt; ++t) {
+                    const double2 h = rs[t][i];
+                    for (int k = 0; k < 3; ++k) {
+                        if (k >= nq) break;
+                        m[k][r].x += qs[k][t] * h.x;
+                        m[k][r].y -= qs[k][t] * h.y;
                     }
                 }
             }
             __syncthreads();
         }
-        double2* out = mult + ((size_t)c * nq + k) * NC;
-        for (int r = 0; r < PER_THREAD; ++r) {
-            const int i = threadIdx.x + r * blockDim.x;
-            if (i < NC) out[i] = m[r];
+        for (int k = 0; k < nq; ++k) {
+            double2* out = mult + ((size_t)c * nq + k) * NC;
+            for (int r = 0; r < PER_THREAD; ++r) {
+                const int i = threadIdx.x + r * blockDim.x;
+                if (i < NC) out[i] = m[k][r];
+            }
         }
     }
 }
