@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::far::FarField;
 use crate::methods::fmm::{tables::Table, Settings};
 use crate::reference::Estimate;
-use crate::stats::{Stage, Stats};
+use crate::stats::{trace, Stage, Stats};
 
 /// A tolerance-driven evaluation that stopped short: why, and the time of
 /// its runs.
@@ -224,8 +224,6 @@ const SETUP_SHARED: f64 = 10.0;
 pub(crate) fn weighed(stats: &Stats) -> f64 {
     every_time(stats) + stats.seconds(Stage::Setup) / SETUP_SHARED
 }
-
-pub(crate) use crate::stats::trace;
 
 /// Whether an error of `best` is at f32's rounding floor.
 fn f32_floor(f32: bool, best: f64) -> bool {

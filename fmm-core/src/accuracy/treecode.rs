@@ -117,7 +117,7 @@ pub(crate) fn drive_treecode<O>(
         }
         tried.push((0, e));
         let seconds = super::driver::every_time(&stats);
-        if super::driver::trace() {
+        if crate::stats::trace() {
             eprintln!(
                 "[fmm] tolerance {tol:e}: treecode theta {theta}: estimated {:.2e} (on the safe \
                  side {e:.2e}) in {:.3} s",

@@ -261,17 +261,14 @@ pub(super) fn m2l<R: Real>(
         // The nq expansions in one pass where their shared memory fits, else
         // one a pass (velocity + stretching at p 12: 249 KB of 227 on an
         // H100 for three; its M2L in double took 2.08 s of 2.37 at 10^7).
-        let (plan, shared, passes) = match (fits(nq), fits(1)) {
-            (Some((plan, shared)), _) => (plan, shared, 1),
-            (None, Some((plan, shared))) => (plan, shared, nq),
-            (None, None) => (lane_plan(p, 1, 1), usize::MAX, 0),
-        };
-        if passes > 0 {
+        let chosen = fits(nq)
+            .map(|fit| (fit, 1))
+            .or_else(|| fits(1).map(|fit| (fit, nq)));
+        if let Some(((plan, shared), passes)) = chosen {
             let mut mfull = alloc::<f32>(s, 2 * snc * nq * nf)?;
             launch!(s, ops.full_range_f32, grid(snc * nq * nf), "fmm_full_range_f32";
                 &n_exp, &nqi, &st.tree.half, &eu, mult, &mut mfull)?;
-            let per = if passes == 1 { nq } else { 1 };
-            let f = ops.m2l_lanes(per);
+            let f = ops.m2l_lanes(nq / passes);
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 shared as i32,
@@ -287,15 +284,18 @@ pub(super) fn m2l<R: Real>(
                 block_dim: (32 * plan.warps.len() as u32, 1, 1),
                 shared_mem_bytes: shared as u32,
             };
-            if passes == 1 {
+            let mut lanes = |m: &CudaSlice<f32>, l: &mut CudaSlice<f64>| {
                 launch!(s, f, cfg, "fmm_m2l_lanes";
                     &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
                     &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
                     &st.tree.half,
-                    &d_items, &d_warps, &max_d, &eu, &mfull, &mut local, &mut flag)?;
+                    &d_items, &d_warps, &max_d, &eu, m, l, &mut flag)
+            };
+            if passes == 1 {
+                lanes(&mfull, &mut local)?;
             } else {
                 // Expansion k's multipoles taken out, its locals added back.
-                let (snci, tnci2, nfi, nci) = (snc as i32, tnc as i32, 2 * nf as i32, nc as i32);
+                let (snci, nfi, nci) = (snc as i32, 2 * nf as i32, nc as i32);
                 let mut one = alloc::<f32>(s, 2 * snc * nf)?;
                 let mut part = alloc::<f64>(s, 2 * tnc * nc)?;
                 for k in 0..nq as i32 {
@@ -303,13 +303,9 @@ pub(super) fn m2l<R: Real>(
                         &snci, &nqi, &k, &nfi, &mfull, &mut one)?;
                     s.memset_zeros(&mut part)
                         .map_err(cuda_err("clearing an expansion's locals"))?;
-                    launch!(s, f, cfg, "fmm_m2l_lanes";
-                        &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
-                        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
-                        &images.shift, &st.tree.half,
-                        &d_items, &d_warps, &max_d, &eu, &one, &mut part, &mut flag)?;
+                    lanes(&one, &mut part)?;
                     launch!(s, ops.add_expansion, grid(tnc * nc), "fmm_add_expansion";
-                        &tnci2, &nqi, &k, &nci, &part, &mut local)?;
+                        &tnci, &nqi, &k, &nci, &part, &mut local)?;
                 }
             }
             if download(s, &flag, 1)?[0] == 0 {
