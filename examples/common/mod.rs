@@ -173,7 +173,8 @@ pub enum BoundaryName {
 pub struct Periodic {
     /// Run in the periodic box `[0, L)^3` of side L (the drawn points are
     /// in the unit cube: 1 holds them; points outside are wrapped). The
-    /// sources' strengths are made zero-mean, as a periodic sum needs.
+    /// sources' strengths are made zero-mean, as a periodic sum needs,
+    /// unless `--background` is given.
     #[arg(long, value_name = "L")]
     pub periodic: Option<f64>,
     /// The periodic axes: xyz, a slab (two of them, e.g. xy) or a wire (one).
@@ -186,6 +187,11 @@ pub struct Periodic {
     /// from the accuracy).
     #[arg(long)]
     pub image_levels: Option<u32>,
+    /// A uniform neutralising background (three periodic axes, scalar
+    /// strengths): the strengths are kept as drawn, net charge and all
+    /// (`--strengths coherent`: positive masses, gravity's cosmological box).
+    #[arg(long)]
+    pub background: bool,
 }
 
 impl Periodic {
@@ -207,6 +213,9 @@ impl Periodic {
         }
         if let Some(l) = self.image_levels {
             b = b.with_image_levels(l);
+        }
+        if self.background {
+            b = b.with_background();
         }
         Ok(fmm_core::Domain::Periodic(b))
     }
@@ -421,11 +430,12 @@ impl Problem {
         })
     }
 
-    /// The problem in `domain`; in a periodic box the sources' fields other
-    /// than core radii made zero-mean (a lattice sum needs a neutral cell).
+    /// The problem in `domain`; in a periodic box without a background the
+    /// sources' fields other than core radii made zero-mean (a lattice sum
+    /// needs a neutral cell).
     pub fn in_domain(&mut self, domain: fmm_core::Domain) {
         self.domain = domain;
-        if domain.periodic().is_none() {
+        if domain.periodic().is_none_or(|b| b.background) {
             return;
         }
         for (name, values, _) in &mut self.src_fields {

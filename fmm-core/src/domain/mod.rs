@@ -191,8 +191,8 @@ impl PeriodicBox {
     }
 
     /// Checks the box: a finite origin, a finite positive side, at least one
-    /// periodic axis, a boundary choice only where it means something, at
-    /// most [`MAX_IMAGE_LEVELS`] image levels.
+    /// periodic axis, a boundary choice and a background only where they
+    /// mean something, at most [`MAX_IMAGE_LEVELS`] image levels.
     pub fn check(&self) -> Result<(), Error> {
         let bad = |why: String| Err(Error::BadDomain(why));
         if let Some(a) = (0..3).find(|&a| !self.origin[a].is_finite()) {
@@ -216,6 +216,13 @@ impl PeriodicBox {
             return bad(format!(
                 "the vacuum boundary is a choice for three periodic axes only; the {} sum \
                  converges without one",
+                self.name()
+            ));
+        }
+        if self.background && self.periodic_axes() < 3 {
+            return bad(format!(
+                "a neutralising background is a choice for three periodic axes only; a {}'s \
+                 cell must be neutral",
                 self.name()
             ));
         }

@@ -3,7 +3,8 @@
 //! outside the box and wrapped) and against the CPU FMM for a slab and a
 //! wire; in f32 (the float M2L) against the f64 periodic sum; a tolerance
 //! met against the periodic sum, whose periodic sums on the device match
-//! the host's; what the GPU does not run in a box, and
+//! the host's; a net charge with a neutralising background; what the GPU
+//! does not run in a box, and
 //! bad input there, named.
 //!
 //! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored --nocapture gpu_periodic::`.
@@ -197,7 +198,8 @@ fn gpu_tolerance_is_met_against_the_periodic_sum() {
 /// the device (an f64 tree's multipoles, the M2P by the M2L's kernel, the
 /// near cells by the P2P lists), against the host's periodic reference (a
 /// grid of its own, M2P on the CPU): Coulomb with tin foil and vacuum, in
-/// a slab and a wire, and velocity + stretching, within a tenth of the
+/// a slab and a wire, a net charge with a background, and velocity +
+/// stretching, within a tenth of the
 /// tolerance each is good to a thirtieth of.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -223,11 +225,71 @@ fn gpu_periodic_reference_matches_the_host() {
         let got = periodic_sums_on_device::<Coulomb, f64>(gpu, &[], &b, tol, &t, &idx, &s);
         both(want, got.unwrap(), what);
     }
+    let q: Vec<f64> = zero_mean(n, 42).iter().map(|x| x + 0.3).collect();
+    let (t, s) = coulomb(&points(n, 42, origin, side), &q);
+    let b = cube.with_background();
+    let want = periodic_at::<Coulomb, f64>(&[], &b, &t, &idx, &s, tol).unwrap();
+    let got = periodic_sums_on_device::<Coulomb, f64>(gpu, &[], &b, tol, &t, &idx, &s);
+    both(want, got.unwrap(), "net charge, background");
     let (t, s) = vortices(n, 43, 0.02, &cube);
     let want = periodic_at::<VelocityStretching, f64>(&[], &cube, &t, &idx, &s, tol).unwrap();
     let got =
         periodic_sums_on_device::<VelocityStretching, f64>(gpu, &[], &cube, tol, &t, &idx, &s);
     both(want, got.unwrap(), "velocity + stretching");
+}
+
+/// A net charge with a neutralising background on the GPU: in f64 against
+/// the Ewald sum (1e-8 at order 20, the background's quadratic added at
+/// the targets on the device, its harmonic part with the far images); in
+/// f32 a tolerance met against the CPU's FMM at order 20, its estimate
+/// against the periodic sums with the background.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_background_matches_the_ewald_sum() {
+    let n = 3000;
+    let (origin, side) = ([-0.3, 0.2, 0.1], 1.7);
+    let b = PeriodicBox::cube(origin, side).with_background();
+    let q: Vec<f64> = zero_mean(n, 6).iter().map(|x| x + 0.5).collect();
+    let (t, s) = coulomb(&points(n, 6, origin, side), &q);
+    let (want, _) = run::<Coulomb, f64>(Backend::Cpu, &Method::direct(), b, &t, &s).unwrap();
+    let (got, _) = run::<Coulomb, f64>(Backend::Cuda, &tight(), b, &t, &s).unwrap();
+    let (ep, ee) = (
+        rel_l2(&got[0], &want[0]),
+        rel_l2(&got[1..4].concat(), &want[1..4].concat()),
+    );
+    println!("GPU f64 Coulomb, background: phi {ep:.2e}, e {ee:.2e}");
+    assert!(ep < 1e-8 && ee < 1e-8, "phi {ep:e}, e {ee:e}");
+
+    let n = 20_000;
+    let q: Vec<f32> = zero_mean(n, 7).iter().map(|x| (x + 0.5) as f32).collect();
+    let pos: Vec<[f32; 3]> = points(n, 7, origin, side)
+        .iter()
+        .map(|p| p.map(|x| x as f32))
+        .collect();
+    let pos64: Vec<[f64; 3]> = pos.iter().map(|p| p.map(|x| x as f64)).collect();
+    let (t64, s64) = coulomb(&pos64, &q.iter().map(|&x| x as f64).collect::<Vec<_>>());
+    let (want, _) = run::<Coulomb, f64>(Backend::Cpu, &tight(), b, &t64, &s64).unwrap();
+    let t = Particles::<f32>::targets::<Coulomb>(&pos).unwrap();
+    let mut s = Particles::<f32>::sources::<Coulomb>(&pos).unwrap();
+    s.set("q", &q).unwrap();
+    let tol = 1e-4;
+    let problem = Problem::new(&[]).in_domain(Domain::Periodic(b));
+    let ev = evaluate::<Coulomb, f32>(Backend::Cuda, &Method::fmm_tolerance(tol), problem, &t, &s)
+        .unwrap();
+    let a = ev.achieved.expect("a tolerance says what it met");
+    let got: Vec<f64> = ev
+        .outputs
+        .slots()
+        .concat()
+        .iter()
+        .map(|&x| x as f64)
+        .collect();
+    let err = rel_l2(&got, &want.concat());
+    println!(
+        "GPU f32 {tol:e}, background: p {} theta {} estimated {:.1e}, whole {err:.1e}",
+        a.settings.p, a.settings.theta, a.estimated_error
+    );
+    assert!(err <= tol && a.estimated_error <= tol, "{err:e} {a:?}");
 }
 
 /// The direct (Ewald) sum and the treecode do not run on the GPU in a box:

@@ -151,7 +151,8 @@ impl Sums {
 /// multipole `m` about its centre (box of side 1, order `p`): the images
 /// of `levels` levels ([`far_local`]) and what their sum leaves out, the
 /// boundary's linear terms ([`Moments::beyond_images`]: tin foil's
-/// surface term, a slab's tail). What the CPU's and the GPU's FMMs add to
+/// surface term, a slab's tail), and a neutralising background's harmonic
+/// part ([`super::background`]). What the CPU's and the GPU's FMMs add to
 /// the target root's expansion.
 pub(crate) fn periodic_local(
     m: &[C],
@@ -164,6 +165,7 @@ pub(crate) fn periodic_local(
     let mut far = far_local(m, p, b.axes, levels);
     let (phi, grad) = moments.beyond_images(b, k, levels, [0.0; 3]);
     add_linear(&mut far, phi, grad);
+    super::background::add_harmonic(b, moments, k, p, levels, &mut far);
     far
 }
 

@@ -7,8 +7,10 @@
 //!   normalisation;
 //! - [`operators`]: P2M, M2M, M2L, L2L, L2P on one scalar expansion, in f64;
 //! - [`images`]: a periodic box's far images by the tree extended outwards,
-//!   and the linear terms its boundary adds.
+//!   and the linear terms its boundary adds;
+//! - [`background`]: what a neutralising background adds to them.
 
+pub(crate) mod background;
 pub mod harmonics;
 pub(crate) mod images;
 pub mod operators;

@@ -12,6 +12,7 @@ use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, ScaledMultipoles, S
 use super::Plan;
 use crate::domain::{Moments, PeriodicBox};
 use crate::error::Error;
+use crate::far::laplace::background;
 use crate::far::terms::{far_outputs, FarValues};
 use crate::kernel::{Kernel, MAX_SLOTS};
 use crate::outputs::Outputs;
@@ -20,7 +21,7 @@ use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::traversal::{children, spheres, split, traverse_images, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, to_unit_box, Octree, SoA};
-use fmm_codegen::kernel::Term;
+use fmm_codegen::kernel::{FarTerm, Term};
 
 fn points(pos: &[Vec<f64>; 3], order: &[u32]) -> Vec<[f64; 3]> {
     order
@@ -69,7 +70,12 @@ pub(crate) fn run<K: Kernel, R: Real>(
     };
     // The cell's moments (unit box): neutral, or an error before any work.
     let moments = match periodic {
-        Some(b) => Some(neutral_moments(b, sources, strength, &spos)?),
+        Some(b) => Some(neutral_moments::<K, R>(
+            b,
+            sources,
+            (strength, terms),
+            &spos,
+        )?),
         None => None,
     };
     // The lattice shifts the traversal meets the source tree at (unit box).
@@ -228,7 +234,6 @@ pub(crate) fn run<K: Kernel, R: Real>(
             |(passes, s), &a| {
                 let cell = &ttree.cells[a];
                 let mut out = vec![0.0; cell.len() * no];
-                let mut x = FarValues::default();
                 // Potential and gradient of each expansion at every target.
                 let values: Vec<Vec<(f64, [f64; 3])>> = (0..nq)
                     .map(|k| {
@@ -240,6 +245,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
                     .collect();
                 for (j, (i, o)) in (cell.begin..cell.end).zip(out.chunks_mut(no)).enumerate() {
                     let r = sub(tp[i], tsph[a].center);
+                    let mut x = FarValues::default();
                     for k in 0..nq {
                         // Back from the unit box: 1/r scales as 1/side.
                         let (phi, grad) = values[k][j];
@@ -250,6 +256,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
                             let cube = side * side * side;
                             x.hess[k] = l2p_hessian(l, r, s).map(|row| row.map(|h| h / cube));
                         }
+                    }
+                    if let (Some(b), Some(m)) = (periodic, &moments) {
+                        background::add_quadratic(b, &m.total, tp[i], &mut x);
                     }
                     far_outputs(def, terms, nq, &x, |slot| tgt.slots[slot][i].to_f64(), o);
                 }
@@ -285,12 +294,13 @@ fn wrapped_positions<R: Real>(soa: &mut SoA<R>, unit: &[[f64; 3]], b: &PeriodicB
 }
 
 /// The moments of the sources' strengths `strength` about the centre of
-/// the unit box (`unit`: their points there), of a neutral cell
+/// the unit box (`unit`: their points there), of a neutral cell or one
+/// with a background the kernel's far `terms` take
 /// ([`super::check_neutral`]).
-fn neutral_moments<R: Real>(
+fn neutral_moments<K: Kernel, R: Real>(
     b: &PeriodicBox,
     sources: &Particles<R>,
-    strength: &[usize],
+    (strength, terms): (&[usize], &[FarTerm]),
     unit: &[Vec<f64>; 3],
 ) -> Result<Moments, Error> {
     let q: Vec<Vec<f64>> = strength
@@ -299,7 +309,7 @@ fn neutral_moments<R: Real>(
         .collect();
     let q: Vec<&[f64]> = q.iter().map(|v| &v[..]).collect();
     let m = Moments::of(unit, &q, [0.0; 3]);
-    super::check_neutral(b, &m)?;
+    super::check_neutral(b, &m, K::def(), terms, strength.len())?;
     Ok(m)
 }
 

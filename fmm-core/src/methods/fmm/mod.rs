@@ -268,20 +268,17 @@ pub(crate) fn expected_error<R>(plan: &Plan<'_, R>) -> f64 {
     }
 }
 
-/// A periodic box's cell must be neutral (to [`crate::domain::NEUTRAL`]) for
-/// the FMM, its moments `m`; a neutralising background runs by the Ewald
-/// sum for now.
-pub(crate) fn check_neutral(b: &PeriodicBox, m: &Moments) -> Result<(), Error> {
-    m.check(&PeriodicBox {
-        background: false,
-        ..*b
-    })
-    .map_err(|e| match b.background {
-        true => Error::DomainUnsupported {
-            method: "the FMM with a neutralising background".into(),
-            domain: b.name(),
-            instead: "use Method::Direct (an Ewald sum) for a cell with a net strength".into(),
-        },
-        false => e,
-    })
+/// A periodic box's cell must be neutral (to [`crate::domain::NEUTRAL`]),
+/// or have a neutralising background that the kernel (`def`, its far
+/// `terms`, `nq` strength components) can take
+/// ([`crate::far::laplace::background::check`]).
+pub(crate) fn check_neutral(
+    b: &PeriodicBox,
+    m: &Moments,
+    def: &fmm_codegen::KernelDef,
+    terms: &[FarTerm],
+    nq: usize,
+) -> Result<(), Error> {
+    crate::far::laplace::background::check(b, &def.name, terms, nq)?;
+    m.check(b)
 }

@@ -27,6 +27,7 @@ use super::images;
 use super::operators::{l2p, l2p_hessian, m2m, Scratch};
 use crate::domain::{Moments, PeriodicBox, NEAR};
 use crate::error::Error;
+use crate::far::laplace::background;
 use crate::far::terms::{far_outputs, FarValues};
 use crate::far::{self, FarField};
 use crate::kernel::{Kernel, SourceSlices, MAX_SLOTS};
@@ -147,6 +148,7 @@ pub fn periodic_at<K: Kernel, R: Real>(
                             [0, 1, 2].map(|a| [0, 1, 2].map(|b| (h0[a][b] + h1[a][b]) / cube));
                     }
                 }
+                background::add_quadratic(pbox, &moments.total, t, &mut fv);
                 let mut far_out = vec![0.0; no];
                 far_outputs(def, &terms, nq, &fv, |slot| slots[slot], &mut far_out);
                 out.iter().zip(&far_out).map(|(a, b)| a + b).collect()

@@ -17,8 +17,8 @@ use super::TreeOptions;
 use crate::domain::{Domain, Moments, PeriodicBox};
 use crate::error::Error;
 use crate::far::laplace::harmonics::{ncoef, C};
-use crate::far::laplace::images;
 use crate::far::laplace::operators::{l2p, l2p_hessian, p2m, Scratch};
+use crate::far::laplace::{background, images};
 use crate::far::monopole::{pseudo_sources, resolution, CellSources};
 use crate::far::terms::{far_outputs, FarValues};
 use crate::far::{self, nodes, FarField};
@@ -189,6 +189,8 @@ fn set_positions<R: Real>(soa: &mut SoA<R>, pos: &[Vec<f64>; 3], order: &[u32]) 
 /// (`far::laplace::images`), at order [`IMAGE_ORDER`].
 struct FarImages {
     local: Vec<Vec<C>>,
+    /// The cell's net strengths (what a neutralising background balances).
+    total: Vec<f64>,
     terms: Vec<fmm_codegen::kernel::FarTerm>,
     hessians: bool,
 }
@@ -220,6 +222,7 @@ impl FarImages {
             .collect();
         let qr: Vec<&[f64]> = q.iter().map(|v| &v[..]).collect();
         let moments = Moments::of(&unit, &qr, [0.0; 3]);
+        background::check(b, &K::def().name, &terms, strength.len())?;
         moments.check(b)?;
         let levels = b.levels_for(1e-6);
         let n = unit[0].len();
@@ -253,6 +256,7 @@ impl FarImages {
         let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
         Ok(FarImages {
             local,
+            total: moments.total.clone(),
             terms,
             hessians,
         })
@@ -281,6 +285,7 @@ impl FarImages {
                 v.hess[k] = l2p_hessian(local, u, s).map(|r| r.map(|h| h / l3));
             }
         }
+        background::add_quadratic(b, &self.total, u, &mut v);
         let mut far = vec![0.0; out.len()];
         far_outputs(
             def,

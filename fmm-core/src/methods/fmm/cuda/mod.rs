@@ -504,7 +504,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let moments = match pbox {
         Some(b) => {
             let m = periodic::moments(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
-            super::check_neutral(b, &m)?;
+            super::check_neutral(b, &m, def, plan.terms, nq)?;
             Some(m)
         }
         None => None,
@@ -588,6 +588,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
             a(0), a(1), a(2), &u, &noi, &outs)?;
     }
     drop(local);
+    if let (Some(b), Some(m)) = (pbox, &moments) {
+        periodic::add_background(gpu, b, m, (def, plan.terms), &tt.pos, &mut out)?;
+    }
     clock.lap(Stage::Downward)?;
 
     near_field_and_scatter(

@@ -1,5 +1,6 @@
 // The GPU FMM's periodic box (methods/fmm/cuda/periodic.rs): the points
-// wrapped into the box, and the cell's moments about the box's centre.
+// wrapped into the box, the cell's moments about the box's centre, and a
+// neutralising background's quadratic part at the targets.
 // The host defines MOMENTS (7 sums a strength component, and one).
 
 // x wrapped into [o, o + l) as domain::wrap1 does, in double.
@@ -77,6 +78,24 @@ __device__ void moments(const int n, const T* __restrict__ x, const T* __restric
     }
 }
 
+// A neutralising background's quadratic part at the n targets (x, y, z)
+// added to one output: a |d|^2 + b . d, d the target less the box's
+// centre (cx, cy, cz); the host makes (a, b) of the net strength and the
+// output's far terms (far/laplace/background.rs).
+template <typename T>
+__device__ void background(const int n, const T* __restrict__ x, const T* __restrict__ y,
+                           const T* __restrict__ z, const double cx, const double cy,
+                           const double cz, const double a, const double bx, const double by,
+                           const double bz, T* __restrict__ out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double d[3] = {(double)x[i] - cx, (double)y[i] - cy, (double)z[i] - cz};
+    const double v = a * (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]) + bx * d[0] + by * d[1] +
+                     bz * d[2];
+    out[i] += (T)v;
+}
+
 #define PRECISION(T, SUFFIX)                                                                      \
     extern "C" __global__ void fmm_wrap_##SUFFIX(                                                \
         const int n, const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ z,   \
@@ -92,6 +111,13 @@ __device__ void moments(const int n, const T* __restrict__ x, const T* __restric
         const double inv_side, double* __restrict__ out)                                          \
     {                                                                                             \
         moments<T>(n, x, y, z, nq, q0, q1, q2, cx, cy, cz, inv_side, out);                        \
+    }                                                                                             \
+    extern "C" __global__ void fmm_background_##SUFFIX(                                          \
+        const int n, const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ z,   \
+        const double cx, const double cy, const double cz, const double a, const double bx,       \
+        const double by, const double bz, T* __restrict__ out)                                    \
+    {                                                                                             \
+        background<T>(n, x, y, z, cx, cy, cz, a, bx, by, bz, out);                                \
     }
 
 PRECISION(float, f32)

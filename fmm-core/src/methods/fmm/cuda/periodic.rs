@@ -17,10 +17,13 @@ use crate::cuda::Gpu;
 use crate::domain::{Moments, PeriodicBox};
 use crate::error::Error;
 use crate::far::laplace::harmonics::{degree, ncoef, C};
-use crate::far::laplace::images;
 use crate::far::laplace::operators::{l2l, m2m, Scratch};
+use crate::far::laplace::{background, images};
+use crate::far::terms::{far_outputs, FarValues};
 use crate::real::Real;
 use crate::tree::morton::Bounds;
+use fmm_codegen::kernel::FarTerm;
+use fmm_codegen::KernelDef;
 
 /// The module of `periodic.cu`.
 pub const MODULE: &str = "fmm_periodic";
@@ -41,6 +44,7 @@ entry_points! {
     pub struct PeriodicOps {
         wrap = "fmm_wrap" per_precision,
         moments = "fmm_moments" per_precision,
+        background = "fmm_background" per_precision,
     }
 }
 
@@ -164,6 +168,59 @@ pub(super) fn moments<R: Real>(
         m.second.push(w[4] + w[5] + w[6]);
     }
     Ok(m)
+}
+
+/// Adds a neutralising background's quadratic part
+/// ([`background::quadratic`]; its harmonic part came with the far images)
+/// to the outputs `out` at the targets `pos` (wrapped into `b`, in the
+/// outputs' order): `a |d|^2 + b . d` an output, `d` about the box's
+/// centre, `(a, b)` what the kernel's far `terms` (one scalar strength's
+/// potential and gradient: [`background::check`]) make of the quadratic's
+/// value and gradient, by [`far_outputs`] itself. Nothing without a
+/// background.
+pub(super) fn add_background<R: Real>(
+    gpu: &Gpu,
+    b: &PeriodicBox,
+    m: &Moments,
+    (def, terms): (&KernelDef, &[FarTerm]),
+    pos: &[CudaSlice<R>; 3],
+    out: &mut [CudaSlice<R>],
+) -> Result<(), Error> {
+    if !b.background {
+        return Ok(());
+    }
+    let ops = PeriodicOps::get::<R>(gpu)?;
+    let s = gpu.stream();
+    let no = out.len();
+    // The outputs of a unit potential and of a unit gradient along each axis.
+    let unit = |phi: f64, axis: Option<usize>| {
+        let mut v = FarValues::default();
+        v.phi[0] = phi;
+        if let Some(a) = axis {
+            v.grad[0][a] = 1.0;
+        }
+        let mut o = vec![0.0; no];
+        far_outputs(def, terms, 1, &v, |_| 0.0, &mut o);
+        o
+    };
+    let of_phi = unit(1.0, None);
+    let of_grad = [0, 1, 2].map(|a| unit(0.0, Some(a)));
+    // The quadratic in the box's units: phi = kappa |d|^2, grad = 2 kappa d.
+    let (kappa, _, _) = background::quadratic(m.total[0], [1.0, 0.0, 0.0]);
+    let kappa = kappa / b.side.powi(3);
+    let n = pos[0].len();
+    let ni = n as i32;
+    let [cx, cy, cz] = b.center();
+    for (o, slot) in out.iter_mut().enumerate() {
+        let a = kappa * of_phi[o];
+        let [bx, by, bz] = [0, 1, 2].map(|x| 2.0 * kappa * of_grad[x][o]);
+        if a == 0.0 && bx == 0.0 && by == 0.0 && bz == 0.0 {
+            continue;
+        }
+        launch!(s, ops.background, per_item(n, 256), "fmm_background";
+            &ni, &pos[0], &pos[1], &pos[2], &cx, &cy, &cz, &a, &bx, &by, &bz, slot)?;
+    }
+    Ok(())
 }
 
 /// Where the run's expansions are: the roots' centres, the unit scale `u`

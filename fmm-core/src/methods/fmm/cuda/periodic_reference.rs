@@ -37,6 +37,7 @@ use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::domain::{wrap1, PeriodicBox};
 use crate::error::Error;
+use crate::far::laplace::background;
 use crate::far::laplace::harmonics::{ncoef, C};
 use crate::far::laplace::operators::{l2p, l2p_hessian, Scratch};
 use crate::far::terms::{far_outputs, FarValues};
@@ -394,6 +395,7 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
                         [0, 1, 2].map(|a| [0, 1, 2].map(|b| h0[a][b] * u3 + h1[a][b] / cube));
                 }
             }
+            background::add_quadratic(b, &moments.total, unit, &mut fv);
             let mut far_out = vec![0.0; no];
             far_outputs(def, &terms, nq, &fv, |slot| cols[3 + slot][i], &mut far_out);
             row.iter_mut().zip(&far_out).for_each(|(x, y)| *x += y);
