@@ -36,6 +36,16 @@ impl<R: Real> SoA<R> {
         }
     }
 
+    /// The positions set to `pos` (input order) taken in tree order
+    /// `order`: a periodic box's wrapped points, which the near field sums.
+    pub(crate) fn set_positions(&mut self, pos: [&[f64]; 3], order: &[u32]) {
+        for (axis, p) in self.pos.iter_mut().zip(pos) {
+            for (x, &i) in axis.iter_mut().zip(order) {
+                *x = R::c(p[i as usize]);
+            }
+        }
+    }
+
     /// Appends the entries `range` of `other`.
     pub(crate) fn push_from(&mut self, other: &SoA<R>, range: std::ops::Range<usize>) {
         for a in 0..3 {

@@ -292,7 +292,8 @@ fn gpu_background_matches_the_ewald_sum() {
     assert!(err <= tol && a.estimated_error <= tol, "{err:e} {a:?}");
 }
 
-/// The direct (Ewald) sum and the treecode do not run on the GPU in a box:
+/// The direct (Ewald) sum, the treecode and the FMM's node far fields do
+/// not run on the GPU in a box:
 /// `Backend::Cuda` says so and names what does, `Backend::Auto` runs them
 /// on the CPU; a cell with a net charge is refused on the GPU as on the CPU.
 #[test]
@@ -301,7 +302,12 @@ fn what_the_gpu_does_not_run_in_a_box_is_named() {
     let b = PeriodicBox::cube([0.0; 3], 1.0);
     let pos = points(300, 3, [0.0; 3], 1.0);
     let (t, s) = coulomb(&pos, &zero_mean(300, 3));
-    for m in [Method::direct(), Method::Treecode(TreeOptions::default())] {
+    let ppm = fmm_core::FmmOptions::fixed(6, 0.5).with_far_field(fmm_core::FarField::Ppm);
+    for m in [
+        Method::direct(),
+        Method::Treecode(TreeOptions::default()),
+        Method::Fmm(ppm),
+    ] {
         let e = run::<Coulomb, f64>(Backend::Cuda, &m, b, &t, &s)
             .unwrap_err()
             .to_string();

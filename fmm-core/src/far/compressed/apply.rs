@@ -14,7 +14,7 @@ use super::super::Representation;
 use super::*;
 use crate::kernel::Kernel;
 use crate::tree::morton::MAX_LEVEL;
-use crate::tree::traversal::Lists;
+use crate::tree::traversal::{split, Lists};
 use crate::tree::Octree;
 
 /// The source fields' common values, or `None` where a field other than
@@ -58,7 +58,10 @@ pub(crate) struct Done {
 /// of rare offsets, which it returns. `None`, having done nothing, where
 /// it does not apply: the trees' root cubes differ, a source field other
 /// than the strength varies between cells, or the operators are too large.
-/// Singular values are kept down to `tol` of the largest.
+/// Singular values are kept down to `tol` of the largest. A list entry's
+/// image ([`split`]) moves its source cell by that image's lattice vector
+/// of `images` (a periodic box's, whole root cubes; `[[0; 3]]` in free
+/// space), which is only another offset: the same operators serve.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn m2l<K: Kernel>(
     basis: &dyn Basis,
@@ -66,8 +69,8 @@ pub(crate) fn m2l<K: Kernel>(
     params: &[f64],
     rep: &Representation,
     n_outputs: usize,
-    ttree: &Octree,
-    stree: &Octree,
+    (ttree, stree): (&Octree, &Octree),
+    images: &[[f64; 3]],
     up: &Upward,
     lists: &Lists,
     local: &mut Local,
@@ -77,8 +80,8 @@ pub(crate) fn m2l<K: Kernel>(
     }
     let mut used = vec![false; stree.cells.len()];
     for l in &lists.m2l {
-        for &s in l {
-            used[s as usize] = true;
+        for &e in l {
+            used[split(e).0] = true;
         }
     }
     let fields = common_fields(up, &rep.strength, &used)?;
@@ -101,19 +104,25 @@ pub(crate) fn m2l<K: Kernel>(
         .iter()
         .map(|c| lattice(c, corner, unit))
         .collect();
+    let shifts: Vec<[i32; 3]> = images
+        .iter()
+        .map(|v| v.map(|x| (x / unit).round() as i32))
+        .collect();
+    // (key, target cell, list entry).
     let mut pairs: Vec<(Key, u32, u32)> = lists
         .m2l
         .par_iter()
         .enumerate()
         .flat_map_iter(|(t, l)| {
-            let (tl, sl) = (&tl, &sl);
-            l.iter().map(move |&s| {
+            let (tl, sl, shifts) = (&tl, &sl, &shifts);
+            l.iter().map(move |&e| {
+                let (s, image) = split(e);
                 let key = Key {
                     target_level: ttree.cells[t].level as u8,
-                    source_level: stree.cells[s as usize].level as u8,
-                    offset: [0, 1, 2].map(|a| tl[t][a] - sl[s as usize][a]),
+                    source_level: stree.cells[s].level as u8,
+                    offset: [0, 1, 2].map(|a| tl[t][a] - sl[s][a] - shifts[image][a]),
                 };
-                (key, t as u32, s)
+                (key, t as u32, e)
             })
         })
         .collect();
@@ -198,6 +207,7 @@ pub(super) struct Products<'a> {
     pub(super) bases: &'a [Bases],
     pub(super) small: &'a [Small],
     pub(super) groups: &'a [(Key, std::ops::Range<usize>)],
+    /// (key, target cell, list entry) by key.
     pub(super) pairs: &'a [(Key, u32, u32)],
     pub(super) used: &'a [bool],
     pub(super) stree: &'a Octree,
@@ -293,8 +303,8 @@ impl Products<'_> {
                     let (c, by) = small[*g].view_of(&ops[op_of[*g]], rt);
                     let batch = &pairs[r.clone()];
                     x.clear();
-                    for &(_, _, s) in batch {
-                        let s = s as usize;
+                    for &(_, _, e) in batch {
+                        let s = split(e).0;
                         x.extend_from_slice(&hat_q[s * rs_max..s * rs_max + rs]);
                     }
                     y.resize(rt * batch.len(), T::zero());

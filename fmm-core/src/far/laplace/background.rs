@@ -64,14 +64,12 @@ pub(crate) fn check(
             .all(|t| matches!(t.term, Term::Potential | Term::Gradient));
     match scalar {
         true => Ok(()),
-        false => Err(Error::DomainUnsupported {
-            method: format!("a neutralising background with kernel {kernel}"),
-            domain: b.name(),
-            instead: "a background neutralises scalar strengths (charges, masses) whose far \
-                      field is a potential and its gradient; a vector strength in a periodic box \
-                      (a vorticity) sums to zero of itself: drop the background"
-                .into(),
-        }),
+        false => Err(Error::BadDomain(format!(
+            "a neutralising background balances scalar strengths (charges, masses) whose far \
+             field is a potential and its gradient, not kernel {kernel}'s; a vector strength in \
+             a {} (a vorticity) must sum to zero of itself: drop the background",
+            b.name()
+        ))),
     }
 }
 

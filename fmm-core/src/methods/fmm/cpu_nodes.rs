@@ -6,13 +6,24 @@
 //! The MAC takes each cell's size as the sphere holding its nodes (radius
 //! `sqrt 3` half sides, the cube's circumscribing sphere) rather than its
 //! particles: the interpolation spans the whole cell.
+//!
+//! In a periodic box as the Laplace FMM does it: the points wrapped, the
+//! box both trees' root cube, the traversal against the 125 nearest images
+//! (the M2L's and the P2P's entries each moving its source cell by its
+//! image's lattice vector: for the compressed M2L only another offset),
+//! and the farther images by Laplace expansions from the box's multipole
+//! at every target ([`FarImages`]), so the kernel must declare a Laplace
+//! far field.
 
 use rayon::prelude::*;
 
 use super::cpu::{near_field, scatter};
 use super::Settings;
+use crate::domain::Domain;
 use crate::error::Error;
 use crate::far::compressed;
+use crate::far::laplace::far_images::FarImages;
+use crate::far::laplace::operators::Scratch;
 use crate::far::nodes::{self, Basis, Local};
 use crate::far::Representation;
 use crate::kernel::Kernel;
@@ -21,7 +32,7 @@ use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::morton::Bounds;
-use crate::tree::traversal::{traverse_levels, Lists, Sphere};
+use crate::tree::traversal::{split, traverse_images, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, Octree, SoA};
 
 /// The cells' node spheres: centre and the radius that holds the nodes.
@@ -43,6 +54,7 @@ fn node_spheres(tree: &Octree, b: &dyn Basis) -> Vec<Sphere> {
 pub(crate) fn run<K: Kernel, R: Real>(
     params: &[R],
     rep: &Representation,
+    domain: &Domain,
     settings: Settings,
     ncrit: usize,
     compress: bool,
@@ -62,21 +74,55 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // cells lie on one lattice (its operators are per offset); for M2L by
     // the kernel each tree in its own cube, as on the GPU (whose node FMM
     // is this one's to rounding).
-    let spos = positions_f64(sources);
+    // A periodic box: the points wrapped into it, the box both trees'
+    // root cube; the far images by expansions, the cell neutral (or with
+    // a background) before any more work.
+    let pbox = domain.periodic();
+    let (mut spos, mut tpos) = (positions_f64(sources), positions_f64(targets));
+    if let Some(b) = pbox {
+        b.wrap(&mut spos)?;
+        b.wrap(&mut tpos)?;
+    }
+    let far_images = match pbox {
+        Some(b) => Some(FarImages::new::<K, R>(
+            b,
+            sources,
+            image_order(settings),
+            "the FMM with node far fields",
+        )?),
+        None => None,
+    };
+    let images: Vec<[f64; 3]> = pbox.map_or(vec![[0.0; 3]], |b| {
+        b.near_images()
+            .iter()
+            .map(|v| v.map(|x| x * b.side))
+            .collect()
+    });
     let spos = [&spos[0][..], &spos[1], &spos[2]];
-    let tpos = positions_f64(targets);
     let tpos = [&tpos[0][..], &tpos[1], &tpos[2]];
-    let (sroot, troot) = (Bounds::of(spos), Bounds::of(tpos));
-    let (sroot, troot) = if compress {
-        let root = sroot.union(&troot);
-        (root, root)
-    } else {
-        (sroot, troot)
+    let (sroot, troot) = match pbox {
+        Some(b) => {
+            let root = Bounds {
+                center: b.center(),
+                half: 0.5 * b.side,
+            };
+            (root, root)
+        }
+        None if compress => {
+            let root = Bounds::of(spos).union(&Bounds::of(tpos));
+            (root, root)
+        }
+        None => (Bounds::of(spos), Bounds::of(tpos)),
     };
     let stree = Octree::build_in(spos, ncrit, sroot);
-    let src = sorted(sources, &stree.order);
+    let mut src = sorted(sources, &stree.order);
     let ttree = Octree::build_in(tpos, ncrit, troot);
-    let tgt = sorted(targets, &ttree.order);
+    let mut tgt = sorted(targets, &ttree.order);
+    if pbox.is_some() {
+        // The near field sums the wrapped points' images.
+        src.set_positions(spos, &stree.order);
+        tgt.set_positions(tpos, &ttree.order);
+    }
     clock.stats().source_cells = stree.cells.len();
     clock.stats().target_cells = ttree.cells.len();
     clock.lap(Stage::Tree)?;
@@ -85,12 +131,13 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let up = nodes::upward(b, &stree, &src, rep);
     clock.lap(Stage::Upward)?;
 
-    let lists = traverse_levels(
+    let lists = traverse_images(
         &ttree,
         &node_spheres(&ttree, b),
         &stree,
         &node_spheres(&stree, b),
         settings.theta,
+        &images,
     );
     clock.stats().m2l += lists.m2l_count() as u64;
     clock.lap(Stage::Traversal)?;
@@ -108,8 +155,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
             &params64,
             rep,
             no,
-            &ttree,
-            &stree,
+            (&ttree, &stree),
+            &images,
             &up,
             &lists,
             &mut local,
@@ -129,14 +176,20 @@ pub(crate) fn run<K: Kernel, R: Real>(
     if rest.m2l_count() > 0 {
         let mut at = vec![u32::MAX; stree.cells.len()];
         let mut used = Vec::new();
-        for &s in rest.m2l.iter().flatten() {
-            if at[s as usize] == u32::MAX {
-                at[s as usize] = used.len() as u32;
-                used.push(s as usize);
+        for &e in rest.m2l.iter().flatten() {
+            let s = split(e).0;
+            if at[s] == u32::MAX {
+                at[s] = used.len() as u32;
+                used.push(s);
             }
         }
         let proxies: SoA<R> = nodes::node_sources(b, &stree, &up, &rep.strength, &used);
-        m2l_by_kernel::<K, R>(b, params, rep, no, &ttree, &proxies, &at, rest, &mut local);
+        let placed = Placed {
+            proxies: &proxies,
+            at: &at,
+            images: &images,
+        };
+        m2l_by_kernel::<K, R>(b, params, rep, no, &ttree, &placed, rest, &mut local);
     }
     clock.lap(Stage::M2l)?;
     // Operators built for the first time: setup, not M2L (the tolerance's
@@ -154,8 +207,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let far: Vec<Vec<f64>> = leaves
         .par_iter()
         .map_init(
-            || vec![0.0; k],
-            |w, &a| {
+            || (vec![0.0; k], Scratch::new(image_order(settings))),
+            |(w, s), &a| {
                 let cell = &ttree.cells[a];
                 let l = &local.v[a * block..(a + 1) * block];
                 let mut out = vec![0.0; cell.len() * no];
@@ -166,6 +219,9 @@ pub(crate) fn run<K: Kernel, R: Real>(
                     }
                     let x = [0, 1, 2].map(|ax| tgt.pos[ax][i].to_f64());
                     nodes::l2p(b, cell.center, cell.half, l, x, &t, no, w, o);
+                    if let (Some(f), Some(pb)) = (&far_images, pbox) {
+                        f.add(def, pb, x, &t, o, s);
+                    }
                 }
                 out
             },
@@ -173,16 +229,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .collect();
     clock.lap(Stage::Downward)?;
 
-    let near = near_field::<K, R>(
-        params,
-        &ttree,
-        &tgt,
-        &stree,
-        &src,
-        &lists,
-        &[[0.0; 3]],
-        &leaves,
-    );
+    let near = near_field::<K, R>(params, &ttree, &tgt, &stree, &src, &lists, &images, &leaves);
     clock.lap(Stage::P2p)?;
     Ok(scatter::<K, R>(
         targets.len(),
@@ -194,8 +241,26 @@ pub(crate) fn run<K: Kernel, R: Real>(
     ))
 }
 
+/// The order of the far images' expansions for a run at `settings`: the
+/// nearest far boxes are two boxes clear, where a degree `n` weighs about
+/// `0.35^n` of their part (itself a percent or less of the sum); the
+/// expected error of the settings a thousandfold below at most.
+fn image_order(settings: Settings) -> usize {
+    let want = super::tables::expected_error(settings) * 1e-3;
+    ((want.ln() / 0.35f64.ln()).ceil() as usize).clamp(8, 20)
+}
+
+/// The node sources M2L by the kernel reads: source cell `s`'s at
+/// `at[s]` in `proxies`, a list entry's image moving them by its lattice
+/// vector of `images`.
+struct Placed<'a, R> {
+    proxies: &'a SoA<R>,
+    at: &'a [u32],
+    images: &'a [[f64; 3]],
+}
+
 /// M2L by the kernel: per target cell, from its list's node sources
-/// `proxies` (source cell `s`'s at `at[s]`) to its own nodes.
+/// (`placed`) to its own nodes.
 #[allow(clippy::too_many_arguments)]
 fn m2l_by_kernel<K: Kernel, R: Real>(
     b: &dyn Basis,
@@ -203,11 +268,15 @@ fn m2l_by_kernel<K: Kernel, R: Real>(
     rep: &Representation,
     no: usize,
     ttree: &Octree,
-    proxies: &SoA<R>,
-    at: &[u32],
+    placed: &Placed<'_, R>,
     lists: &Lists,
     local: &mut Local,
 ) {
+    let Placed {
+        proxies,
+        at,
+        images,
+    } = *placed;
     let k = b.len();
     local
         .v
@@ -220,9 +289,16 @@ fn m2l_by_kernel<K: Kernel, R: Real>(
                     return;
                 }
                 list.clear();
-                for &s in &lists.m2l[a] {
-                    let s = at[s as usize] as usize;
+                for &e in &lists.m2l[a] {
+                    let (s, image) = split(e);
+                    let s = at[s] as usize;
+                    let from = list.pos[0].len();
                     list.push_from(proxies, s * k..(s + 1) * k);
+                    if image > 0 {
+                        for (axis, &d) in list.pos.iter_mut().zip(&images[image]) {
+                            axis[from..].iter_mut().for_each(|x| *x += R::c(d));
+                        }
+                    }
                 }
                 let cell = &ttree.cells[a];
                 nodes::m2l::<K, R>(

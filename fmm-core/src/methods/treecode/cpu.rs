@@ -14,21 +14,18 @@
 use rayon::prelude::*;
 
 use super::TreeOptions;
-use crate::domain::{Domain, Moments, PeriodicBox};
+use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
-use crate::far::laplace::harmonics::{ncoef, C};
-use crate::far::laplace::operators::{l2p, l2p_hessian, p2m, Scratch};
-use crate::far::laplace::{background, images};
+use crate::far::laplace::far_images::FarImages;
+use crate::far::laplace::operators::Scratch;
 use crate::far::monopole::{pseudo_sources, resolution, CellSources};
-use crate::far::terms::{far_outputs, FarValues};
-use crate::far::{self, nodes, FarField};
+use crate::far::{self, nodes};
 use crate::kernel::{Kernel, MAX_SLOTS};
 use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::{positions_f64, sorted, Octree, SoA};
-use fmm_codegen::kernel::Term;
 
 /// Squared distance from a point to a box (0 inside).
 #[inline]
@@ -144,7 +141,7 @@ pub(crate) fn prepare<R: Real>(
     let stree = Octree::build([&spos[0], &spos[1], &spos[2]], opts.ncrit);
     let mut src = sorted(sources, &stree.order);
     if pbox.is_some() {
-        set_positions(&mut src, &spos, &stree.order);
+        src.set_positions([&spos[0], &spos[1], &spos[2]], &stree.order);
     }
     let cells = match far {
         far::Plan::Monopole { strength } => pseudo_sources(&stree, &src, strength, opts.theta),
@@ -159,7 +156,7 @@ pub(crate) fn prepare<R: Real>(
     let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], group);
     let mut tgt = sorted(targets, &ttree.order);
     if pbox.is_some() {
-        set_positions(&mut tgt, &tpos, &ttree.order);
+        tgt.set_positions([&tpos[0], &tpos[1], &tpos[2]], &ttree.order);
     }
     let groups = target_groups(&ttree, group);
     Ok(Prepared {
@@ -172,134 +169,10 @@ pub(crate) fn prepare<R: Real>(
     })
 }
 
-/// The positions of `soa` (tree order `order`) set to `pos` (input order):
-/// the wrapped points of a periodic box.
-fn set_positions<R: Real>(soa: &mut SoA<R>, pos: &[Vec<f64>; 3], order: &[u32]) {
-    for (axis, p) in soa.pos.iter_mut().zip(pos) {
-        for (x, &i) in axis.iter_mut().zip(order) {
-            *x = R::c(p[i as usize]);
-        }
-    }
-}
-
-/// A periodic box's images past the walk's (past [`crate::domain::NEAR`]
-/// boxes) as one local expansion per strength component about the box's
-/// centre (the unit box), with the boundary's linear terms, and the
-/// Laplace terms that make them outputs: the same expansions as the FMM's
-/// (`far::laplace::images`), at order [`IMAGE_ORDER`].
-struct FarImages {
-    local: Vec<Vec<C>>,
-    /// The cell's net strengths (what a neutralising background balances).
-    total: Vec<f64>,
-    terms: Vec<fmm_codegen::kernel::FarTerm>,
-    hessians: bool,
-}
-
 /// The order of the treecode's far images: their nearest boxes are three
 /// boxes out, where order 14 leaves about 1e-3 of their part (itself a
 /// percent or less of the sum).
 const IMAGE_ORDER: usize = 14;
-
-impl FarImages {
-    fn new<K: Kernel, R: Real>(b: &PeriodicBox, sources: &Particles<R>) -> Result<Self, Error> {
-        let Ok(far::Plan::Laplace { strength, terms }) =
-            far::plan::<K>(FarField::Laplace, far::Tree::Fmm)
-        else {
-            return Err(Error::DomainUnsupported {
-                method: format!("the treecode with kernel {}", K::name()),
-                domain: b.name(),
-                instead: "the images past the nearest come by Laplace expansions: declare the \
-                          kernel's Laplace far field"
-                    .into(),
-            });
-        };
-        let mut unit = positions_f64(sources);
-        b.wrap(&mut unit)?;
-        b.to_unit(&mut unit);
-        let q: Vec<Vec<f64>> = strength
-            .iter()
-            .map(|&k| sources.slots()[k].iter().map(|x| x.to_f64()).collect())
-            .collect();
-        let qr: Vec<&[f64]> = q.iter().map(|v| &v[..]).collect();
-        let moments = Moments::of(&unit, &qr, [0.0; 3]);
-        background::check(b, &K::def().name, &terms, strength.len())?;
-        moments.check(b)?;
-        let levels = b.levels_for(1e-6);
-        let n = unit[0].len();
-        let local = qr
-            .iter()
-            .enumerate()
-            .map(|(k, qk)| {
-                // P2M about the box's centre, in parallel chunks.
-                let mult = (0..n.div_ceil(4096))
-                    .into_par_iter()
-                    .map(|c| {
-                        let r = c * 4096..((c + 1) * 4096).min(n);
-                        let x: Vec<[f64; 3]> = r
-                            .clone()
-                            .map(|j| [unit[0][j], unit[1][j], unit[2][j]])
-                            .collect();
-                        let mut m = vec![C::ZERO; ncoef(IMAGE_ORDER)];
-                        p2m([0.0; 3], &x, &qk[r], &mut Scratch::new(IMAGE_ORDER), &mut m);
-                        m
-                    })
-                    .reduce(
-                        || vec![C::ZERO; ncoef(IMAGE_ORDER)],
-                        |mut a, b| {
-                            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                            a
-                        },
-                    );
-                images::periodic_local(&mult, IMAGE_ORDER, b, &moments, k, levels)
-            })
-            .collect();
-        let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
-        Ok(FarImages {
-            local,
-            total: moments.total.clone(),
-            terms,
-            hessians,
-        })
-    }
-
-    /// Adds the far images' outputs at a target of the box `b` (at `x`,
-    /// target slots `t`) to `out`.
-    fn add<R: Real>(
-        &self,
-        def: &fmm_codegen::KernelDef,
-        b: &PeriodicBox,
-        x: [f64; 3],
-        t: &[R],
-        out: &mut [R],
-        s: &mut Scratch,
-    ) {
-        let c = b.center();
-        let u = [0, 1, 2].map(|a| (x[a] - c[a]) / b.side);
-        let (l1, l2, l3) = (b.side, b.side * b.side, b.side * b.side * b.side);
-        let mut v = FarValues::default();
-        for (k, local) in self.local.iter().enumerate() {
-            let (phi, grad) = l2p(local, u, s);
-            v.phi[k] = phi / l1;
-            v.grad[k] = grad.map(|g| g / l2);
-            if self.hessians {
-                v.hess[k] = l2p_hessian(local, u, s).map(|r| r.map(|h| h / l3));
-            }
-        }
-        background::add_quadratic(b, &self.total, u, &mut v);
-        let mut far = vec![0.0; out.len()];
-        far_outputs(
-            def,
-            &self.terms,
-            self.local.len(),
-            &v,
-            |slot| t[slot].to_f64(),
-            &mut far,
-        );
-        for (o, f) in out.iter_mut().zip(far) {
-            *o += R::c(f);
-        }
-    }
-}
 
 /// A thread's room for the walk: the near leaves and accepted cells of a
 /// group, their sources in one list, and the far images' scratch.
@@ -332,7 +205,12 @@ pub(crate) fn run<K: Kernel, R: Real>(
             .collect()
     });
     let far_images = match pbox {
-        Some(b) => Some(FarImages::new::<K, R>(b, sources)?),
+        Some(b) => Some(FarImages::new::<K, R>(
+            b,
+            sources,
+            IMAGE_ORDER,
+            "the treecode",
+        )?),
         None => None,
     };
 
