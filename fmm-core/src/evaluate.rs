@@ -84,7 +84,7 @@ pub fn evaluate<'a, K: Kernel, R: Real>(
     // treecode) `Auto` runs on the CPU.
     let device = match (backend, problem.domain.periodic()) {
         (Backend::Auto, Some(_))
-            if !gpu_runs_periodic::<K>(method) && Backend::from_env()? != Backend::Cuda =>
+            if !gpu_runs_periodic(method) && Backend::from_env()? != Backend::Cuda =>
         {
             Device::Cpu
         }
@@ -134,7 +134,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
     }
     method.check::<K>()?;
     check_domain::<K>(method, &problem)?;
-    if problem.domain.periodic().is_some() && !gpu_runs_periodic::<K>(method) {
+    if problem.domain.periodic().is_some() && !gpu_runs_periodic(method) {
         return Err(on_gpu(&problem));
     }
     let mut stats = Stats::default();
@@ -292,12 +292,11 @@ fn check<K: Kernel, R: Real>(
 }
 
 /// The domain's own checks, and whether `method` runs in it: a periodic
-/// box runs by the direct sum (Ewald), the treecode and the FMM with node
-/// far fields (every far field; the images past the nearest by Laplace
-/// expansions) on the CPU, and the FMM with Laplace expansions (a
-/// tolerance by that FMM) on the CPU and the GPU ([`gpu_runs_periodic`]),
-/// for kernels that declare a Laplace far field; the rest say so, naming
-/// what does.
+/// box runs by the direct sum (Ewald) and the treecode (every far field)
+/// on the CPU, and the FMM (every far field; a tolerance by the Laplace
+/// expansions) on the CPU and the GPU ([`gpu_runs_periodic`]), the images
+/// past the nearest by Laplace expansions, for kernels that declare a
+/// Laplace far field; the rest say so, naming what does.
 fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(), Error> {
     problem.domain.check()?;
     let Some(pbox) = problem.domain.periodic() else {
@@ -336,22 +335,16 @@ fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(),
     }
 }
 
-/// Whether the GPU runs `method` in a periodic box: the FMM with Laplace
-/// expansions and a tolerance (by that FMM); the node far fields in a box
-/// run on the CPU.
-fn gpu_runs_periodic<K: Kernel>(method: &Method) -> bool {
-    match method {
-        Method::Fmm(o) => o.far_field.resolve::<K>(false) == FarField::Laplace,
-        Method::Tolerance(_) => true,
-        _ => false,
-    }
+/// Whether the GPU runs `method` in a periodic box: the FMM (whose far
+/// field [`check_domain`] has checked) and a tolerance (by that FMM).
+fn gpu_runs_periodic(method: &Method) -> bool {
+    matches!(method, Method::Fmm(_) | Method::Tolerance(_))
 }
 
 /// A method the GPU does not run in a periodic box, said with what does.
 fn on_gpu(problem: &Problem<'_>) -> Error {
     Error::DomainUnsupported {
-        method: "the direct (Ewald) sum, the treecode and the FMM's node far fields on the GPU"
-            .into(),
+        method: "the direct (Ewald) sum and the treecode on the GPU".into(),
         domain: problem.domain.name(),
         instead: "run them on the CPU (Backend::Cpu), or use Method::Fmm (Laplace expansions), \
                   which runs there on the GPU"
@@ -381,7 +374,7 @@ fn evaluate_checked<K: Kernel, R: Real>(
     }
     let mut achieved = None;
     if let (Some(_), Device::Cuda(_)) = (problem.domain.periodic(), &device) {
-        if !gpu_runs_periodic::<K>(method) {
+        if !gpu_runs_periodic(method) {
             return Err(on_gpu(problem));
         }
     }
@@ -590,7 +583,15 @@ fn fmm_resident<K: Kernel, R: Real>(
                 fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
             }
             far::Plan::Nodes(rep) => fmm::cuda::nodes::run::<K, R>(
-                gpu, params, rep, settings, o, targets, sources, &mut clock,
+                gpu,
+                params,
+                rep,
+                &problem.domain,
+                settings,
+                o,
+                targets,
+                sources,
+                &mut clock,
             ),
         }
     };

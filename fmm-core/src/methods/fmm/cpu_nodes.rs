@@ -245,7 +245,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
 /// nearest far boxes are two boxes clear, where a degree `n` weighs about
 /// `0.35^n` of their part (itself a percent or less of the sum); the
 /// expected error of the settings a thousandfold below at most.
-fn image_order(settings: Settings) -> usize {
+pub(crate) fn image_order(settings: Settings) -> usize {
     let want = super::tables::expected_error(settings) * 1e-3;
     ((want.ln() / 0.35f64.ln()).ceil() as usize).clamp(8, 20)
 }

@@ -20,12 +20,18 @@
 //   compressed_uniform whether a node source field other than the strength
 //                      (a core radius) is the same in every cell.
 //
-// Plain CUDA C for NVRTC; the host prepends OFFSET_BITS.
+// A list entry names a source cell and, in a periodic box, its image in
+// the top bits (tree/traversal.rs): the key's offset is from the image's
+// centre (`shift`: 3 a image), the pairs gather the cell itself, and the
+// rare pairs keep the entry for the kernel.
+//
+// Plain CUDA C for NVRTC; the host prepends OFFSET_BITS and CELL_BITS.
 
 typedef unsigned long long u64;
 
 #define EMPTY 0xFFFFFFFFFFFFFFFFull
 #define OFFSET_BIAS (1ll << (OFFSET_BITS - 1))
+#define CELL_MASK ((1u << CELL_BITS) - 1u)
 
 __device__ __forceinline__ long long item() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
 
@@ -76,16 +82,19 @@ extern "C" __global__ void compressed_keys(
     const int* __restrict__ list, const int* __restrict__ tlevel, const double* __restrict__ tx,
     const double* __restrict__ ty, const double* __restrict__ tz, const int* __restrict__ slevel,
     const double* __restrict__ sx, const double* __restrict__ sy, const double* __restrict__ sz,
-    const double root_half, const int bits, u64* table, unsigned* counts,
-    int* __restrict__ slot, int* failed)
+    const double* __restrict__ shift, const double root_half, const int bits, u64* table,
+    unsigned* counts, int* __restrict__ slot, int* failed)
 {
     const long long t = item();
     if (t >= n_cells) return;
     const int lt = tlevel[t];
     const double x = tx[t], y = ty[t], z = tz[t];
     for (long long i = begin[t]; i < end[t]; ++i) {
-        const int s = list[i];
-        const u64 key = pair_key(lt, slevel[s], x, y, z, sx[s], sy[s], sz[s], root_half);
+        const unsigned e = (unsigned)list[i];
+        const int s = (int)(e & CELL_MASK);
+        const double* v = shift + 3 * (e >> CELL_BITS);
+        const u64 key =
+            pair_key(lt, slevel[s], x, y, z, sx[s] + v[0], sy[s] + v[1], sz[s] + v[2], root_half);
         const int at = key == EMPTY ? -1 : find_or_add(table, bits, key);
         slot[i] = at;
         if (at < 0) {
@@ -116,7 +125,7 @@ extern "C" __global__ void compressed_bucket(
         }
         const u64 at = atomicAdd(&cursor[op], 1ull);
         pair_t[at] = (int)t;
-        pair_s[at] = list[i];
+        pair_s[at] = (int)((unsigned)list[i] & CELL_MASK);
     }
     rare[t] = n;
 }

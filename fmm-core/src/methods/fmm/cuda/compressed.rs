@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
 
+use super::periodic::Images;
 use super::{DeviceLists, FmmTree};
 use crate::cuda::device::{alloc, download, launch, per_item, upload, zeros};
 use crate::cuda::module::{entry_points, with_defines};
@@ -48,6 +49,7 @@ use crate::far::Representation;
 use crate::kernel::Kernel;
 use crate::real::Real;
 use crate::tree::morton::MAX_LEVEL;
+use crate::tree::traversal::IMAGE_BITS;
 
 /// The module name the kernels are compiled and cached under.
 pub const MODULE: &str = "fmm_compressed_m2l";
@@ -73,7 +75,10 @@ const BLOCK: u32 = 128;
 /// The source, with the constants it takes from here.
 pub fn source() -> String {
     with_defines(
-        &[("OFFSET_BITS", OFFSET_BITS as i64)],
+        &[
+            ("OFFSET_BITS", OFFSET_BITS as i64),
+            ("CELL_BITS", (32 - IMAGE_BITS) as i64),
+        ],
         include_str!("compressed.cu"),
     )
 }
@@ -263,7 +268,8 @@ fn address<T: cudarc::driver::DeviceRepr>(gpu: &Gpu, a: &CudaSlice<T>, at: usize
 /// The compressed M2L of the lists `lists` (target tree `tt`, source tree
 /// `st`, one root cube), planned: the pairs' keys found on the device, the
 /// operators computed (or taken from the cache) on the host, the pairs
-/// sorted by operator. `None` where it does not apply (the caller runs M2L
+/// sorted by operator; an entry's image (`images`, a periodic box's) moves
+/// its source cell, only another offset. `None` where it does not apply (the caller runs M2L
 /// by the kernel): the trees are not one, a source field is not a
 /// strength, the operators are too large, or the keys overflow.
 #[allow(clippy::too_many_arguments)]
@@ -275,8 +281,8 @@ pub(super) fn plan<K: Kernel, R: Real>(
     rep: &Representation,
     node_slots: &[CudaSlice<R>],
     n_outputs: usize,
-    tt: &FmmTree<R>,
-    st: &FmmTree<R>,
+    (tt, st): (&FmmTree<R>, &FmmTree<R>),
+    images: &Images<R>,
     lists: &DeviceLists,
 ) -> Result<Option<Plan<R>>, Error> {
     if tt.tree.bounds.center != st.tree.bounds.center
@@ -307,7 +313,8 @@ pub(super) fn plan<K: Kernel, R: Real>(
         launch!(s, ops.keys, per_item(tnc, BLOCK), "compressed_keys";
             &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l, &tt.tree.level,
             &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2], &st.tree.level,
-            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &root_half, &bits,
+            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
+            &root_half, &bits,
             &mut keys, &mut counts, &mut slot, &mut failed)?;
         let keys = download(s, &keys, size)?;
         let distinct = keys.iter().filter(|&&k| k != u64::MAX).count();

@@ -45,6 +45,7 @@ use crate::cuda::device::{alloc, device_addresses, launch, read_addresses, uploa
 use crate::cuda::launch::Entry;
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
+use crate::domain::Domain;
 use crate::error::Error;
 use crate::far::cuda::{node_positions, upward, DeviceBasis, NodeOps};
 use crate::far::{self, Representation};
@@ -70,6 +71,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     gpu: &Gpu,
     params: &[R],
     rep: &Representation,
+    domain: &Domain,
     settings: Settings,
     opts: &FmmOptions,
     targets: &DeviceParticles<R>,
@@ -91,19 +93,31 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // Both trees, each cell's radius its node sphere's.
     let ncrit = opts.leaf_size(rep.far_field);
     let compress = opts.node_m2l == NodeM2l::Compressed;
+    let pbox = domain.periodic();
+    let cube = match pbox {
+        Some(b) => Cube::Box(b),
+        None if compress => Cube::Union,
+        None => Cube::Own,
+    };
     let trees = Trees::build(
         gpu,
         &ops,
         targets,
         sources,
         ncrit,
-        if compress { Cube::Union } else { Cube::Own },
+        cube,
         |t: &mut FmmTree<R>| {
             let nci = t.tree.n_cells as i32;
             launch!(s, nodes.radius, grid(t.tree.n_cells), "far_nodes_radius";
             &nci, &basis.radius, &t.tree.half, &mut t.radius)
         },
     )?;
+    // A periodic box's far images come by Laplace expansions: the cell
+    // neutral (or with a background) before any more work.
+    let image_sources = match pbox {
+        Some(b) => Some(super::ImageSources::of::<K, R>(gpu, b, &trees)?),
+        None => None,
+    };
     let (st, tt) = (&trees.source, trees.target());
     let (sslots, tslots) = (&trees.sslots, &trees.tslots);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
@@ -123,8 +137,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
 
     // Dual tree traversal, and the P2P groups (every target leaf cut into
     // pieces of a block).
-    let free_space = Images::<R>::of(gpu, None)?;
-    let lists = traverse(gpu, &ops, tt, st, settings.theta, &free_space)?;
+    let images = Images::<R>::of(gpu, pbox)?;
+    let lists = traverse(gpu, &ops, tt, st, settings.theta, &images)?;
     clock.stats().m2l = lists.n_m2l as u64;
     let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
     clock.lap(Stage::Traversal)?;
@@ -148,8 +162,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
             rep,
             &src_slots,
             no,
-            tt,
-            st,
+            (tt, st),
+            &images,
             &lists,
         )?
     } else {
@@ -167,7 +181,17 @@ pub(crate) fn run<K: Kernel, R: Real>(
     };
     let mut local = match by_kernel {
         Some((bounds, list)) => m2l(
-            gpu, &nodes, &basis, &p2p, params, tt, st, bounds, list, &src_pos, &src_slots, no, nt,
+            gpu,
+            &nodes,
+            &basis,
+            &p2p,
+            params,
+            (tt, st),
+            (bounds, list, &images),
+            &src_pos,
+            &src_slots,
+            no,
+            nt,
         )?,
         None => zeros::<f64>(s, tt.tree.n_cells * k * channels)?,
     };
@@ -210,19 +234,13 @@ pub(crate) fn run<K: Kernel, R: Real>(
             &basis.table, &basis.radius, &chi, &noi, &nti, &tfields, &local, &outs)?;
     }
     drop(local);
+    if let (Some(b), Some(src)) = (pbox, &image_sources) {
+        let order = super::super::cpu_nodes::image_order(settings);
+        super::far_images_at_targets::<K, R>(gpu, b, (order, src), &trees, &mut out)?;
+    }
     clock.lap(Stage::Downward)?;
 
-    near_field_and_scatter(
-        gpu,
-        &p2p,
-        params,
-        &trees,
-        groups,
-        near,
-        &free_space,
-        out,
-        clock,
-    )
+    near_field_and_scatter(gpu, &p2p, params, &trees, groups, near, &images, out, clock)
 }
 
 /// The M2L: the kernel (`p2p`, its P2P-list entry) from the node sources
@@ -237,10 +255,8 @@ fn m2l<R: Real>(
     basis: &DeviceBasis,
     p2p: &Entry,
     params: &[R],
-    tt: &FmmTree<R>,
-    st: &FmmTree<R>,
-    bounds: [&CudaSlice<i64>; 2],
-    list: &CudaSlice<i32>,
+    (tt, st): (&FmmTree<R>, &FmmTree<R>),
+    (bounds, list, images): ([&CudaSlice<i64>; 2], &CudaSlice<i32>, &Images<R>),
     src_pos: &[CudaSlice<R>; 3],
     src_slots: &[CudaSlice<R>],
     no: usize,
@@ -251,8 +267,6 @@ fn m2l<R: Real>(
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
     let tn = tnc * k;
     let channels = no * (1 + nt);
-    // The lists name cells, no images.
-    let free_space = Images::<R>::of(gpu, None)?;
 
     // Targets: every target cell's nodes; groups of at most a block of one
     // cell's nodes, each naming its cell (whose M2L list it takes).
@@ -293,7 +307,7 @@ fn m2l<R: Real>(
             &groups,
             bounds,
             list,
-            &free_space.shift_real,
+            &images.shift_real,
             [&cell_begin, &cell_end],
             &Points::of(snc * k, src_pos, src_slots),
             &mut out,

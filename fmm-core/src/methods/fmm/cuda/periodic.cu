@@ -1,6 +1,6 @@
 // The GPU FMM's periodic box (methods/fmm/cuda/periodic.rs): the points
-// wrapped into the box, the cell's moments about the box's centre, and a
-// neutralising background's quadratic part at the targets.
+// wrapped into the box, the cell's moments about the box's centre, a
+// neutralising background's quadratic part at the targets, and a sum.
 // The host defines MOMENTS (7 sums a strength component, and one).
 
 // x wrapped into [o, o + l) as domain::wrap1 does, in double.
@@ -96,6 +96,14 @@ __device__ void background(const int n, const T* __restrict__ x, const T* __rest
     out[i] += (T)v;
 }
 
+// out[i] += a[i] for the n entries.
+template <typename T>
+__device__ void add(const int n, const T* __restrict__ a, T* __restrict__ out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] += a[i];
+}
+
 #define PRECISION(T, SUFFIX)                                                                      \
     extern "C" __global__ void fmm_wrap_##SUFFIX(                                                \
         const int n, const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ z,   \
@@ -118,6 +126,11 @@ __device__ void background(const int n, const T* __restrict__ x, const T* __rest
         const double by, const double bz, T* __restrict__ out)                                    \
     {                                                                                             \
         background<T>(n, x, y, z, cx, cy, cz, a, bx, by, bz, out);                                \
+    }                                                                                             \
+    extern "C" __global__ void fmm_add_##SUFFIX(const int n, const T* __restrict__ a,            \
+                                                T* __restrict__ out)                              \
+    {                                                                                             \
+        add<T>(n, a, out);                                                                        \
     }
 
 PRECISION(float, f32)

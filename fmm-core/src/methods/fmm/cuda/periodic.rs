@@ -45,6 +45,7 @@ entry_points! {
         wrap = "fmm_wrap" per_precision,
         moments = "fmm_moments" per_precision,
         background = "fmm_background" per_precision,
+        add = "fmm_add" per_precision,
     }
 }
 
@@ -221,6 +222,18 @@ pub(super) fn add_background<R: Real>(
             &ni, &pos[0], &pos[1], &pos[2], &cx, &cy, &cz, &a, &bx, &by, &bz, slot)?;
     }
     Ok(())
+}
+
+/// `out += a`, elementwise.
+pub(super) fn add<R: Real>(
+    gpu: &Gpu,
+    a: &CudaSlice<R>,
+    out: &mut CudaSlice<R>,
+) -> Result<(), Error> {
+    let ops = PeriodicOps::get::<R>(gpu)?;
+    let n = a.len();
+    let ni = n as i32;
+    launch!(gpu.stream(), ops.add, per_item(n, 256), "fmm_add"; &ni, a, out)
 }
 
 /// Where the run's expansions are: the roots' centres, the unit scale `u`
