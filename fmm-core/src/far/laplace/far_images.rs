@@ -19,7 +19,7 @@ use crate::kernel::Kernel;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::tree::positions_f64;
-use fmm_codegen::kernel::Term;
+use fmm_codegen::kernel::{FarTerm, Term};
 
 /// A periodic box's images past the nearest (past [`crate::domain::NEAR`]
 /// boxes) as one local expansion per strength component about the box's
@@ -30,8 +30,27 @@ pub(crate) struct FarImages {
     local: Vec<Vec<C>>,
     /// The cell's net strengths (what a neutralising background balances).
     total: Vec<f64>,
-    terms: Vec<fmm_codegen::kernel::FarTerm>,
+    terms: Vec<FarTerm>,
     hessians: bool,
+}
+
+/// The strengths and terms of kernel `K`'s Laplace far field, which a
+/// box's far images are made of; an error naming `method` where the
+/// kernel declares none.
+pub(crate) fn image_terms<K: Kernel>(
+    b: &PeriodicBox,
+    method: &str,
+) -> Result<(Vec<usize>, Vec<FarTerm>), Error> {
+    match far::plan::<K>(FarField::Laplace, far::Tree::Fmm) {
+        Ok(far::Plan::Laplace { strength, terms }) => Ok((strength, terms)),
+        _ => Err(Error::DomainUnsupported {
+            method: format!("{method} with kernel {}", K::name()),
+            domain: b.name(),
+            instead: "the images past the nearest come by Laplace expansions: declare the \
+                      kernel's Laplace far field"
+                .into(),
+        }),
+    }
 }
 
 impl FarImages {
@@ -43,17 +62,7 @@ impl FarImages {
         order: usize,
         method: &str,
     ) -> Result<Self, Error> {
-        let Ok(far::Plan::Laplace { strength, terms }) =
-            far::plan::<K>(FarField::Laplace, far::Tree::Fmm)
-        else {
-            return Err(Error::DomainUnsupported {
-                method: format!("{method} with kernel {}", K::name()),
-                domain: b.name(),
-                instead: "the images past the nearest come by Laplace expansions: declare the \
-                          kernel's Laplace far field"
-                    .into(),
-            });
-        };
+        let (strength, terms) = image_terms::<K>(b, method)?;
         let mut unit = positions_f64(sources);
         b.wrap(&mut unit)?;
         b.to_unit(&mut unit);

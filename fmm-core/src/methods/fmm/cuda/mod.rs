@@ -650,17 +650,8 @@ struct ImageSources {
 impl ImageSources {
     fn of<K: Kernel, R: Real>(gpu: &Gpu, b: &PeriodicBox, trees: &Trees<R>) -> Result<Self, Error> {
         let def = K::def();
-        let Ok(crate::far::Plan::Laplace { strength, terms }) =
-            crate::far::plan::<K>(crate::far::FarField::Laplace, crate::far::Tree::Fmm)
-        else {
-            return Err(Error::DomainUnsupported {
-                method: format!("the FMM with node far fields with kernel {}", K::name()),
-                domain: b.name(),
-                instead: "the images past the nearest come by Laplace expansions: declare the \
-                          kernel's Laplace far field"
-                    .into(),
-            });
-        };
+        let (strength, terms) =
+            crate::far::laplace::far_images::image_terms::<K>(b, "the FMM with node far fields")?;
         let nq = strength.len();
         let st = &trees.source;
         let q = |k: usize| &trees.sslots[strength[k.min(nq - 1)]];
