@@ -122,6 +122,7 @@ pub fn ewald_with<K: Kernel, R: Real>(
     };
     let no = def.n_outputs();
     let nq = strength.len();
+    crate::far::laplace::background::check(pbox, &def.name, &terms, nq)?;
     let (l, c) = (pbox.side, pbox.center());
 
     // The sources wrapped into the box (the surface term needs the cell's
