@@ -284,6 +284,20 @@ impl PeriodicBox {
         v
     }
 
+    /// The lattice shifts of `domain`'s nearest images ([`Self::near_images`]
+    /// times the side), or free space's one zero shift: what a traversal
+    /// or a walk meets the source tree at.
+    pub fn near_shifts(domain: Option<&PeriodicBox>) -> Vec<[f64; 3]> {
+        match domain {
+            Some(b) => b
+                .near_images()
+                .iter()
+                .map(|v| v.map(|x| x * b.side))
+                .collect(),
+            None => vec![[0.0; 3]],
+        }
+    }
+
     /// Positions `pos` of the box (wrapped into it) moved into the unit box
     /// about the origin: `(x - centre) / side`.
     pub fn to_unit(&self, pos: &mut [Vec<f64>; 3]) {

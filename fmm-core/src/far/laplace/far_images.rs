@@ -53,6 +53,12 @@ pub(crate) fn image_terms<K: Kernel>(
     }
 }
 
+/// The image levels of the far images at the targets: their sum's
+/// remainder below 1e-6 of the images' part (itself a percent or less).
+pub(crate) fn image_levels(b: &PeriodicBox) -> u32 {
+    b.levels_for(1e-6)
+}
+
 impl FarImages {
     /// The far images of `sources` in `b` at order `order`; `method` names
     /// what asks (an error says it needs the kernel's Laplace far field).
@@ -74,7 +80,7 @@ impl FarImages {
         let moments = Moments::of(&unit, &qr, [0.0; 3]);
         background::check(b, &K::def().name, &terms, strength.len())?;
         moments.check(b)?;
-        let levels = b.levels_for(1e-6);
+        let levels = image_levels(b);
         let n = unit[0].len();
         let local = qr
             .iter()

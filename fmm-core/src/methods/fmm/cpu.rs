@@ -268,7 +268,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         .collect();
     clock.lap(Stage::Downward)?;
 
-    let shifts: Vec<[f64; 3]> = images.iter().map(|v| v.map(|x| x * side)).collect();
+    let shifts = PeriodicBox::near_shifts(periodic);
     let near = near_field::<K, R>(p, &ttree, &tgt, &stree, &src, &lists, &shifts, &leaves);
     clock.lap(Stage::P2p)?;
     Ok(scatter::<K, R>(

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use super::cpu::{near_field, scatter};
 use super::Settings;
-use crate::domain::Domain;
+use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
 use crate::far::compressed;
 use crate::far::laplace::far_images::FarImages;
@@ -92,12 +92,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         )?),
         None => None,
     };
-    let images: Vec<[f64; 3]> = pbox.map_or(vec![[0.0; 3]], |b| {
-        b.near_images()
-            .iter()
-            .map(|v| v.map(|x| x * b.side))
-            .collect()
-    });
+    let images = PeriodicBox::near_shifts(pbox);
     let spos = [&spos[0][..], &spos[1], &spos[2]];
     let tpos = [&tpos[0][..], &tpos[1], &tpos[2]];
     let (sroot, troot) = match pbox {

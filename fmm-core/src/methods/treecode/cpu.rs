@@ -198,12 +198,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let pbox = domain.periodic();
     // The walk meets the source tree at each near image's shift (the box
     // itself in free space); the farther images come by expansions.
-    let shifts: Vec<[f64; 3]> = pbox.map_or(vec![[0.0; 3]], |b| {
-        b.near_images()
-            .iter()
-            .map(|v| v.map(|x| x * b.side))
-            .collect()
-    });
+    let shifts = PeriodicBox::near_shifts(pbox);
     let far_images = match pbox {
         Some(b) => Some(FarImages::new::<K, R>(
             b,

@@ -698,7 +698,7 @@ fn far_images_at_targets<K: Kernel, R: Real>(
     };
     // The images' local expansion as the target root's, one cell.
     let mut local = zeros::<f64>(s, 2 * nq * nc)?;
-    let levels = b.levels_for(1e-6);
+    let levels = crate::far::laplace::far_images::image_levels(b);
     periodic::add_far_images(gpu, b, &src.moments, levels, &roots, &mult, &mut local)?;
     drop(mult);
     let m = tt.pos[0].len();

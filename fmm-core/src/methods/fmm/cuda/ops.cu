@@ -739,8 +739,6 @@ M2L_LANES_ENTRY(1, 1024)
 M2L_LANES_ENTRY(2, 512)
 M2L_LANES_ENTRY(3, 512)
 
-// The multipole expansions in full range (m from -n to n, at n * n + n + m),
-// the form M2L reads: one thread per coefficient.
 // Expansion k of nq, stored cell-major ((c * nq + k) * w floats), copied
 // to an array of its own (c * w): the float M2L one expansion a pass, where
 // the nq expansions' shared memory does not fit in a block.
@@ -768,6 +766,8 @@ extern "C" __global__ void fmm_add_expansion(const int n_cells, const int nq, co
     o->y += in[i].y;
 }
 
+// The multipole expansions in full range (m from -n to n, at n * n + n + m),
+// the form M2L reads: one thread per coefficient.
 extern "C" __global__ void fmm_full_range(const int n_exp, const double2* __restrict__ mult,
                                           double2* __restrict__ mfull)
 {

@@ -67,14 +67,7 @@ pub(super) struct Images<R> {
 impl<R: Real> Images<R> {
     /// The nearest images of `pbox` (box first), or free space's one.
     pub fn of(gpu: &Gpu, pbox: Option<&PeriodicBox>) -> Result<Self, Error> {
-        let v: Vec<f64> = match pbox {
-            Some(b) => b
-                .near_images()
-                .iter()
-                .flat_map(|v| v.map(|x| x * b.side))
-                .collect(),
-            None => vec![0.0; 3],
-        };
+        let v: Vec<f64> = PeriodicBox::near_shifts(pbox).concat();
         let r: Vec<R> = v.iter().map(|&x| R::c(x)).collect();
         let s = gpu.stream();
         Ok(Images {
