@@ -4,8 +4,8 @@
 //! wire; in f32 (the float M2L) against the f64 periodic sum; a tolerance
 //! met against the periodic sum, whose periodic sums on the device match
 //! the host's; a net charge with a neutralising background; the node far
-//! fields against the CPU's; what the GPU does not run in a box, and
-//! bad input there, named.
+//! fields against the CPU's; the treecode against the CPU's; what the
+//! GPU does not run in a box, and bad input there, named.
 //!
 //! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored --nocapture gpu_periodic::`.
 
@@ -343,28 +343,125 @@ fn gpu_node_far_fields_match_the_cpu_in_a_box() {
     }
 }
 
-/// The direct (Ewald) sum and the treecode do not run on the GPU in a box:
-/// `Backend::Cuda` says so and names what does, `Backend::Auto` runs them
-/// on the CPU; a cell with a net charge is refused on the GPU as on the CPU.
+/// The treecode in a box on the GPU (the walk once per near image, the
+/// farther images by Laplace expansions at every target) against the
+/// CPU's at the same settings, and both against the Ewald sum: the
+/// monopole at theta 0.3, pseudo-particles p 6 at theta 0.5, a net charge
+/// with a background, velocity + stretching of zero-mean vortices, and a
+/// slab against the CPU alone; targets given outside the box are wrapped.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_treecode_matches_the_cpu_in_a_box() {
+    use fmm_core::FarField;
+    let n = 4000;
+    let (origin, side) = ([0.2, -0.1, 0.4], 1.3);
+    let b = PeriodicBox::cube(origin, side);
+    let mut pos = points(n, 71, origin, side);
+    for (i, p) in pos.iter_mut().enumerate().step_by(9) {
+        p[i % 3] -= 2.0 * side;
+    }
+    let (t, s) = coulomb(&pos, &zero_mean(n, 71));
+    let q: Vec<f64> = zero_mean(n, 72).iter().map(|x| x + 0.5).collect();
+    let (_, charged) = coulomb(&pos, &q);
+    let tree = |far_field, order, theta| {
+        Method::Treecode(TreeOptions {
+            theta,
+            far_field,
+            order,
+            ..TreeOptions::default()
+        })
+    };
+    let slab = b.with_axes([true, true, false]);
+    let mut flat = points(n, 73, origin, side);
+    for (i, p) in flat.iter_mut().enumerate().step_by(9) {
+        p[i % 2] += 3.0 * side;
+    }
+    let (ft, fs) = coulomb(&flat, &zero_mean(n, 73));
+    for (what, m, bx, t, s, ewald) in [
+        (
+            "monopole",
+            tree(FarField::Monopole, 1, 0.3),
+            b,
+            &t,
+            &s,
+            true,
+        ),
+        ("ppm p 6", tree(FarField::Ppm, 6, 0.5), b, &t, &s, true),
+        (
+            "monopole, background",
+            tree(FarField::Monopole, 1, 0.3),
+            b.with_background(),
+            &t,
+            &charged,
+            true,
+        ),
+        (
+            "monopole, slab",
+            tree(FarField::Monopole, 1, 0.3),
+            slab,
+            &ft,
+            &fs,
+            false,
+        ),
+    ] {
+        let (cpu, _) = run::<Coulomb, f64>(Backend::Cpu, &m, bx, t, s).unwrap();
+        let (gpu, st) = run::<Coulomb, f64>(Backend::Cuda, &m, bx, t, s).unwrap();
+        let d = rel_l2(&gpu.concat(), &cpu.concat());
+        let vs = if ewald {
+            let (want, _) = run::<Coulomb, f64>(Backend::Cpu, &Method::direct(), bx, t, s).unwrap();
+            let (eg, ec) = (
+                rel_l2(&gpu.concat(), &want.concat()),
+                rel_l2(&cpu.concat(), &want.concat()),
+            );
+            assert!(eg < 1.01 * ec + 1e-12, "{what}: GPU {eg:e}, CPU {ec:e}");
+            format!("{eg:.2e} against Ewald (CPU {ec:.2e})")
+        } else {
+            String::new()
+        };
+        println!(
+            "GPU treecode {what}: {d:.1e} from the CPU, {vs}, {} P2P",
+            st.p2p
+        );
+        assert!(d < 1e-9, "{what}: {d:e} from the CPU");
+    }
+    let (vt, vs) = vortices(1500, 8, 0.02, &b);
+    let m = tree(FarField::Monopole, 1, 0.3);
+    let (want, _) =
+        run::<VelocityStretching, f64>(Backend::Cpu, &Method::direct(), b, &vt, &vs).unwrap();
+    let (cpu, _) = run::<VelocityStretching, f64>(Backend::Cpu, &m, b, &vt, &vs).unwrap();
+    let (gpu, _) = run::<VelocityStretching, f64>(Backend::Cuda, &m, b, &vt, &vs).unwrap();
+    let (d, eg, ec) = (
+        rel_l2(&gpu.concat(), &cpu.concat()),
+        rel_l2(&gpu.concat(), &want.concat()),
+        rel_l2(&cpu.concat(), &want.concat()),
+    );
+    println!("GPU treecode velocity + stretching: {d:.1e} from the CPU, {eg:.2e} against Ewald (CPU {ec:.2e})");
+    assert!(d < 1e-9 && eg < 1.01 * ec + 1e-12, "{d:e} {eg:e} {ec:e}");
+}
+
+/// The direct (Ewald) sum does not run on the GPU in a box:
+/// `Backend::Cuda` says so and names what does, `Backend::Auto` runs it
+/// on the CPU; a cell with a net charge is refused on the GPU by the FMM
+/// and the treecode as on the CPU.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn what_the_gpu_does_not_run_in_a_box_is_named() {
     let b = PeriodicBox::cube([0.0; 3], 1.0);
     let pos = points(300, 3, [0.0; 3], 1.0);
     let (t, s) = coulomb(&pos, &zero_mean(300, 3));
-    for m in [Method::direct(), Method::Treecode(TreeOptions::default())] {
-        let e = run::<Coulomb, f64>(Backend::Cuda, &m, b, &t, &s)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("Backend::Cpu") && e.contains("Method::Fmm"),
-            "{e}"
-        );
-        assert!(run::<Coulomb, f64>(Backend::Auto, &m, b, &t, &s).is_ok());
-    }
-    let (_, charged) = coulomb(&pos, &vec![1.0; 300]);
-    let e = run::<Coulomb, f64>(Backend::Cuda, &tight(), b, &t, &charged)
+    let e = run::<Coulomb, f64>(Backend::Cuda, &Method::direct(), b, &t, &s)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("sum to") && e.contains("background"), "{e}");
+    assert!(
+        e.contains("Backend::Cpu") && e.contains("Method::Fmm"),
+        "{e}"
+    );
+    assert!(run::<Coulomb, f64>(Backend::Auto, &Method::direct(), b, &t, &s).is_ok());
+    let (_, charged) = coulomb(&pos, &vec![1.0; 300]);
+    for m in [tight(), Method::Treecode(TreeOptions::default())] {
+        let e = run::<Coulomb, f64>(Backend::Cuda, &m, b, &t, &charged)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sum to") && e.contains("background"), "{e}");
+    }
 }

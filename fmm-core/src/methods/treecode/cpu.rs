@@ -13,7 +13,7 @@
 
 use rayon::prelude::*;
 
-use super::TreeOptions;
+use super::{TreeOptions, IMAGE_ORDER};
 use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
 use crate::far::laplace::far_images::FarImages;
@@ -168,11 +168,6 @@ pub(crate) fn prepare<R: Real>(
         groups,
     })
 }
-
-/// The order of the treecode's far images: their nearest boxes are three
-/// boxes out, where order 14 leaves about 1e-3 of their part (itself a
-/// percent or less of the sum).
-const IMAGE_ORDER: usize = 14;
 
 /// A thread's room for the walk: the near leaves and accepted cells of a
 /// group, their sources in one list, and the far images' scratch.

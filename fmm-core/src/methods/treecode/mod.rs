@@ -11,6 +11,11 @@ pub mod cuda;
 use crate::error::Error;
 use crate::far::FarField;
 
+/// The order of the treecode's far images: their nearest boxes are three
+/// boxes out, where order 14 leaves about 1e-3 of their part (itself a
+/// percent or less of the sum).
+pub(crate) const IMAGE_ORDER: usize = 14;
+
 /// Targets per group when the options leave it at 0: one block of the GPU
 /// walk, and on the CPU the fastest of 16 to 128 (1e6 Plummer, 2 cores).
 pub const DEFAULT_GROUP: usize = 128;

@@ -25,6 +25,7 @@
 
 pub mod compressed;
 pub(crate) mod estimate;
+pub(crate) mod far_images;
 mod m2l;
 pub(crate) mod nodes;
 pub mod periodic;
@@ -45,7 +46,7 @@ use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::primitives::{scan, scanned_total};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
-use crate::domain::{Moments, PeriodicBox};
+use crate::domain::PeriodicBox;
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::particles::Particles;
@@ -525,7 +526,15 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // positions taken to the unit box (`ops.cu`).
     let nqi = nq as i32;
     let u = unit_scale(st.tree.bounds.half);
-    let mult = upward(gpu, &ops, st, [q(0), q(1), q(2)], nq, nc, u)?;
+    let mult = upward(
+        gpu,
+        &ops,
+        (&st.tree, &st.pos),
+        [q(0), q(1), q(2)],
+        nq,
+        nc,
+        u,
+    )?;
     clock.lap(Stage::Upward)?;
 
     // M2L, one target cell per block; a periodic box's farther images
@@ -577,7 +586,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
             gpu,
             &ops,
             &table,
-            (tt, tslots),
+            (&tt.pos, tslots),
             cells,
             (&local, nq, u),
             &mut out,
@@ -602,7 +611,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     )
 }
 
-/// L2P at every target of `tt` (tree order; `tslots` its fields) of the
+/// L2P at every target `tpos` (tree order; `tslots` its fields) of the
 /// local expansions `local` (`nq` a cell, of positions times `u`) of the
 /// cells `leaf_of` names (their centres `center`), through the kernel's
 /// far terms `table`: written into `out`, one array per output slot.
@@ -610,20 +619,20 @@ fn l2p<R: Real>(
     gpu: &Gpu,
     ops: &Ops,
     table: &TermTable,
-    (tt, tslots): (&FmmTree<R>, &[CudaSlice<R>]),
+    (tpos, tslots): (&[CudaSlice<R>; 3], &[CudaSlice<R>]),
     (leaf_of, center): (&CudaSlice<i32>, [&CudaSlice<f64>; 3]),
     (local, nq, u): (&CudaSlice<f64>, usize, f64),
     out: &mut [CudaSlice<R>],
 ) -> Result<(), Error> {
     let s = gpu.stream();
-    let m = tt.pos[0].len();
+    let m = tpos[0].len();
     let d_term = upload(s, &table.kinds)?;
     let d_coef = upload(s, &table.coefficients)?;
     // A stretching term's target vector; any array where there is none
     // (the kernel reads it only for a stretching term).
     let a = |c: usize| match table.alpha {
         Some(f) => &tslots[f + c],
-        None => &tt.pos[0],
+        None => &tpos[0],
     };
     let (mi, nqi, nti, noi) = (
         m as i32,
@@ -634,124 +643,36 @@ fn l2p<R: Real>(
     let outs = upload(s, &device_addresses(s, out))?;
     launch!(s, ops.l2p, grid(m), "fmm_l2p";
         &mi, leaf_of, center[0], center[1], center[2],
-        &tt.pos[0], &tt.pos[1], &tt.pos[2], &nqi, local, &nti, &d_term, &d_coef,
+        &tpos[0], &tpos[1], &tpos[2], &nqi, local, &nti, &d_term, &d_coef,
         a(0), a(1), a(2), &u, &noi, &outs)
 }
 
-/// What the node far fields' far images in a box need of the sources:
-/// the kernel's Laplace strengths and terms, and the cell's moments, its
-/// neutrality (or background) checked before any more work.
-struct ImageSources {
-    strength: Vec<usize>,
-    terms: Vec<FarTerm>,
-    moments: Moments,
-}
-
-impl ImageSources {
-    fn of<K: Kernel, R: Real>(gpu: &Gpu, b: &PeriodicBox, trees: &Trees<R>) -> Result<Self, Error> {
-        let def = K::def();
-        let (strength, terms) =
-            crate::far::laplace::far_images::image_terms::<K>(b, "the FMM with node far fields")?;
-        let nq = strength.len();
-        let st = &trees.source;
-        let q = |k: usize| &trees.sslots[strength[k.min(nq - 1)]];
-        let moments = periodic::moments::<R>(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
-        super::check_neutral(b, &moments, def, &terms, nq)?;
-        Ok(ImageSources {
-            strength,
-            terms,
-            moments,
-        })
-    }
-}
-
-/// A periodic box's images past the nearest, added at every target of
-/// `trees` (tree order) to `out`, for the FMM without a Laplace root
-/// expansion to carry them (the node far fields): the sources' Laplace
-/// multipoles of order `order` up the source tree (P2M, M2M), the root's
-/// into the images' local expansion on the host
-/// ([`periodic::far_local`], the boundary's terms and a background's
-/// harmonic part in), its L2P at every target, and a background's
-/// quadratic.
-fn far_images_at_targets<K: Kernel, R: Real>(
-    gpu: &Gpu,
-    b: &PeriodicBox,
-    (order, src): (usize, &ImageSources),
-    trees: &Trees<R>,
-    out: &mut [CudaSlice<R>],
-) -> Result<(), Error> {
-    let def = K::def();
-    let s = gpu.stream();
-    let (st, tt) = (&trees.source, trees.target());
-    let nq = src.strength.len();
-    let nc = ncoef(order);
-    let q = |k: usize| &trees.sslots[src.strength[k.min(nq - 1)]];
-    let ops = Ops::get::<R>(gpu, order)?;
-    let u = unit_scale(st.tree.bounds.half);
-    let mult = upward(gpu, &ops, st, [q(0), q(1), q(2)], nq, nc, u)?;
-    let roots = periodic::Roots {
-        source_center: st.tree.bounds.center,
-        target_center: tt.tree.bounds.center,
-        u,
-        p: order,
-        nq,
-    };
-    // The images' local expansion as the target root's, one cell.
-    let mut local = zeros::<f64>(s, 2 * nq * nc)?;
-    let levels = crate::far::laplace::far_images::image_levels(b);
-    periodic::add_far_images(gpu, b, &src.moments, levels, &roots, &mult, &mut local)?;
-    drop(mult);
-    let m = tt.pos[0].len();
-    let leaf_of = zeros::<i32>(s, m)?;
-    let center: Vec<CudaSlice<f64>> = (0..3)
-        .map(|a| upload(s, &[tt.tree.bounds.center[a]]))
-        .collect::<Result<_, _>>()?;
-    let mut far: Vec<CudaSlice<R>> = (0..out.len())
-        .map(|_| alloc::<R>(s, m))
-        .collect::<Result<_, _>>()?;
-    let table = TermTable::of(def, &src.terms)?;
-    let cells = (&leaf_of, [&center[0], &center[1], &center[2]]);
-    l2p(
-        gpu,
-        &ops,
-        &table,
-        (tt, &trees.tslots),
-        cells,
-        (&local, nq, u),
-        &mut far,
-    )?;
-    for (o, f) in out.iter_mut().zip(&far) {
-        periodic::add(gpu, f, o)?;
-    }
-    periodic::add_background(gpu, b, &src.moments, (def, &src.terms), &tt.pos, out)
-}
-
-/// P2M at the leaves of `st` and M2M level by level up: the multipoles of
-/// its cells, `nq` expansions a cell of the strengths `q` (the first `nq`
+/// P2M at the leaves of `tree` (its points `pos`) and M2M level by level
+/// up: the multipoles of its cells, `nq` expansions a cell of the strengths `q` (the first `nq`
 /// read), `nc` coefficients each, of the positions times `u`.
 fn upward<R: Real>(
     gpu: &Gpu,
     ops: &Ops,
-    st: &FmmTree<R>,
+    (tree, pos): (&DeviceOctree<R>, &[CudaSlice<R>; 3]),
     q: [&CudaSlice<R>; 3],
     nq: usize,
     nc: usize,
     u: f64,
 ) -> Result<CudaSlice<f64>, Error> {
     let s = gpu.stream();
-    let snc = st.tree.n_cells;
+    let snc = tree.n_cells;
     let (snci, nqi) = (snc as i32, nq as i32);
     let mut mult = zeros::<f64>(s, 2 * snc * nq * nc)?;
     launch!(s, ops.p2m, per_cell(snc), "fmm_p2m";
-        &snci, &st.tree.n_children, &st.tree.begin, &st.tree.end,
-        &st.tree.center[0], &st.tree.center[1], &st.tree.center[2],
-        &st.pos[0], &st.pos[1], &st.pos[2], &nqi, q[0], q[1], q[2], &u, &mut mult)?;
-    for l in (0..st.tree.levels()).rev() {
-        let (nl, cells) = st.tree.level(l);
+        &snci, &tree.n_children, &tree.begin, &tree.end,
+        &tree.center[0], &tree.center[1], &tree.center[2],
+        &pos[0], &pos[1], &pos[2], &nqi, q[0], q[1], q[2], &u, &mut mult)?;
+    for l in (0..tree.levels()).rev() {
+        let (nl, cells) = tree.level(l);
         let nli = nl as i32;
         launch!(s, ops.m2m, per_cell(nl * nq), "fmm_m2m";
-            &nli, &cells, &st.tree.more, &st.tree.next, &st.tree.n_children,
-            &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &nqi, &u, &mut mult)?;
+            &nli, &cells, &tree.more, &tree.next, &tree.n_children,
+            &tree.center[0], &tree.center[1], &tree.center[2], &nqi, &u, &mut mult)?;
     }
     Ok(mult)
 }

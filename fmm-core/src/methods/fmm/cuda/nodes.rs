@@ -36,6 +36,7 @@
 
 use cudarc::driver::CudaSlice;
 
+use super::far_images::{far_images_at_targets, ImageSources};
 use super::periodic::Images;
 use super::{
     compressed, grid, near_field_and_scatter, p2p_lists, traverse, Cube, FmmTree, Ops, Points,
@@ -115,7 +116,12 @@ pub(crate) fn run<K: Kernel, R: Real>(
     // A periodic box's far images come by Laplace expansions: the cell
     // neutral (or with a background) before any more work.
     let image_sources = match pbox {
-        Some(b) => Some(super::ImageSources::of::<K, R>(gpu, b, &trees)?),
+        Some(b) => Some(ImageSources::of::<K, R>(
+            gpu,
+            b,
+            (&trees.source.pos, &trees.sslots),
+            "the FMM with node far fields",
+        )?),
         None => None,
     };
     let (st, tt) = (&trees.source, trees.target());
@@ -236,7 +242,15 @@ pub(crate) fn run<K: Kernel, R: Real>(
     drop(local);
     if let (Some(b), Some(src)) = (pbox, &image_sources) {
         let order = super::super::cpu_nodes::image_order(settings);
-        super::far_images_at_targets::<K, R>(gpu, b, (order, src), &trees, &mut out)?;
+        let (st, tt) = (&trees.source, trees.target());
+        far_images_at_targets::<K, R>(
+            gpu,
+            b,
+            (order, src),
+            (&st.tree, &st.pos, sslots),
+            (&tt.pos, tslots, tt.tree.bounds.center),
+            &mut out,
+        )?;
     }
     clock.lap(Stage::Downward)?;
 

@@ -104,6 +104,14 @@ __device__ void add(const int n, const T* __restrict__ a, T* __restrict__ out)
     if (i < n) out[i] += a[i];
 }
 
+// out[i] = x[i] + d: a lattice shift of the points x (one axis).
+template <typename T>
+__device__ void shifted(const int n, const T* __restrict__ x, const double d, T* __restrict__ out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (T)((double)x[i] + d);
+}
+
 #define PRECISION(T, SUFFIX)                                                                      \
     extern "C" __global__ void fmm_wrap_##SUFFIX(                                                \
         const int n, const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ z,   \
@@ -131,6 +139,11 @@ __device__ void add(const int n, const T* __restrict__ a, T* __restrict__ out)
                                                 T* __restrict__ out)                              \
     {                                                                                             \
         add<T>(n, a, out);                                                                        \
+    }                                                                                             \
+    extern "C" __global__ void fmm_shifted_##SUFFIX(const int n, const T* __restrict__ x,        \
+                                                    const double d, T* __restrict__ out)          \
+    {                                                                                             \
+        shifted<T>(n, x, d, out);                                                                 \
     }
 
 PRECISION(float, f32)

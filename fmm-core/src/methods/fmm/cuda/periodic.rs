@@ -46,6 +46,7 @@ entry_points! {
         moments = "fmm_moments" per_precision,
         background = "fmm_background" per_precision,
         add = "fmm_add" per_precision,
+        shifted = "fmm_shifted" per_precision,
     }
 }
 
@@ -93,7 +94,7 @@ pub(super) fn root_cube(b: &PeriodicBox) -> Bounds {
 /// Copies of the points `pos` wrapped into `b` along its periodic axes; a
 /// point off an open axis is an error naming it, as on the CPU
 /// ([`PeriodicBox::wrap`]).
-pub(super) fn wrapped<R: Real>(
+pub(crate) fn wrapped<R: Real>(
     gpu: &Gpu,
     b: &PeriodicBox,
     pos: [&CudaSlice<R>; 3],
@@ -227,6 +228,23 @@ pub(super) fn add<R: Real>(
     let n = a.len();
     let ni = n as i32;
     launch!(gpu.stream(), ops.add, per_item(n, 256), "fmm_add"; &ni, a, out)
+}
+
+/// A copy of the points `pos` moved by `v` (a lattice shift).
+pub(crate) fn shifted<R: Real>(
+    gpu: &Gpu,
+    pos: &[CudaSlice<R>; 3],
+    v: [f64; 3],
+) -> Result<[CudaSlice<R>; 3], Error> {
+    let ops = PeriodicOps::get::<R>(gpu)?;
+    let s = gpu.stream();
+    let n = pos[0].len();
+    let ni = n as i32;
+    let mut out = [alloc::<R>(s, n)?, alloc::<R>(s, n)?, alloc::<R>(s, n)?];
+    for (a, o) in out.iter_mut().enumerate() {
+        launch!(s, ops.shifted, per_item(n, 256), "fmm_shifted"; &ni, &pos[a], &v[a], o)?;
+    }
+    Ok(out)
 }
 
 /// Where the run's expansions are: the roots' centres, the unit scale `u`

@@ -127,7 +127,15 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
     moments.check(b)?;
     let u = unit_scale(st.tree.bounds.half);
     lap.say("tree")?;
-    let mult = upward(gpu, &ops, &st, [q(0), q(1), q(2)], nq, nc, u)?;
+    let mult = upward(
+        gpu,
+        &ops,
+        (&st.tree, &st.pos),
+        [q(0), q(1), q(2)],
+        nq,
+        nc,
+        u,
+    )?;
     lap.say("multipoles")?;
 
     // The walk's cells: the levels down to the deepest whose cells, with

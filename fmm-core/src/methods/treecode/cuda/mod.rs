@@ -27,11 +27,15 @@ use crate::cuda::device::{alloc, cuda_err, download, refs3, upload, zeros};
 use crate::cuda::launch::{Args, Entry};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
+use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
 use crate::far::cuda::{upward, DeviceBasis, NodeOps};
 use crate::far::monopole::resolution;
 use crate::far::{self, Representation};
 use crate::kernel::Kernel;
+use crate::methods::fmm::cuda::far_images::{far_images_at_targets, ImageSources};
+use crate::methods::fmm::cuda::periodic;
+use crate::methods::treecode::IMAGE_ORDER;
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::TreeOrdered;
@@ -140,8 +144,14 @@ fn node_cells<R: Real>(
 /// The Barnes-Hut treecode of kernel `K` with the walk on `gpu`, on
 /// particles already there (input order), with the parameters `p` and the
 /// far field `far` (a monopole or a node far field, checked by the front
-/// door); the problem is not empty. Returns the outputs in the targets'
-/// input order, on the device.
+/// door), in `domain`; the problem is not empty. Returns the outputs in
+/// the targets' input order, on the device.
+///
+/// In a periodic box, as on the CPU: the points wrapped into the box
+/// (copies), the walk once per near image (the targets moved by `-v`
+/// meet the tree, accumulating), the farther images by Laplace
+/// expansions at every target ([`far_images_at_targets`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run<K: Kernel, R: Real>(
     gpu: &Gpu,
     p: &[R],
@@ -149,20 +159,39 @@ pub(crate) fn run<K: Kernel, R: Real>(
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
     opts: &TreeOptions,
+    domain: &Domain,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let def = K::def();
     let (m, n, no) = (targets.len(), sources.len(), def.n_outputs());
     let entry = Entry::walk::<K, R>(gpu)?;
     let group = opts.group_size();
+    let pbox = domain.periodic();
     clock.lap(Stage::Setup)?;
 
     let s = gpu.stream();
-    let spos = sources
+    let given = sources
         .positions()
         .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
+    // In a periodic box, copies wrapped into it.
+    let wrap = |pos: &[CudaSlice<R>; 3]| match pbox {
+        Some(b) => periodic::wrapped(gpu, b, refs3(pos)).map(Some),
+        None => Ok(None),
+    };
+    let wrapped_sources = wrap(given)?;
+    let spos = wrapped_sources.as_ref().unwrap_or(given);
     // The source tree, the sources in its order and its cells' pseudo-sources.
     let src = TreeOrdered::build(gpu, refs3(spos), sources.slots(), opts.ncrit)?;
+    // A periodic box's cell must be neutral: said before any more work.
+    let images = match pbox {
+        Some(b) => Some(ImageSources::of::<K, R>(
+            gpu,
+            b,
+            (&src.pos, &src.slots),
+            "the treecode",
+        )?),
+        None => None,
+    };
     let walk = walk_cells(gpu, &src.tree)?;
     let cells = match far {
         far::Plan::Monopole { strength } => {
@@ -181,23 +210,32 @@ pub(crate) fn run<K: Kernel, R: Real>(
     };
     // The target tree (leaves of at most a group), the targets in its order
     // and the groups. Targets at the sources' points use their positions.
-    let tpos = targets.positions().unwrap_or(spos);
+    let wrapped_targets = match targets.positions() {
+        Some(t) => wrap(t)?,
+        None => None,
+    };
+    let tpos = match (&wrapped_targets, targets.positions()) {
+        (Some(w), _) => w,
+        (None, Some(t)) => t,
+        (None, None) => spos,
+    };
     let tgt = TreeOrdered::build(gpu, refs3(tpos), targets.slots(), group)?;
+    drop((wrapped_sources, wrapped_targets));
     let groups = tgt.tree.groups(gpu, group, WALK_BLOCK as usize)?;
     let boxes = group_boxes(gpu, &groups, refs3(&tgt.pos))?;
     clock.lap(Stage::Tree)?;
 
-    // Every element is written by the launch (`accumulate` = 0): the
-    // groups cover every target.
+    // Every element is written by the first launch (`accumulate` = 0):
+    // the groups cover every target; a periodic box's other near images
+    // add to it.
     let mut d_out: Vec<CudaSlice<R>> = (0..no)
         .map(|_| alloc::<R>(s, m))
         .collect::<Result<_, _>>()?;
-    let (n_t, n_g, n_c, n_s, acc, per_cell) = (
+    let (n_t, n_g, n_c, n_s, per_cell) = (
         m as i32,
         groups.n as i32,
         src.tree.n_cells as i32,
         n as i32,
-        0i32,
         cells.per_cell as i32,
     );
     // Persistent blocks: as many as fit on the GPU at once.
@@ -209,6 +247,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let blocks = (per_sm as usize * gpu.info().multiprocessors.max(1) as usize)
         .min(groups.n)
         .max(1);
+    let shifts = PeriodicBox::near_shifts(pbox);
     let (p2p, p2c);
     let mut stack_cap = match opts.walk_stack {
         0 => INITIAL_STACK,
@@ -216,63 +255,79 @@ pub(crate) fn run<K: Kernel, R: Real>(
     };
     loop {
         let mut stacks = zeros::<i32>(s, blocks * stack_cap)?;
-        let (mut next_group, mut overflow) = (zeros::<i32>(s, 1)?, zeros::<i32>(s, 1)?);
+        let mut overflow = zeros::<i32>(s, 1)?;
         let mut counts = zeros::<u64>(s, 2)?;
-        let mut a = Args::new();
-        a.int(Role::TargetCount, n_t)
-            .read(Role::TargetPositions, &tgt.pos)
-            .read(Role::TargetSlots, &tgt.slots)
-            .int(Role::GroupCount, n_g)
-            .read(Role::Groups, [&groups.begin, &groups.end])
-            .read(Role::GroupBoxes, &boxes)
-            .int(Role::CellCount, n_c)
-            .read(
-                Role::Cells,
-                [
-                    &src.tree.n_children,
-                    &walk.child,
-                    &src.tree.begin,
-                    &src.tree.end,
-                ],
-            )
-            .read(Role::CellCriterion, [&accept2])
-            .read(Role::CellCriterion, point)
-            .read(Role::CellCriterion, &walk.center)
-            .read(Role::CellCriterion, [&walk.half])
-            .int(Role::PseudoSourcesPerCell, per_cell)
-            .read(Role::PseudoSourcePositions, &cells.pos)
-            .read(Role::PseudoSourceSlots, &cells.slots)
-            .int(Role::SourceCount, n_s)
-            .read(Role::SourcePositions, &src.pos)
-            .read(Role::SourceSlots, &src.slots)
-            .values(Role::Params, p)
-            .write(Role::Outputs, d_out.iter_mut())
-            .int(Role::Accumulate, acc)
-            .write(Role::Stacks, [&mut stacks])
-            .int(Role::Stacks, stack_cap as i32)
-            .write(Role::WalkState, [&mut next_group, &mut overflow])
-            .write(Role::Counts, [&mut counts]);
-        let cfg = LaunchConfig {
-            grid_dim: (blocks as u32, 1, 1),
-            block_dim: (WALK_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: the arguments are checked against the walk's signature
-        // (`Signature::walk`); every array has the length its count says,
-        // the cells' children are cells, the group ranges lie within
-        // `0..n_targets`, and `stacks` holds `blocks * stack_cap` ints.
-        unsafe {
-            entry.launch(a, s, cfg, |e| {
-                use cudarc::driver::sys::CUfunction_attribute as A;
-                let at = |a| entry.function().get_attribute(a).unwrap_or(-1);
-                Error::Cuda(format!(
-                    "launching the walk ({blocks} blocks of {WALK_BLOCK}, {n_g} groups, {n_c} cells, stacks of {stack_cap}, {per_sm} blocks per SM; kernel: {} registers, {} B shared, at most {} threads): {e}",
-                    at(A::CU_FUNC_ATTRIBUTE_NUM_REGS),
-                    at(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
-                    at(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
-                ))
-            })
-        }?;
+        for (i, &v) in shifts.iter().enumerate() {
+            // The targets moved by -v, and their groups' boxes.
+            let moved = if v == [0.0; 3] {
+                None
+            } else {
+                let pos = periodic::shifted(gpu, &tgt.pos, v.map(|x| -x))?;
+                let boxes = group_boxes(gpu, &groups, refs3(&pos))?;
+                Some((pos, boxes))
+            };
+            let (tp, bx) = moved
+                .as_ref()
+                .map_or((&tgt.pos, &boxes), |(pos, boxes)| (pos, boxes));
+            let mut next_group = zeros::<i32>(s, 1)?;
+            let acc = i32::from(i > 0);
+            let mut a = Args::new();
+            a.int(Role::TargetCount, n_t)
+                .read(Role::TargetPositions, tp)
+                .read(Role::TargetSlots, &tgt.slots)
+                .int(Role::GroupCount, n_g)
+                .read(Role::Groups, [&groups.begin, &groups.end])
+                .read(Role::GroupBoxes, bx)
+                .int(Role::CellCount, n_c)
+                .read(
+                    Role::Cells,
+                    [
+                        &src.tree.n_children,
+                        &walk.child,
+                        &src.tree.begin,
+                        &src.tree.end,
+                    ],
+                )
+                .read(Role::CellCriterion, [&accept2])
+                .read(Role::CellCriterion, point)
+                .read(Role::CellCriterion, &walk.center)
+                .read(Role::CellCriterion, [&walk.half])
+                .int(Role::PseudoSourcesPerCell, per_cell)
+                .read(Role::PseudoSourcePositions, &cells.pos)
+                .read(Role::PseudoSourceSlots, &cells.slots)
+                .int(Role::SourceCount, n_s)
+                .read(Role::SourcePositions, &src.pos)
+                .read(Role::SourceSlots, &src.slots)
+                .values(Role::Params, p)
+                .write(Role::Outputs, d_out.iter_mut())
+                .int(Role::Accumulate, acc)
+                .write(Role::Stacks, [&mut stacks])
+                .int(Role::Stacks, stack_cap as i32)
+                .write(Role::WalkState, [&mut next_group, &mut overflow])
+                .write(Role::Counts, [&mut counts]);
+            let cfg = LaunchConfig {
+                grid_dim: (blocks as u32, 1, 1),
+                block_dim: (WALK_BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the arguments are checked against the walk's
+            // signature (`Signature::walk`); every array has the length its
+            // count says, the cells' children are cells, the group ranges
+            // lie within `0..n_targets`, and `stacks` holds
+            // `blocks * stack_cap` ints.
+            unsafe {
+                entry.launch(a, s, cfg, |e| {
+                    use cudarc::driver::sys::CUfunction_attribute as A;
+                    let at = |a| entry.function().get_attribute(a).unwrap_or(-1);
+                    Error::Cuda(format!(
+                        "launching the walk ({blocks} blocks of {WALK_BLOCK}, {n_g} groups, {n_c} cells, stacks of {stack_cap}, {per_sm} blocks per SM; kernel: {} registers, {} B shared, at most {} threads): {e}",
+                        at(A::CU_FUNC_ATTRIBUTE_NUM_REGS),
+                        at(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                        at(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                    ))
+                })
+            }?;
+        }
         let flag = s
             .clone_dtoh(&overflow)
             .map_err(cuda_err("copy from the device"))?;
@@ -293,6 +348,16 @@ pub(crate) fn run<K: Kernel, R: Real>(
                 opts.theta, src.tree.n_cells
             )));
         }
+    }
+    if let (Some(b), Some(images)) = (pbox, &images) {
+        far_images_at_targets::<K, R>(
+            gpu,
+            b,
+            (IMAGE_ORDER, images),
+            (&src.tree, &src.pos, &src.slots),
+            (&tgt.pos, &tgt.slots, tgt.tree.bounds.center),
+            &mut d_out,
+        )?;
     }
     let stats = clock.stats();
     stats.source_cells = src.tree.n_cells;
