@@ -37,7 +37,12 @@ use crate::stats::{Stage, Stats};
 /// A narrower MAC is taken where it is predicted to meet the tolerance
 /// at most this fraction as dear as the current MAC (the model's
 /// slack: a narrower MAC's error is the less certain).
-const NARROWER_GAIN: f64 = 0.8;
+pub(crate) const NARROWER_GAIN: f64 = 0.8;
+
+/// The same, once the tolerance is met at the current MAC: a wrong guess
+/// then costs one run of the first evaluation, a right one is remembered
+/// and saves on every later evaluation of the problem.
+pub(crate) const NARROWER_GAIN_AFTER: f64 = 0.9;
 
 /// The error aimed at, as a fraction of the tolerance: the estimate is
 /// taken on the safe side (`Estimate::bound`), so an order whose error is
@@ -192,8 +197,9 @@ impl Model {
 
     /// A narrower MAC than the last run's, among `narrower` (each
     /// narrower than the one before), with the order it needs, where that
-    /// is predicted clearly cheaper ([`NARROWER_GAIN`]) than reaching
-    /// `tol` at the last run's MAC (or where that MAC cannot by `most`).
+    /// is predicted clearly cheaper (at most `gain` as dear, as
+    /// [`NARROWER_GAIN`]) than reaching `tol` at the last run's MAC (or
+    /// where that MAC cannot by `most`).
     /// `error` and `fall` are the last run's error and the fall an order
     /// at its MAC.
     pub fn cheaper_narrower(
@@ -203,6 +209,7 @@ impl Model {
         tol: f64,
         most: usize,
         narrower: impl IntoIterator<Item = f64>,
+        gain: f64,
     ) -> Option<Settings> {
         let theta = self.runs.last()?.settings.theta;
         let here = self
@@ -211,7 +218,7 @@ impl Model {
         narrower
             .into_iter()
             .filter_map(|t| self.order_for(error, fall, tol, t, most))
-            .filter(|&(_, t)| t < NARROWER_GAIN * here)
+            .filter(|&(_, t)| t < gain * here)
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(s, _)| s)
     }
@@ -256,7 +263,7 @@ mod tests {
         model.push(Run::new(at, &stats(0.086, 44_500_000, 0.047, 34_220, true)));
         let (e, fall) = (1.63e-3, 0.156);
         assert_eq!(model.order_at(e, fall, 1e-4, 0.8, 6), Some(5));
-        let narrower = model.cheaper_narrower(e, fall, 1e-4, 6, [0.64, 0.512, 0.41]);
+        let narrower = model.cheaper_narrower(e, fall, 1e-4, 6, [0.64, 0.512, 0.41], NARROWER_GAIN);
         assert_eq!(narrower, None);
     }
 
@@ -273,7 +280,7 @@ mod tests {
             &stats(0.2, 4_000_000_000, 0.05, 5_000_000, false),
         ));
         assert_eq!(model.order_at(5e-4, 0.9, 1e-4, 0.7, 20), None);
-        let next = model.cheaper_narrower(5e-4, 0.9, 1e-4, 20, [0.56, 0.448, 0.4]);
+        let next = model.cheaper_narrower(5e-4, 0.9, 1e-4, 20, [0.56, 0.448, 0.4], NARROWER_GAIN);
         let next = next.expect("a narrower MAC");
         assert!(next.theta < 0.7 && next.p <= 12, "{next:?}");
         assert!(model.error(5e-4, 0.9, next) <= AIM * 1e-4);
@@ -308,7 +315,7 @@ mod tests {
             at,
             &stats(0.035, 129_000_000, 0.015, 693_000, false),
         ));
-        let next = model.cheaper_narrower(5.5e-5, 0.5, 5e-6, 20, [0.48, 0.4]);
+        let next = model.cheaper_narrower(5.5e-5, 0.5, 5e-6, 20, [0.48, 0.4], NARROWER_GAIN);
         assert_eq!(next, None);
     }
 
