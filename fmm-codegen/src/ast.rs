@@ -199,7 +199,21 @@ pub struct KernelSpec {
     /// Conditions on the inputs (`require sigma > 0.0;`), checked by the
     /// runtime before an evaluation.
     pub requires: Vec<Require>,
+    /// `cutoff RC;`: the interaction is truncated at distance `RC`.
+    pub cutoff: Option<Cutoff>,
     pub body: Vec<Stmt>,
+}
+
+/// `cutoff RC;`: pairs at distance `RC` or more do not interact. `RC` is an
+/// expression of the parameters. A kernel with a cutoff is short-range:
+/// its sums are direct (in a periodic box by the minimum image), and the
+/// far fields, which would sum what the cutoff drops, do not run it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cutoff {
+    pub value: Expr,
+    /// The radius as written, for messages.
+    pub text: String,
+    pub span: Span,
 }
 
 /// `require COND;`: a condition every evaluation checks on its inputs. It

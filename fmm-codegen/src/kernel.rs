@@ -100,6 +100,33 @@ pub struct KernelDef {
     pub far_field: FarField,
     /// Conditions on the inputs, checked before every evaluation.
     pub requirements: Vec<Requirement>,
+    /// `cutoff RC;`: the truncation radius, a value of the parameters (its
+    /// truncation is in `contributions` already); `None`: long-range.
+    pub cutoff: Option<Cutoff>,
+}
+
+/// `cutoff RC;` of a declaration: the radius, in a graph of its own over
+/// the parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cutoff {
+    /// The radius as written (`rc`, `4.0 * sigma`).
+    pub text: String,
+    pub graph: Graph,
+    pub root: NodeId,
+}
+
+impl Cutoff {
+    /// The radius at the parameters `params`.
+    pub fn radius(&self, params: &[f64]) -> f64 {
+        let inputs = crate::eval::PairInputs {
+            params,
+            target_pos: [0.0; 3],
+            target: &[],
+            source_pos: [0.0; 3],
+            source: &[],
+        };
+        crate::eval::eval_nodes(&self.graph, &inputs)[self.root.index()]
+    }
 }
 
 /// `require COND;` of a declaration: a boolean over the parameters and the

@@ -20,5 +20,5 @@ pub mod lower;
 pub mod text;
 
 pub use flops::FlopCount;
-pub use kernel::{FarField, FarTerm, Field, KernelDef, Term};
+pub use kernel::{Cutoff, FarField, FarTerm, Field, KernelDef, Term};
 pub use lower::{lower, Error};

@@ -8,7 +8,7 @@
 
 use crate::ast::Shape;
 use crate::ir::{Cmp, Func, Graph, Node, NodeId, Op};
-use crate::kernel::{FarField, FarTerm, Field, KernelDef, Requirement, Term};
+use crate::kernel::{Cutoff, FarField, FarTerm, Field, KernelDef, Requirement, Term};
 
 fn shape_name(s: Shape) -> &'static str {
     s.name()
@@ -78,6 +78,13 @@ pub fn write(def: &KernelDef) -> String {
             o.push_str(&format!("rnode {}\n", node_line(n)));
         }
         o.push_str(&format!("rroot {}\n", r.root.0));
+    }
+    if let Some(c) = &def.cutoff {
+        o.push_str(&format!("cutoff {}\n", c.text));
+        for n in &c.graph.nodes {
+            o.push_str(&format!("cnode {}\n", node_line(n)));
+        }
+        o.push_str(&format!("croot {}\n", c.root.0));
     }
     o
 }
@@ -172,6 +179,7 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
         strength: None,
         far_field: FarField::None,
         requirements: vec![],
+        cutoff: None,
     };
     let mut doc: Vec<&str> = Vec::new();
     for (lineno, line) in text.lines().enumerate() {
@@ -276,6 +284,31 @@ pub fn read(text: &str) -> Result<KernelDef, String> {
                 r.root = id(0)?;
                 if r.root.index() >= r.graph.nodes.len() {
                     return Err(bad("the root is not a node of the requirement"));
+                }
+            }
+            "cutoff" => {
+                def.cutoff = Some(Cutoff {
+                    text: rest.to_string(),
+                    graph: Graph::new(),
+                    root: NodeId(0),
+                })
+            }
+            "cnode" => {
+                let c = def
+                    .cutoff
+                    .as_mut()
+                    .ok_or_else(|| bad("a node outside the cutoff"))?;
+                let node = parse_node(&words, c.graph.nodes.len() as u32).map_err(bad)?;
+                c.graph.push_raw(node);
+            }
+            "croot" => {
+                let c = def
+                    .cutoff
+                    .as_mut()
+                    .ok_or_else(|| bad("a root outside the cutoff"))?;
+                c.root = id(0)?;
+                if c.root.index() >= c.graph.nodes.len() {
+                    return Err(bad("the root is not a node of the cutoff"));
                 }
             }
             "contrib" => {

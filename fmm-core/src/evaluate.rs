@@ -332,6 +332,25 @@ fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(),
             Ok(far::Plan::Laplace { .. })
         )
     };
+    // A kernel with a cutoff sums directly, by the minimum image, on any
+    // periodic axes.
+    if let Some(c) = &K::def().cutoff {
+        return match method {
+            Method::Direct(_) => pbox.check_cutoff(c.radius(problem.params), &c.text),
+            _ => Err(Error::DomainUnsupported {
+                method: format!(
+                    "the {} method for kernel {} (it declares `cutoff {};`)",
+                    method.name(),
+                    K::name(),
+                    c.text
+                ),
+                domain: pbox.name(),
+                instead: "use Method::direct() on the CPU: the minimum image, each pair within \
+                          the cutoff once"
+                    .into(),
+            }),
+        };
+    }
     match method {
         Method::Direct(_) if pbox.periodic_axes() < 3 => unsupported("the direct sum"),
         Method::Direct(_) => Ok(()),
@@ -402,7 +421,13 @@ fn evaluate_checked<K: Kernel, R: Real>(
         (Method::Direct(_), Device::Cpu) if problem.domain.periodic().is_some() => {
             let pbox = problem.domain.periodic().expect("periodic");
             let mut clock = Clock::cpu(&mut stats);
-            let out = direct::cpu::ewald::<K, R>(problem.params, pbox, targets, sources)?;
+            let out = match &K::def().cutoff {
+                Some(c) => {
+                    let rc = c.radius(problem.params);
+                    direct::cpu::minimum_image::<K, R>(params, rc, pbox, targets, sources)?
+                }
+                None => direct::cpu::ewald::<K, R>(problem.params, pbox, targets, sources)?,
+            };
             clock.lap(Stage::P2p)?;
             stats.runs = 1;
             out

@@ -564,6 +564,7 @@ mod tests {
             strength: None,
             far_field: crate::kernel::FarField::None,
             requirements: Vec::new(),
+            cutoff: None,
         }
     }
 

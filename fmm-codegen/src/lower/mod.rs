@@ -183,6 +183,32 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
             );
         }
     }
+    // A cutoff truncates every contribution: what every backend's P2P
+    // then sums (the direct sums, the tree methods' near fields).
+    let cutoff = match &spec.cutoff {
+        Some(c) => {
+            let lowered = lower_cutoff(c, &params, &targets, &sources)?;
+            let rc = match lw.expr(&c.value)? {
+                Value::Scalar(x) => x,
+                v => {
+                    return err(
+                        c.value.span(),
+                        format!(
+                            "the cutoff is a distance, a scalar, but this value is {}",
+                            v.kind()
+                        ),
+                    )
+                }
+            };
+            let rc2 = lw.g.mul(rc, rc);
+            let inside = lw.g.compare(crate::ir::Cmp::Lt, r2, rc2);
+            for x in contributions.iter_mut() {
+                *x = lw.g.select(inside, *x, zero);
+            }
+            Some(lowered)
+        }
+        None => None,
+    };
     let far_field = far_field::lower_far_field(spec, strength, &sources, &targets, &outputs)?;
     let (graph, contributions) = prune(&lw.g, &contributions);
     let def = KernelDef {
@@ -197,6 +223,7 @@ pub fn lower(spec: &KernelSpec) -> Result<KernelDef, Error> {
         strength,
         far_field,
         requirements,
+        cutoff,
     };
     checks::check_self_interaction(&def, spec)?;
     checks::check_linear_in_strength(&def, spec)?;
@@ -339,6 +366,45 @@ fn check_names(spec: &KernelSpec) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Lowers `cutoff RC;` into a graph of its own: a scalar of the
+/// parameters (the same for every pair, so a periodic box can check it
+/// against its side before a sum).
+fn lower_cutoff(
+    c: &crate::ast::Cutoff,
+    params: &[Field],
+    targets: &[Field],
+    sources: &[Field],
+) -> Result<crate::kernel::Cutoff, Error> {
+    let mut lw = Lowerer::with_fields(params, targets, sources);
+    let root = match lw.expr(&c.value)? {
+        Value::Scalar(x) => x,
+        v => {
+            return err(
+                c.span,
+                format!(
+                    "the cutoff is a distance, a scalar, but this value is {}",
+                    v.kind()
+                ),
+            )
+        }
+    };
+    if !matches!(
+        lw.g.stage(root),
+        crate::ir::Stage::Param | crate::ir::Stage::Const
+    ) {
+        return err(
+            c.span,
+            "the cutoff may use the parameters only (one radius for every pair)",
+        );
+    }
+    let (graph, roots) = prune(&lw.g, &[root]);
+    Ok(crate::kernel::Cutoff {
+        text: c.text.clone(),
+        graph,
+        root: roots[0],
+    })
 }
 
 /// Lowers `require COND;` into a graph of its own: a boolean over the

@@ -254,6 +254,26 @@ impl PeriodicBox {
         Ok(())
     }
 
+    /// Whether a kernel's cutoff `rc` (its `cutoff` declaration's `text`,
+    /// for the message) suits the minimum image: at most half the side,
+    /// so a pair meets within `rc` at one image at most.
+    pub fn check_cutoff(&self, rc: f64, text: &str) -> Result<(), Error> {
+        if rc.is_finite() && rc >= 0.0 && rc <= 0.5 * self.side {
+            return Ok(());
+        }
+        Err(Error::BadDomain(format!(
+            "the kernel's cutoff `{text}` = {rc} is {}: the minimum image needs a cutoff of at \
+             most half the side of the {} ({}); use a larger box or a shorter cutoff",
+            if rc.is_finite() && rc >= 0.0 {
+                "more than half the side"
+            } else {
+                "not a distance"
+            },
+            self.name(),
+            0.5 * self.side
+        )))
+    }
+
     /// The error of point `i` lying at `x` off the box along its open
     /// axis `a` (said the same by the CPU's wrapping and the GPU's).
     pub fn outside(&self, i: usize, a: usize, x: f64) -> Error {

@@ -219,6 +219,15 @@ pub(crate) fn plan<K: Kernel>(choice: FarField, tree: Tree) -> Result<Plan, Erro
         far_field: far_field.name(),
         why,
     };
+    // A far field sums what a cutoff drops.
+    if let Some(c) = &def.cutoff {
+        return Err(unusable(format!(
+            "the kernel declares `cutoff {};`: pairs farther apart do not interact, and a far \
+             field would sum them; a short-range kernel runs by the direct sum \
+             (`Method::direct()`; in a periodic box, the minimum image)",
+            c.text
+        )));
+    }
     match (far_field, &def.far_field) {
         (FarField::Monopole, _) if treecode => Ok(Plan::Monopole { strength }),
         (FarField::Monopole, _) => Err(unusable(

@@ -43,6 +43,7 @@ pub(super) fn parse_top(
         strength: None,
         far_field: FarFieldSpec::None,
         requires: Vec::new(),
+        cutoff: None,
         body: Vec::new(),
     };
     let mut far_field_seen = false;
@@ -127,6 +128,25 @@ fn parse_item(
         let converted = convert_expr(&cond, sp)?;
         spec.requires.push(ast::Require {
             cond: converted,
+            text,
+            span: sp.push_range(first, semi),
+        });
+    } else if starts_decl(input, kw::cutoff) {
+        // `cutoff RC;`: the pairs' truncation radius, of the parameters.
+        let keyword = input.parse::<kw::cutoff>()?;
+        let value: syn::Expr = input.parse()?;
+        let semi = expect_semi(input, value.span(), "the cutoff")?;
+        if spec.cutoff.is_some() {
+            return Err(syn::Error::new(
+                keyword.span,
+                "duplicate `cutoff`: a kernel has one truncation radius",
+            ));
+        }
+        let (first, _) = token_range(&value);
+        let text = quote::quote!(#value).to_string();
+        let converted = convert_expr(&value, sp)?;
+        spec.cutoff = Some(ast::Cutoff {
+            value: converted,
             text,
             span: sp.push_range(first, semi),
         });

@@ -53,6 +53,7 @@ mod kw {
     syn::custom_keyword!(strength);
     syn::custom_keyword!(far_field);
     syn::custom_keyword!(require);
+    syn::custom_keyword!(cutoff);
     syn::custom_keyword!(laplace);
     syn::custom_keyword!(none);
     syn::custom_keyword!(scalar);

@@ -26,4 +26,5 @@ mod nvrtc_compile;
 mod periodic;
 mod reference;
 mod runtime_errors;
+mod short_range;
 mod treecode;

@@ -10,6 +10,7 @@ use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::reference;
+use crate::tree::soa::SoA;
 
 /// Every source of `sources` to every target of `targets`, with the
 /// parameters `p` (checked and converted by the front door). A source on a
@@ -85,6 +86,67 @@ pub(crate) fn ewald<K: Kernel, R: Real>(
     let slots = got
         .into_iter()
         .map(|s| s.into_iter().map(R::c).collect())
+        .collect();
+    Ok(Outputs::new(def.name.as_str(), &def.outputs, slots))
+}
+
+/// The direct sum of a kernel with a cutoff `rc` in `pbox` by the
+/// minimum image: each source at its image nearest the target along the
+/// periodic axes, the pairs within `rc` summed (the kernel's own
+/// truncation drops the rest); `rc` at most half the side, so no pair
+/// meets twice ([`PeriodicBox::check_cutoff`]). Positions are wrapped
+/// into the box in f64 and each pair's displacement folded there, so a
+/// target anywhere sees the same sum. O(N^2), as the direct sum is.
+pub(crate) fn minimum_image<K: Kernel, R: Real>(
+    p: &[R],
+    rc: f64,
+    pbox: &PeriodicBox,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> Result<Outputs<R>, Error> {
+    let def = K::def();
+    let no = def.n_outputs();
+    let wrapped = |x: &Particles<R>| -> Result<[Vec<f64>; 3], Error> {
+        let mut pos = x
+            .positions()
+            .map(|a| a.iter().map(|v| v.to_f64()).collect());
+        pbox.wrap(&mut pos)?;
+        Ok(pos)
+    };
+    let (tpos, spos) = (wrapped(targets)?, wrapped(sources)?);
+    let (l, axes) = (pbox.side, pbox.axes);
+    let n = sources.len();
+    let mut aos = vec![R::zero(); targets.len() * no];
+    aos.par_chunks_mut(no).enumerate().for_each_init(
+        || SoA::<R>::with_capacity(sources.slots().len(), 256),
+        |near, (i, out)| {
+            near.clear();
+            let x = [tpos[0][i], tpos[1][i], tpos[2][i]];
+            for j in 0..n {
+                let mut d = [0.0; 3];
+                for a in 0..3 {
+                    d[a] = x[a] - spos[a][j];
+                    if axes[a] {
+                        d[a] -= l * (d[a] / l).round();
+                    }
+                }
+                if d[0] * d[0] + d[1] * d[1] + d[2] * d[2] < rc * rc {
+                    for a in 0..3 {
+                        near.pos[a].push(R::c(x[a] - d[a]));
+                    }
+                    for (s, f) in near.slots.iter_mut().zip(sources.slots()) {
+                        s.push(f[j]);
+                    }
+                }
+            }
+            let mut t = [R::zero(); MAX_SLOTS];
+            targets.target_slots(i, &mut t);
+            let list = near.slices();
+            K::p2p_target(p, x.map(R::c), &t, &list, 0..list.len(), out);
+        },
+    );
+    let slots = (0..no)
+        .map(|k| aos.iter().skip(k).step_by(no).copied().collect())
         .collect();
     Ok(Outputs::new(def.name.as_str(), &def.outputs, slots))
 }
