@@ -356,7 +356,8 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     print_stats(s);
     if let Some(e) = report.error {
         println!(
-            "relative L2 error     {e:.3e} (all outputs, against f64 direct on {} sampled targets)",
+            "relative L2 error     {e:.3e} (all outputs, against the f64 {} on {} sampled targets)",
+            args.periodic.reference_name(),
             args.samples.min(report.n)
         );
     }

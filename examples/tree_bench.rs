@@ -191,7 +191,8 @@ fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(e) = report.error {
         println!(
-            "relative L2 error     {e:.3e} (against f64 direct on {} sampled targets)",
+            "relative L2 error     {e:.3e} (against the f64 {} on {} sampled targets)",
+            args.periodic.reference_name(),
             args.samples.min(report.n)
         );
     }

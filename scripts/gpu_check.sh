@@ -3,6 +3,7 @@
 # table last. Run from the repository root on the GPU host after
 # scripts/stage_gpu.sh staged .gpu/ here. Usage: scripts/gpu_check.sh [quick]
 set -u
+source "$(dirname "$0")/gpu_unpack.sh"
 OUT=${OUT:-/tmp/fmm-out}
 mkdir -p "$OUT"
 export FMM_CACHE_DIR=/tmp/fmm-cache

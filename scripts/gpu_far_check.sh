@@ -11,6 +11,7 @@
 # coverage: gpu_fmm and the conformance GPU rows; coverage-timings: the
 # compressed M2L with a core radius, the default far field's switch).
 set -u
+source "$(dirname "$0")/gpu_unpack.sh"
 OUT=${OUT:-/tmp/fmm-out}
 mkdir -p "$OUT"
 export FMM_CACHE_DIR=/tmp/fmm-cache

@@ -4,6 +4,7 @@
 # on the GPU host from the repository root after scripts/stage_gpu.sh
 # staged .gpu/ here.
 set -u
+source "$(dirname "$0")/gpu_unpack.sh"
 export FMM_CACHE_DIR=/tmp/fmm-cache
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 echo "== GPU FMM against the CPU FMM and the direct sum"

@@ -5,6 +5,7 @@
 # root after scripts/stage_gpu.sh staged .gpu/ here; logs under $OUT.
 # Usage: scripts/gpu_headline.sh [tests|timings|all]
 set -u
+source "$(dirname "$0")/gpu_unpack.sh"
 OUT=${OUT:-/tmp/fmm-out}
 mkdir -p "$OUT"
 export FMM_CACHE_DIR=/tmp/fmm-cache

@@ -6,6 +6,7 @@
 # Run on the GPU host from the repository root after scripts/stage_gpu.sh;
 # logs under $OUT. Usage: scripts/gpu_scale_check.sh [tests|settings|scale|all]
 set -u
+source "$(dirname "$0")/gpu_unpack.sh"
 OUT=${OUT:-/tmp/fmm-out}
 mkdir -p "$OUT"
 export FMM_CACHE_DIR=/tmp/fmm-cache

@@ -9,6 +9,7 @@
 # Usage: scripts/gpu_tolerance_check.sh [tests|timings|vs|all] (vs: only
 # velocity + stretching)
 set -uo pipefail
+source "$(dirname "$0")/gpu_unpack.sh"
 what=${1:-all}
 OUT=${OUT:-/tmp/gpu_tolerance}
 mkdir -p "$OUT"

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Builds what a GPU run needs (release test executables and benchmarks) on
-# the development machine and stages them, stripped, in .gpu/ (ignored by
-# git). The device tool carries .gpu/ and scripts/gpu_check.sh runs there.
+# the development machine, strips them in target/gpu-stage/ and packs them
+# into .gpu/bin.tar.xz (ignored by git; the stripped executables pass the
+# device tool's 64 MiB carry, the packed ones do not). The device tool
+# carries .gpu/; the scripts/gpu_*.sh there unpack it first
+# (scripts/gpu_unpack.sh) and run .gpu/<name>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rm -rf .gpu && mkdir -p .gpu
-cargo build --release --example direct_bench --example custom_kernel --example tree_bench --example fmm_bench
-cp target/release/examples/direct_bench target/release/examples/custom_kernel target/release/examples/tree_bench target/release/examples/fmm_bench .gpu/
+stage=target/gpu-stage
+rm -rf .gpu "$stage" && mkdir -p .gpu "$stage"
+bins="direct_bench custom_kernel tree_bench fmm_bench"
+cargo build --release $(for b in $bins; do echo --example $b; done)
+for b in $bins; do cp target/release/examples/$b "$stage/"; done
 # The test suite (one executable: the GPU tests are modules of it, run by
 # module name, `.gpu/suite --ignored gpu_fmm::`); cargo names it.
 cargo test --release -p fmm-tests --no-run --message-format=json 2>/dev/null \
@@ -15,7 +20,8 @@ import json, sys, shutil
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "suite":
-        shutil.copy(m["executable"], ".gpu/" + m["target"]["name"])
+        shutil.copy(m["executable"], "'"$stage"'/" + m["target"]["name"])
 '
-strip .gpu/*
-ls -la .gpu
+strip "$stage"/*
+tar -C "$stage" -cf - . | xz -6 -T2 > .gpu/bin.tar.xz
+ls -la "$stage" .gpu

@@ -195,6 +195,15 @@ pub struct Periodic {
 }
 
 impl Periodic {
+    /// What a benchmark's error is measured against: the direct sum, or in
+    /// a box the periodic sum (`periodic_reference::periodic_at`).
+    pub fn reference_name(&self) -> &'static str {
+        match self.periodic {
+            Some(_) => "periodic sum",
+            None => "direct sum",
+        }
+    }
+
     /// The domain these flags ask for.
     pub fn domain(&self) -> Result<fmm_core::Domain, String> {
         let Some(side) = self.periodic else {

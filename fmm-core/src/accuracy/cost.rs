@@ -195,6 +195,22 @@ impl Model {
             .map(|(s, _)| s.p)
     }
 
+    /// Among the MACs `thetas`, the one predicted to meet `tol` soonest,
+    /// at its lowest order up to `most`, with its predicted seconds.
+    pub fn soonest(
+        &self,
+        error: f64,
+        fall: f64,
+        tol: f64,
+        most: usize,
+        thetas: impl IntoIterator<Item = f64>,
+    ) -> Option<(Settings, f64)> {
+        thetas
+            .into_iter()
+            .filter_map(|t| self.order_for(error, fall, tol, t, most))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
     /// A narrower MAC than the last run's, among `narrower` (each
     /// narrower than the one before), with the order it needs, where that
     /// is predicted clearly cheaper (at most `gain` as dear, as
@@ -215,11 +231,8 @@ impl Model {
         let here = self
             .order_for(error, fall, tol, theta, most)
             .map_or(f64::INFINITY, |(_, t)| t);
-        narrower
-            .into_iter()
-            .filter_map(|t| self.order_for(error, fall, tol, t, most))
+        self.soonest(error, fall, tol, most, narrower)
             .filter(|&(_, t)| t < gain * here)
-            .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(s, _)| s)
     }
 }

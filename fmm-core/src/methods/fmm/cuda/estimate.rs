@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
-use super::periodic_reference::periodic_sums;
+use super::periodic_reference::{periodic_sums, Laps};
 use crate::cuda::device::{alloc, cuda_err, download, upload, zeros};
 use crate::cuda::launch::{Args, Entry};
 use crate::cuda::primitives::{gather, gather_u32, widen};
@@ -82,6 +82,15 @@ fn stratified<R: Real>(
         return Ok(Vec::new());
     }
     let tree = DeviceOctree::<R>::build(gpu, [&pos[0], &pos[1], &pos[2]], m)?;
+    stratified_in(gpu, &tree.order, m, k)
+}
+
+/// [`stratified`] from a Morton order of the `m` targets already made:
+/// `order` the input index at each place of it.
+fn stratified_in(gpu: &Gpu, order: &CudaSlice<u32>, m: usize, k: usize) -> Result<Vec<u32>, Error> {
+    if k >= m {
+        return Ok((0..m as u32).collect());
+    }
     let s = gpu.stream();
     // A fixed pseudo-random rank within each run, not its middle: the
     // middle of a run of the full-depth Morton order is the centre of a
@@ -99,7 +108,7 @@ fn stratified<R: Real>(
     // a copy a sample, each a synchronisation, the treecode at a tolerance
     // on 10^6 points took 0.0174 s an evaluation with 256 samples, its
     // run 0.0062 s; 0.0128 s with 64, its run 0.0089 s).
-    let picked = gather_u32(gpu, &upload(s, &ranks)?, &tree.order, k)?;
+    let picked = gather_u32(gpu, &upload(s, &ranks)?, order, k)?;
     let mut idx = download(s, &picked, k)?;
     idx.sort_unstable();
     Ok(idx)
@@ -136,20 +145,33 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
         } else {
             samples
         };
-        let host_idx = stratified(gpu, tpos, m, samples)?;
-        let ns = host_idx.len();
-        let idx = upload(s, &host_idx)?;
+        let mut lap = Laps::new(gpu, "error estimate");
         // The samples' positions and fields, in f64 on the host.
-        let sampled = |x: &CudaSlice<R>| -> Result<Vec<f64>, Error> {
-            let g = gather(gpu, &idx, x, ns)?;
-            Ok(download(s, &g, ns)?.iter().map(|v| v.to_f64()).collect())
+        let columns = |idx: &CudaSlice<u32>, ns: usize| -> Result<Vec<Vec<f64>>, Error> {
+            let sampled = |x: &CudaSlice<R>| -> Result<Vec<f64>, Error> {
+                let g = gather(gpu, idx, x, ns)?;
+                Ok(download(s, &g, ns)?.iter().map(|v| v.to_f64()).collect())
+            };
+            tpos.iter().chain(targets.slots()).map(sampled).collect()
         };
-        let mut tcols: Vec<Vec<f64>> = Vec::new();
-        for x in tpos.iter().chain(targets.slots()) {
-            tcols.push(sampled(x)?);
-        }
         if let Some((b, tol)) = periodic {
-            let want = periodic_sums::<K, R>(gpu, params, b, tol, &tcols, sources)?;
+            // Targets at the sources' points take their samples from the
+            // reference's own tree of the sources (its Morton order), not
+            // a sort of their own (7 ms at 10^7 on an H100).
+            let at_sources = targets.positions().is_none();
+            let mut picked = None;
+            let want = periodic_sums::<K, R>(gpu, params, b, tol, sources, |order| {
+                let host_idx = match at_sources {
+                    true => stratified_in(gpu, order, m, samples)?,
+                    false => stratified(gpu, tpos, m, samples)?,
+                };
+                let idx = upload(s, &host_idx)?;
+                let cols = columns(&idx, host_idx.len())?;
+                picked = Some(idx);
+                Ok(cols)
+            })?;
+            let idx = picked.expect("the samples were picked");
+            let ns = idx.len();
             return Ok(Estimator {
                 idx,
                 samples: ns,
@@ -158,6 +180,11 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
                 _k: PhantomData,
             });
         }
+        let host_idx = stratified(gpu, tpos, m, samples)?;
+        lap.say("stratified samples")?;
+        let ns = host_idx.len();
+        let idx = upload(s, &host_idx)?;
+        let tcols = columns(&idx, ns)?;
 
         let entry = Entry::p2p_list::<K, f64>(gpu)?;
         // The lists name runs of sources, no periodic images.
@@ -251,6 +278,7 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
                 }
             }
         }
+        lap.say("direct sums")?;
         Ok(Estimator {
             idx,
             samples: ns,

@@ -700,7 +700,7 @@ pub fn periodic_sums_on_device<K: Kernel, R: Real>(
         .chain(&targets.slots)
         .map(|v| idx.iter().map(|&i| v[i].to_f64()).collect())
         .collect();
-    periodic_reference::periodic_sums::<K, R>(gpu, params, b, tol, &cols, &src)
+    periodic_reference::periodic_sums::<K, R>(gpu, params, b, tol, &src, |_| Ok(cols))
 }
 
 /// The factor that takes positions to the unit box for the expansions:

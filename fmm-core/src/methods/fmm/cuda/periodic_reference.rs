@@ -80,26 +80,28 @@ fn order_on_device(tol: f64) -> usize {
     (p.max(4.0) as usize).min(ORDER - 2) + 2
 }
 
-/// The sums of kernel `K` in `b` at the samples `cols` (their positions,
-/// then their field slots, in f64) from `sources` on the device, good to a
-/// thirtieth of `tol`: one vector per output slot, one value per sample.
+/// The sums of kernel `K` in `b` from `sources` on the device, good to a
+/// thirtieth of `tol`, at the samples `at` gives (their positions, then
+/// their field slots, in f64) once the reference's tree of the sources is
+/// built (`at` takes its order: the input index of each of its places, a
+/// Morton order of the wrapped sources): one vector per output slot, one
+/// value per sample.
 pub(super) fn periodic_sums<K: Kernel, R: Real>(
     gpu: &Gpu,
     params: &[f64],
     b: &PeriodicBox,
     tol: f64,
-    cols: &[Vec<f64>],
     sources: &DeviceParticles<R>,
+    at: impl FnOnce(&CudaSlice<u32>) -> Result<Vec<Vec<f64>>, Error>,
 ) -> Result<Vec<Vec<f64>>, Error> {
     let def = K::def();
     let (strength, terms) = laplace_terms::<K>()?;
     let (no, nq) = (def.n_outputs(), strength.len());
-    let ns = cols[0].len();
     let p = order_on_device(tol);
     let nc = ncoef(p);
     let s = gpu.stream();
     let n = sources.len();
-    let mut lap = Laps::new(gpu);
+    let mut lap = Laps::new(gpu, "periodic reference");
     let spos = sources
         .positions()
         .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
@@ -113,6 +115,7 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
     let slots64: Vec<CudaSlice<f64>> =
         sources.slots().iter().map(wide).collect::<Result<_, _>>()?;
     let ops = Ops::get::<f64>(gpu, p)?;
+    lap.say("widened and wrapped")?;
     let built = TreeOrdered::build_in(
         gpu,
         refs3(&wrapped),
@@ -121,12 +124,16 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
         Some(periodic::root_cube(b)),
     )?;
     drop((wrapped, slots64));
+    lap.say("sorted, cells, gathered")?;
     let (st, sslots) = FmmTree::of(gpu, &ops, built)?;
     let q = |k: usize| &sslots[strength[k.min(nq - 1)]];
     let moments = periodic::moments::<f64>(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
     moments.check(b)?;
     let u = unit_scale(st.tree.bounds.half);
     lap.say("tree")?;
+    let cols = at(&st.tree.order)?;
+    let ns = cols[0].len();
+    lap.say("samples")?;
     let mult = upward(
         gpu,
         &ops,
@@ -416,19 +423,21 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
 
 /// The reference's stages timed on stderr where `FMM_TRACE` is set (the
 /// stream waited for at each): what its cost at 10^7 is made of.
-struct Laps<'a> {
+pub(super) struct Laps<'a> {
     gpu: &'a Gpu,
+    what: &'static str,
     last: Option<std::time::Instant>,
 }
 
 impl<'a> Laps<'a> {
-    fn new(gpu: &'a Gpu) -> Self {
+    /// Laps of `what` (named in each line).
+    pub(super) fn new(gpu: &'a Gpu, what: &'static str) -> Self {
         let last = crate::stats::trace().then(std::time::Instant::now);
-        Laps { gpu, last }
+        Laps { gpu, what, last }
     }
 
     /// Says the time since the last stage, `what` its name.
-    fn say(&mut self, what: &str) -> Result<(), Error> {
+    pub(super) fn say(&mut self, what: &str) -> Result<(), Error> {
         let Some(last) = self.last else {
             return Ok(());
         };
@@ -438,7 +447,8 @@ impl<'a> Laps<'a> {
             .map_err(crate::cuda::device::cuda_err(what))?;
         let now = std::time::Instant::now();
         eprintln!(
-            "[fmm] periodic reference: {what} {:.4} s",
+            "[fmm] {}: {what} {:.4} s",
+            self.what,
             (now - last).as_secs_f64()
         );
         self.last = Some(now);
