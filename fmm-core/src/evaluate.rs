@@ -594,8 +594,9 @@ type FmmResult<O> = Result<(O, Stats, Option<Achieved>), Stopped>;
 /// The FMM on the GPU, at fixed settings or driven by a tolerance (the
 /// error estimated on the device against its f64 direct sum at sampled
 /// targets, `known` where an earlier far field computed it), a
-/// tolerance's runs within `budget` seconds. (Eight arguments until the
-/// methods take one job value, the domain floor to come.)
+/// tolerance's runs within `budget` seconds. (Eight arguments: the
+/// runners take one job value, `fmm::Plan`, made here per run; the front
+/// door's own values are next.)
 #[allow(clippy::too_many_arguments)]
 fn fmm_resident<K: Kernel, R: Real>(
     gpu: &Gpu,
@@ -614,30 +615,21 @@ fn fmm_resident<K: Kernel, R: Real>(
     let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
     let run = |settings: Settings, stats: &mut Stats| {
         let mut clock = Clock::gpu(stats, gpu);
+        let plan = Plan {
+            params,
+            far: &far,
+            settings,
+            opts: o,
+            domain: &problem.domain,
+        };
         match &far {
             far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
-            far::Plan::Laplace { strength, terms } => {
-                let plan = Plan {
-                    params,
-                    strength,
-                    terms,
-                    settings,
-                    opts: o,
-                    domain: &problem.domain,
-                };
+            far::Plan::Laplace { .. } => {
                 fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
             }
-            far::Plan::Nodes(rep) => fmm::cuda::nodes::run::<K, R>(
-                gpu,
-                params,
-                rep,
-                &problem.domain,
-                settings,
-                o,
-                targets,
-                sources,
-                &mut clock,
-            ),
+            far::Plan::Nodes(_) => {
+                fmm::cuda::nodes::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
+            }
         }
     };
     let tol = match o.accuracy {
@@ -780,31 +772,20 @@ fn fmm_cpu<K: Kernel, R: Real>(
         return fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget, known);
     }
     let far = far::plan::<K>(opts.far_field, far::Tree::Fmm)?;
-    let run = |settings: Settings, stats: &mut Stats| match &far {
-        far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
-        far::Plan::Laplace { strength, terms } => {
-            let plan = Plan {
-                params,
-                strength,
-                terms,
-                settings,
-                opts,
-                domain: &problem.domain,
-            };
-            fmm::cpu::run::<K, R>(&plan, targets, sources, &mut Clock::cpu(stats))
-        }
-        far::Plan::Nodes(rep) => fmm::cpu_nodes::run::<K, R>(
+    let run = |settings: Settings, stats: &mut Stats| {
+        let plan = Plan {
             params,
-            rep,
-            &problem.domain,
+            far: &far,
             settings,
-            opts.leaf_size(rep.far_field),
-            opts.node_m2l == fmm::NodeM2l::Compressed,
-            opts.rank_tolerance,
-            targets,
-            sources,
-            &mut Clock::cpu(stats),
-        ),
+            opts,
+            domain: &problem.domain,
+        };
+        let mut clock = Clock::cpu(stats);
+        match &far {
+            far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
+            far::Plan::Laplace { .. } => fmm::cpu::run::<K, R>(&plan, targets, sources, &mut clock),
+            far::Plan::Nodes(_) => fmm::cpu_nodes::run::<K, R>(&plan, targets, sources, &mut clock),
+        }
     };
     let tol = match opts.accuracy {
         Accuracy::Fixed { p, theta } => return run_once(run, Settings { p, theta }),

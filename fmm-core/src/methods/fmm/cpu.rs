@@ -44,7 +44,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock: &mut Clock<'_>,
 ) -> Result<Outputs<R>, Error> {
     let def = K::def();
-    let (p, strength, terms) = (plan.params, plan.strength, plan.terms);
+    let (p, (strength, terms)) = (plan.params, plan.laplace());
     let no = def.n_outputs();
     let order = plan.settings.p;
     let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);

@@ -18,8 +18,8 @@
 use rayon::prelude::*;
 
 use super::cpu::{near_field, scatter};
-use super::Settings;
-use crate::domain::{Domain, PeriodicBox};
+use super::{NodeM2l, Plan, Settings};
+use crate::domain::PeriodicBox;
 use crate::error::Error;
 use crate::far::compressed;
 use crate::far::laplace::far_images::FarImages;
@@ -46,23 +46,21 @@ fn node_spheres(tree: &Octree, b: &dyn Basis) -> Vec<Sphere> {
         .collect()
 }
 
-/// The FMM of kernel `K` with the node far field `rep` at `settings` (`p`
-/// the far field's order, `theta` the MAC), leaves of at most `ncrit`, M2L
-/// by compressed operators where they apply if `compress` (singular values
-/// kept down to `rank_tolerance`, by default that of the order).
-#[allow(clippy::too_many_arguments)]
+/// The FMM of kernel `K` with the plan's node far field at its settings
+/// (`p` the far field's order, `theta` the MAC), leaves of the options'
+/// size for it, M2L by compressed operators where they apply if the
+/// options ask (singular values kept down to their rank tolerance, by
+/// default that of the order).
 pub(crate) fn run<K: Kernel, R: Real>(
-    params: &[R],
-    rep: &Representation,
-    domain: &Domain,
-    settings: Settings,
-    ncrit: usize,
-    compress: bool,
-    rank_tolerance: Option<f64>,
+    plan: &Plan<'_, R>,
     targets: &Particles<R>,
     sources: &Particles<R>,
     clock: &mut Clock<'_>,
 ) -> Result<Outputs<R>, Error> {
+    let (params, rep, domain, settings) = (plan.params, plan.nodes(), plan.domain, plan.settings);
+    let ncrit = plan.opts.leaf_size(rep.far_field);
+    let compress = plan.opts.node_m2l == NodeM2l::Compressed;
+    let rank_tolerance = plan.opts.rank_tolerance;
     let def = K::def();
     let no = def.n_outputs();
     let basis = nodes::basis(rep.far_field, settings.p);

@@ -247,16 +247,39 @@ pub struct Settings {
     pub theta: f64,
 }
 
-/// What the front door hands both FMMs: the checked parameters, the far
-/// field's strength slots and terms, the settings and the options.
+/// The one value every FMM runner takes (the Laplace expansions' and the
+/// node far fields', on the CPU and the GPU): the checked parameters, the
+/// far field, the settings, the options and the domain. A new domain or a
+/// distributed run adds a field here, not an argument to four runners.
 pub(crate) struct Plan<'a, R> {
     pub params: &'a [R],
-    pub strength: &'a [usize],
-    pub terms: &'a [FarTerm],
+    /// The far field: the Laplace expansions' strength slots and terms, or
+    /// a node far field's representation.
+    pub far: &'a crate::far::Plan,
     pub settings: Settings,
     pub opts: &'a FmmOptions,
-    /// Free space or a periodic box (the Laplace FMM runs both).
+    /// Free space or a periodic box.
     pub domain: &'a crate::domain::Domain,
+}
+
+impl<'a, R> Plan<'a, R> {
+    /// The Laplace expansions' strength slots and terms: what the Laplace
+    /// runners are handed (the front door dispatches on the far field).
+    pub fn laplace(&self) -> (&'a [usize], &'a [FarTerm]) {
+        match self.far {
+            crate::far::Plan::Laplace { strength, terms } => (strength, terms),
+            _ => unreachable!("the Laplace FMM is run with the Laplace far field"),
+        }
+    }
+
+    /// The node far field's representation: what the node runners are
+    /// handed.
+    pub fn nodes(&self) -> &'a crate::far::Representation {
+        match self.far {
+            crate::far::Plan::Nodes(rep) => rep,
+            _ => unreachable!("the node FMM is run with a node far field"),
+        }
+    }
 }
 
 /// The error a run's settings are expected to reach (the tolerance where

@@ -482,9 +482,10 @@ pub(crate) fn run<K: Kernel, R: Real>(
             "the GPU FMM takes orders up to {MAX_GPU_ORDER}, not {p} (use the CPU for higher orders)"
         )));
     }
-    let table = TermTable::of(def, plan.terms)?;
+    let (strength, terms) = plan.laplace();
+    let table = TermTable::of(def, terms)?;
     let (m, no) = (targets.len(), def.n_outputs());
-    let nq = plan.strength.len();
+    let nq = strength.len();
     let nc = ncoef(p);
     let ops = Ops::get::<R>(gpu, p)?;
     let p2p = Entry::p2p_list::<K, R>(gpu)?;
@@ -500,12 +501,12 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let (st, tt) = (&trees.source, trees.target());
     let (sslots, tslots) = (&trees.sslots, &trees.tslots);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
-    let q = |k: usize| &sslots[plan.strength[k.min(nq - 1)]];
+    let q = |k: usize| &sslots[strength[k.min(nq - 1)]];
     // A periodic box's cell must be neutral: said before any more work.
     let moments = match pbox {
         Some(b) => {
             let m = periodic::moments(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
-            super::check_neutral(b, &m, def, plan.terms, nq)?;
+            super::check_neutral(b, &m, def, terms, nq)?;
             Some(m)
         }
         None => None,
@@ -594,7 +595,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     }
     drop(local);
     if let (Some(b), Some(m)) = (pbox, &moments) {
-        periodic::add_background(gpu, b, m, (def, plan.terms), &tt.pos, &mut out)?;
+        periodic::add_background(gpu, b, m, (def, terms), &tt.pos, &mut out)?;
     }
     clock.lap(Stage::Downward)?;
 

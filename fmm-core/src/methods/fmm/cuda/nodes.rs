@@ -46,12 +46,11 @@ use crate::cuda::device::{alloc, device_addresses, launch, read_addresses, uploa
 use crate::cuda::launch::Entry;
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
-use crate::domain::Domain;
 use crate::error::Error;
+use crate::far;
 use crate::far::cuda::{node_positions, upward, DeviceBasis, NodeOps};
-use crate::far::{self, Representation};
 use crate::kernel::Kernel;
-use crate::methods::fmm::{FmmOptions, NodeM2l, Settings};
+use crate::methods::fmm::{NodeM2l, Plan};
 use crate::real::Real;
 use crate::stats::{Clock, Stage};
 use crate::tree::DeviceGroups;
@@ -62,23 +61,25 @@ use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 /// the quickest to compile.
 const TREE_OPS_ORDER: usize = 1;
 
-/// The FMM of kernel `K` with the node far field `rep` on `gpu`, on
-/// particles already there (input order), at `settings` (`p` the far
+/// The FMM of kernel `K` with the plan's node far field on `gpu`, on
+/// particles already there (input order), at its settings (`p` the far
 /// field's order, `theta` the MAC) and leaves of `opts.leaf_size`; the
 /// problem is not empty. Returns the outputs in the targets' input order,
 /// on the device.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn run<K: Kernel, R: Real>(
     gpu: &Gpu,
-    params: &[R],
-    rep: &Representation,
-    domain: &Domain,
-    settings: Settings,
-    opts: &FmmOptions,
+    plan: &Plan<'_, R>,
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
+    let (params, rep, domain, settings, opts) = (
+        plan.params,
+        plan.nodes(),
+        plan.domain,
+        plan.settings,
+        plan.opts,
+    );
     let def = K::def();
     let m = targets.len();
     let (no, nt) = (def.n_outputs(), rep.target_slots);
