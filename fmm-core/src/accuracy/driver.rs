@@ -513,12 +513,8 @@ fn next_settings(
     settings: Settings,
     estimate: &Estimate,
 ) -> Settings {
-    let fall = match history.len() {
-        n if n >= 2 => per_order(history, n - 1),
-        _ => table.fall(settings.theta),
-    };
-    let (value, room) = value_and_room(estimate, tol);
-    let narrowing = std::iter::successors(narrower(settings.theta), |&t| narrower(t));
+    let (fall, value, room) = predicting_from(history, table, tol, settings, estimate);
+    let narrowing = narrowing(settings.theta);
     if let Some(next) =
         model.cheaper_narrower(value, fall, room, table.most_p, narrowing, NARROWER_GAIN)
     {
@@ -534,9 +530,35 @@ fn next_settings(
     }
 }
 
+/// What a prediction from the last run (at `settings`, its `estimate`)
+/// starts from: the error's fall an order at this MAC (the fall so far,
+/// or the table's before two runs), the estimate's value and the
+/// tolerance less the room its safe side took ([`value_and_room`]).
+/// `history`: this MAC's runs.
+fn predicting_from(
+    history: &[(usize, f64)],
+    table: &Table,
+    tol: f64,
+    settings: Settings,
+    estimate: &Estimate,
+) -> (f64, f64, f64) {
+    let fall = match history.len() {
+        n if n >= 2 => per_order(history, n - 1),
+        _ => table.fall(settings.theta),
+    };
+    let (value, room) = value_and_room(estimate, tol);
+    (fall, value, room)
+}
+
+/// The MACs narrower than `theta`, each narrower than the one before.
+fn narrowing(theta: f64) -> impl Iterator<Item = f64> {
+    std::iter::successors(narrower(theta), |&t| narrower(t))
+}
+
 /// After a run at `settings` met `tol` (its `estimate`): a narrower MAC
 /// at a lower order that the model predicts meets it too, clearly cheaper
-/// than this run ([`NARROWER_GAIN_AFTER`]), if there is one. `history`: this MAC's runs. The prediction is held to the room
+/// than this run ([`NARROWER_GAIN_AFTER`]), if there is one. `history`:
+/// this MAC's runs. The prediction is held to the room
 /// the safe side leaves, not [`AIM`] of it as the search's are: a miss
 /// costs one run of the first evaluation (Coulomb in a box at 1e-4, 10^7:
 /// from p 12 at theta 0.7, p 8 at 0.56 was predicted at 3.96e-5 against
@@ -549,15 +571,16 @@ fn cheaper_after(
     settings: Settings,
     estimate: &Estimate,
 ) -> Option<Settings> {
-    let fall = match history.len() {
-        n if n >= 2 => per_order(history, n - 1),
-        _ => table.fall(settings.theta),
-    };
-    let (value, room) = value_and_room(estimate, tol);
-    let narrowing = std::iter::successors(narrower(settings.theta), |&t| narrower(t));
+    let (fall, value, room) = predicting_from(history, table, tol, settings, estimate);
     let now = model.seconds(settings);
     model
-        .soonest(value, fall, room / AIM, table.most_p, narrowing)
+        .soonest(
+            value,
+            fall,
+            room / AIM,
+            table.most_p,
+            narrowing(settings.theta),
+        )
         .filter(|&(_, t)| t < NARROWER_GAIN_AFTER * now)
         .map(|(s, _)| s)
 }
