@@ -2,8 +2,10 @@
 //! at RC in free space, and by the minimum image in a periodic box (three
 //! axes and a slab, points given outside the box), against naive f64 loops
 //! over the sources and their images written here from the closed form;
-//! on the GPU (ignored here) the generated truncation against the CPU's;
-//! what a cutoff refuses (a far field, a cutoff past half the side), named.
+//! on the GPU the generated truncation against the CPU's (ignored without
+//! a GPU; on the GPU host `bash scripts/gpu_periodic_check.sh tests` runs
+//! it, `.gpu/suite --ignored short_range::gpu_`); what a cutoff refuses (a
+//! far field, a cutoff past half the side), named.
 
 use fmm_core::{
     evaluate, kernel, Backend, Domain, Error, Method, Particles, PeriodicBox, Problem, TreeOptions,

@@ -114,7 +114,7 @@ pub(crate) fn minimum_image<K: Kernel, R: Real>(
         Ok(pos)
     };
     let (tpos, spos) = (wrapped(targets)?, wrapped(sources)?);
-    let (l, axes) = (pbox.side, pbox.axes);
+    let (l, axes, rc2) = (pbox.side, pbox.axes, rc * rc);
     let n = sources.len();
     let mut aos = vec![R::zero(); targets.len() * no];
     aos.par_chunks_mut(no).enumerate().for_each_init(
@@ -130,7 +130,7 @@ pub(crate) fn minimum_image<K: Kernel, R: Real>(
                         d[a] -= l * (d[a] / l).round();
                     }
                 }
-                if d[0] * d[0] + d[1] * d[1] + d[2] * d[2] < rc * rc {
+                if d[0] * d[0] + d[1] * d[1] + d[2] * d[2] < rc2 {
                     for a in 0..3 {
                         near.pos[a].push(R::c(x[a] - d[a]));
                     }

@@ -75,21 +75,28 @@ fn stratified<R: Real>(
     m: usize,
     k: usize,
 ) -> Result<Vec<u32>, Error> {
-    if k >= m {
-        return Ok((0..m as u32).collect());
-    }
-    if k == 0 {
-        return Ok(Vec::new());
+    if let Some(all_or_none) = all_or_none(m, k) {
+        return Ok(all_or_none);
     }
     let tree = DeviceOctree::<R>::build(gpu, [&pos[0], &pos[1], &pos[2]], m)?;
     stratified_in(gpu, &tree.order, m, k)
 }
 
+/// Every target where `k` reaches `m`, none where `k` is 0 (no sort
+/// needed, and no empty device arrays).
+fn all_or_none(m: usize, k: usize) -> Option<Vec<u32>> {
+    match k {
+        0 => Some(Vec::new()),
+        k if k >= m => Some((0..m as u32).collect()),
+        _ => None,
+    }
+}
+
 /// [`stratified`] from a Morton order of the `m` targets already made:
 /// `order` the input index at each place of it.
 fn stratified_in(gpu: &Gpu, order: &CudaSlice<u32>, m: usize, k: usize) -> Result<Vec<u32>, Error> {
-    if k >= m {
-        return Ok((0..m as u32).collect());
+    if let Some(all_or_none) = all_or_none(m, k) {
+        return Ok(all_or_none);
     }
     let s = gpu.stream();
     // A fixed pseudo-random rank within each run, not its middle: the
@@ -145,7 +152,6 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
         } else {
             samples
         };
-        let mut lap = Laps::new(gpu, "error estimate");
         // The samples' positions and fields, in f64 on the host.
         let columns = |idx: &CudaSlice<u32>, ns: usize| -> Result<Vec<Vec<f64>>, Error> {
             let sampled = |x: &CudaSlice<R>| -> Result<Vec<f64>, Error> {
@@ -180,6 +186,7 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
                 _k: PhantomData,
             });
         }
+        let mut lap = Laps::new(gpu, "error estimate");
         let host_idx = stratified(gpu, tpos, m, samples)?;
         lap.say("stratified samples")?;
         let ns = host_idx.len();
