@@ -216,7 +216,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             let ways = Ways {
                 tree: treecode_candidate::<K>(tol, table).then_some(|budget| {
                     let made = made_once(&reference, || {
-                        gpu_reference::<K, R>(gpu, &problem, tol, targets, sources)
+                        gpu_reference::<K, R>(gpu, &problem, tol, targets, sources, None)
                     })?;
                     let tkey = problem_key::<K>(&problem, tol, f32, true);
                     let far = far::plan::<K>(FarField::Monopole, far::Tree::Treecode)?;
@@ -272,7 +272,8 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
                     Ok((out, stats))
                 },
                 direct_error: f32.then_some(|out: &Vec<_>| {
-                    gpu_reference::<K, R>(gpu, &problem, tol, targets, sources)?.error(gpu, out)
+                    gpu_reference::<K, R>(gpu, &problem, tol, targets, sources, None)?
+                        .error(gpu, out)
                 }),
             };
             let predict = || direct::cuda::predicted_seconds::<K>(m, n, f32);
@@ -613,6 +614,9 @@ fn fmm_resident<K: Kernel, R: Real>(
         return fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget, known);
     }
     let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
+    // The Laplace runs' trees, built by the first and kept for the rest
+    // and for the error estimate.
+    let trees = fmm::cuda::SharedTrees::default();
     let run = |settings: Settings, stats: &mut Stats| {
         let mut clock = Clock::gpu(stats, gpu);
         let plan = Plan {
@@ -625,7 +629,7 @@ fn fmm_resident<K: Kernel, R: Real>(
         match &far {
             far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
             far::Plan::Laplace { .. } => {
-                fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
+                fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &trees, &mut clock)
             }
             far::Plan::Nodes(_) => {
                 fmm::cuda::nodes::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
@@ -658,17 +662,9 @@ fn fmm_resident<K: Kernel, R: Real>(
         ControlFlow::Break(done) => return done,
     };
     // The reference sums at the sampled targets, once for every far field
-    // tried (the nodes after the expansions take this one).
-    let t = std::time::Instant::now();
-    let made;
-    let estimate = match known {
-        Some(e) => e,
-        None => {
-            made = gpu_reference::<K, R>(gpu, problem, tol, targets, sources)?;
-            &made
-        }
-    };
-    let reference_seconds = t.elapsed().as_secs_f64();
+    // tried (the nodes after the expansions take this one): made at the
+    // first run's error, on its trees, its time that error's.
+    let made = std::cell::OnceCell::new();
     let goal = Goal {
         tol,
         table: &table,
@@ -678,19 +674,23 @@ fn fmm_resident<K: Kernel, R: Real>(
         budget,
         widest,
     };
-    let driven = accuracy::drive_within(&goal, run, |out| estimate.error(gpu, out));
+    let driven = accuracy::drive_within(&goal, run, |out| {
+        let estimate = match known {
+            Some(e) => e,
+            None => {
+                made_once(&made, || {
+                    gpu_reference::<K, R>(gpu, problem, tol, targets, sources, trees.get())
+                })?;
+                made.get().expect("made")
+            }
+        };
+        estimate.error(gpu, out)
+    });
+    drop(trees);
+    let estimate = known.or(made.get());
     let switch = |stop: &Stopped| !periodic && switch_to_nodes::<K>(stop, o.far_field, &far, f32);
-    finish(driven, reference_seconds, switch, key, budget, |left| {
-        fmm_resident::<K, R>(
-            gpu,
-            problem,
-            params,
-            &ki,
-            targets,
-            sources,
-            left,
-            Some(estimate),
-        )
+    finish(driven, 0.0, switch, key, budget, |left| {
+        fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, left, estimate)
     })
 }
 
@@ -703,6 +703,7 @@ fn gpu_reference<K: Kernel, R: Real>(
     tol: f64,
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
+    trees: Option<&fmm::cuda::Trees<R>>,
 ) -> Result<fmm::cuda::estimate::Estimator<K, R>, Error> {
     fmm::cuda::estimate::Estimator::new(
         gpu,
@@ -711,6 +712,7 @@ fn gpu_reference<K: Kernel, R: Real>(
         targets,
         sources,
         accuracy::gpu_error_samples(sources.len()),
+        trees,
     )
 }
 

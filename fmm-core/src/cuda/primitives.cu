@@ -130,3 +130,9 @@ MOVES(double, f64)
 extern "C" __global__ void gather_u32(long long n, const u32* order, const u32* in, u32* out) {
     gather<u32>(n, order, in, out);
 }
+
+// A tree's cell fields picked for some of its cells (the periodic
+// reference's walked cells).
+extern "C" __global__ void gather_i32(long long n, const u32* order, const int* in, int* out) {
+    gather<int>(n, order, in, out);
+}

@@ -35,6 +35,7 @@ entry_points! {
         scan_add_u64 = "scan_add_u64",
         gather = "gather" per_precision,
         gather_u32 = "gather_u32",
+        gather_i32 = "gather_i32",
         scatter = "scatter" per_precision,
         widen = "widen" per_precision,
     }
@@ -130,6 +131,18 @@ pub(crate) fn gather_u32(
 ) -> Result<CudaSlice<u32>, Error> {
     let p = Primitives::get::<f32>(gpu)?;
     reorder(gpu, &p.gather_u32, "gather_u32", order, x, n)
+}
+
+/// `out[k] = x[order[k]]` for `n` indices `order` into `x`, of a tree's
+/// cell fields (begins, ends, children).
+pub(crate) fn gather_i32(
+    gpu: &Gpu,
+    order: &CudaSlice<u32>,
+    x: &CudaSlice<i32>,
+    n: usize,
+) -> Result<CudaSlice<i32>, Error> {
+    let p = Primitives::get::<f32>(gpu)?;
+    reorder(gpu, &p.gather_i32, "gather_i32", order, x, n)
 }
 
 /// `x` (tree order) back in input order: `out[order[k]] = x[k]`, `n`

@@ -16,7 +16,8 @@ use std::marker::PhantomData;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
-use super::periodic_reference::{periodic_sums, Laps};
+use super::periodic_reference::{periodic_sums, source_tree, Laps};
+use super::Trees;
 use crate::cuda::device::{alloc, cuda_err, download, upload, zeros};
 use crate::cuda::launch::{Args, Entry};
 use crate::cuda::primitives::{gather, gather_u32, widen};
@@ -127,7 +128,9 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
     /// parameters). In a periodic box (`periodic`: the box and the
     /// tolerance) the periodic sums ([`periodic_sums`]: the near images by
     /// the kernel and high-order expansions, the rest by the images'
-    /// expansions).
+    /// expansions). `trees`: the FMM's, where a run has built them (the
+    /// samples then follow their Morton order, the periodic sums their
+    /// tree of the sources).
     pub(crate) fn new(
         gpu: &Gpu,
         params: &[f64],
@@ -135,6 +138,7 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
         targets: &DeviceParticles<R>,
         sources: &DeviceParticles<R>,
         samples: usize,
+        trees: Option<&Trees<R>>,
     ) -> Result<Self, Error> {
         let def = K::def();
         let s = gpu.stream();
@@ -160,24 +164,36 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
             };
             tpos.iter().chain(targets.slots()).map(sampled).collect()
         };
+        let mut lap = Laps::new(gpu, "error estimate");
+        // A periodic reference's tree of the sources where no run built
+        // one (the node far fields').
+        let own = match (periodic, trees) {
+            (Some((b, tol)), None) => Some(source_tree(gpu, b, tol, sources)?),
+            _ => None,
+        };
+        // The samples along a Morton order of the targets made already
+        // where there is one, not a sort of their own (7 ms at 10^7 on an
+        // H100).
+        let order = match (trees, &own) {
+            (Some(t), _) => Some(&t.target().tree.order),
+            (None, Some((st, _))) if targets.at_sources() => Some(&st.tree.order),
+            _ => None,
+        };
+        let host_idx = match order {
+            Some(order) => stratified_in(gpu, order, m, samples)?,
+            None => stratified(gpu, tpos, m, samples)?,
+        };
+        lap.say("stratified samples")?;
+        let ns = host_idx.len();
+        let idx = upload(s, &host_idx)?;
+        let tcols = columns(&idx, ns)?;
         if let Some((b, tol)) = periodic {
-            // Targets at the sources' points take their samples from the
-            // reference's own tree of the sources (its Morton order), not
-            // a sort of their own (7 ms at 10^7 on an H100).
-            let at_sources = targets.positions().is_none();
-            let mut picked = None;
-            let want = periodic_sums::<K, R>(gpu, params, b, tol, sources, |order| {
-                let host_idx = match at_sources {
-                    true => stratified_in(gpu, order, m, samples)?,
-                    false => stratified(gpu, tpos, m, samples)?,
-                };
-                let idx = upload(s, &host_idx)?;
-                let cols = columns(&idx, host_idx.len())?;
-                picked = Some(idx);
-                Ok(cols)
-            })?;
-            let idx = picked.expect("the samples were picked");
-            let ns = idx.len();
+            let (st, sslots) = match (trees, &own) {
+                (Some(t), _) => (&t.source, &t.sslots[..]),
+                (None, Some((st, slots))) => (st, &slots[..]),
+                (None, None) => unreachable!("made above where no run built the trees"),
+            };
+            let want = periodic_sums::<K, R>(gpu, params, b, tol, (st, sslots), &tcols)?;
             return Ok(Estimator {
                 idx,
                 samples: ns,
@@ -186,12 +202,6 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
                 _k: PhantomData,
             });
         }
-        let mut lap = Laps::new(gpu, "error estimate");
-        let host_idx = stratified(gpu, tpos, m, samples)?;
-        lap.say("stratified samples")?;
-        let ns = host_idx.len();
-        let idx = upload(s, &host_idx)?;
-        let tcols = columns(&idx, ns)?;
 
         let entry = Entry::p2p_list::<K, f64>(gpu)?;
         // The lists name runs of sources, no periodic images.

@@ -32,6 +32,7 @@ pub mod periodic;
 mod periodic_reference;
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 pub use m2l::MAX_F32_M2L_ORDER;
@@ -216,7 +217,7 @@ impl TermTable {
 /// A tree on the device with what the FMM adds: the cells' radii (the
 /// farthest particle from the centre), each cell's parent and each
 /// particle's leaf; and the particles in its order.
-struct FmmTree<R> {
+pub(crate) struct FmmTree<R> {
     tree: DeviceOctree<R>,
     radius: CudaSlice<f64>,
     pos: [CudaSlice<R>; 3],
@@ -466,13 +467,15 @@ fn traverse<R: Real>(
 
 /// The fast multipole method of kernel `K` on `gpu`, on particles already
 /// there (input order), as `plan` says (`plan.settings.p` at most
-/// [`MAX_GPU_ORDER`]); the problem is not empty. Returns the outputs in
-/// the targets' input order, on the device.
+/// [`MAX_GPU_ORDER`]); the problem is not empty. Its trees are `shared`'s
+/// where an earlier run of the evaluation built them, else built and left
+/// there. Returns the outputs in the targets' input order, on the device.
 pub(crate) fn run<K: Kernel, R: Real>(
     gpu: &Gpu,
     plan: &Plan<'_, R>,
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
+    shared: &SharedTrees<R>,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let def = K::def();
@@ -497,7 +500,8 @@ pub(crate) fn run<K: Kernel, R: Real>(
     let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);
     let pbox = plan.domain.periodic();
     let cube = pbox.map_or(Cube::Own, Cube::Box);
-    let trees = Trees::build(gpu, &ops, targets, sources, ncrit, cube, |_| Ok(()))?;
+    let trees = shared
+        .get_or_build(|| Trees::build(gpu, &ops, targets, sources, ncrit, cube, |_| Ok(())))?;
     let (st, tt) = (&trees.source, trees.target());
     let (sslots, tslots) = (&trees.sslots, &trees.tslots);
     let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
@@ -603,7 +607,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
         gpu,
         &p2p,
         plan.params,
-        &trees,
+        trees,
         groups,
         near,
         &images,
@@ -701,7 +705,8 @@ pub fn periodic_sums_on_device<K: Kernel, R: Real>(
         .chain(&targets.slots)
         .map(|v| idx.iter().map(|&i| v[i].to_f64()).collect())
         .collect();
-    periodic_reference::periodic_sums::<K, R>(gpu, params, b, tol, &src, |_| Ok(cols))
+    let (st, sslots) = periodic_reference::source_tree(gpu, b, tol, &src)?;
+    periodic_reference::periodic_sums::<K, R>(gpu, params, b, tol, (&st, &sslots), &cols)
 }
 
 /// The factor that takes positions to the unit box for the expansions:
@@ -829,10 +834,42 @@ fn p2p_lists<R: Real>(
     Ok(download(s, &counts, 1)?[0])
 }
 
+/// The trees of an evaluation's runs, built by the first and kept for
+/// the rest and for its error estimate: a tolerance's runs differ in `p`
+/// and theta, not in their leaves, and the estimate takes its samples
+/// from the targets' Morton order and, in a periodic box, sums its
+/// reference on the sources' tree (at 10^7 in a box, an H100: a sort of
+/// the estimate's own and its tree took 16 ms of an evaluation's 0.153 s).
+pub(crate) struct SharedTrees<R>(OnceCell<Trees<R>>);
+
+impl<R> Default for SharedTrees<R> {
+    fn default() -> Self {
+        SharedTrees(OnceCell::new())
+    }
+}
+
+impl<R> SharedTrees<R> {
+    /// The trees, where a run has built them.
+    pub(crate) fn get(&self) -> Option<&Trees<R>> {
+        self.0.get()
+    }
+
+    /// The trees, built by `build` where no run has yet.
+    fn get_or_build(
+        &self,
+        build: impl FnOnce() -> Result<Trees<R>, Error>,
+    ) -> Result<&Trees<R>, Error> {
+        if self.0.get().is_none() {
+            let _ = self.0.set(build()?);
+        }
+        Ok(self.0.get().expect("set above"))
+    }
+}
+
 /// Both trees of a run, the particles in their orders. Targets at the
 /// sources' points (forces on the particles themselves) have the sources'
 /// tree: built once.
-struct Trees<R> {
+pub(crate) struct Trees<R> {
     source: FmmTree<R>,
     /// The targets' own tree (`None`: the sources').
     target: Option<FmmTree<R>>,
@@ -922,7 +959,7 @@ impl<R: Real> Trees<R> {
     }
 
     /// The target tree.
-    fn target(&self) -> &FmmTree<R> {
+    pub(crate) fn target(&self) -> &FmmTree<R> {
         self.target.as_ref().unwrap_or(&self.source)
     }
 }

@@ -3,18 +3,24 @@
 //! copying the sources back (at 10^7 sources that copy and the host's grid
 //! took 0.79 s an evaluation on the H100's host, where the FMM took 0.2 s).
 //!
-//! - The sources, in f64 and wrapped into the box, in an octree of the box
-//!   with leaves of at most [`LEAF`]; its cells' multipoles of order `p`
-//!   ([`order_on_device`]) by the FMM's own P2M and M2M (`ops.cu`, in f64).
-//! - Each sample walks the tree's top levels (at most [`WALKED`] cells, their
-//!   centres and radii copied back) on the host at each of the box's
+//! - The sources in the FMM's own tree of the box (the points wrapped into
+//!   it, in its Morton order: [`super::Trees`], built once an evaluation
+//!   for its runs and this), not a tree of their own (its sort and cells
+//!   took 9 ms at 10^7 on an H100, a reference 0.027 s in all).
+//! - The tree's top levels, at most [`WALKED`] cells, are the walk's: their
+//!   multipoles of order `p` ([`order_on_device`]) by the FMM's P2M at the
+//!   walk's last level (each cell there taken whole) and M2M above it, in
+//!   f64 from the sources' own values, on the device while the host walks.
+//! - Each sample walks those cells on the host at each of the box's
 //!   nearest images: a cell at least [`SEPARATION`] radii away is listed
 //!   for its M2P, a cell of the walk's last level nearer for the kernel.
 //! - The M2P on the device: the M2L's kernel (`fmm_m2l`) with the tasks of
 //!   a local expansion of degree 2 only, about a copy of the sample a piece
 //!   of [`FAR_PIECE`] cells of its list.
-//! - The near cells by the kernel on the device: the P2P lists in f64, a
-//!   copy of the sample a piece of about [`PIECE`] sources.
+//! - The near cells by the kernel in f64 on the device: one group of the
+//!   P2P lists a listed cell (and image), its targets a copy of each sample
+//!   that lists it. (A group a sample, its list in pieces, kept one thread
+//!   of a block busy: velocity + stretching at 10^7 took 19 ms there.)
 //! - The images past the nearest by the images' expansions from the root's
 //!   multipole, and the boundary's terms, as on the host.
 //!
@@ -23,16 +29,18 @@
 //! the M2P on the host, took 0.15 s: 0.07 s copying 37,000 cells'
 //! multipoles back and 0.05 s of M2P on the host. Walking the top 4,700
 //! cells and the M2P on the device took the walk to 2 ms and the M2P to 2
-//! ms; what is left is the tree (10 ms) and the multipoles.
+//! ms.
+
+use std::collections::HashMap;
 
 use cudarc::driver::CudaSlice;
 use rayon::prelude::*;
 
 use super::periodic::{self, Images};
-use super::{p2p_lists, unit_scale, upward, FmmTree, Ops, Points};
-use crate::cuda::device::{alloc, download, refs3, upload};
+use super::{p2p_lists, per_cell, unit_scale, FmmTree, Ops, Points};
+use crate::cuda::device::{alloc, download, launch, refs3, upload, zeros};
 use crate::cuda::launch::Entry;
-use crate::cuda::primitives::{gather, widen};
+use crate::cuda::primitives::{gather, gather_i32, widen};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::domain::{wrap1, PeriodicBox};
@@ -46,10 +54,11 @@ use crate::methods::fmm::periodic_reference::{laplace_terms, ORDER};
 use crate::real::Real;
 use crate::tree::traversal::entry;
 use crate::tree::{DeviceGroups, TreeOrdered};
+use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 use fmm_codegen::kernel::Term;
 
-/// The most sources a leaf of the reference's tree holds (P2M's blocks
-/// take a leaf each: leaves of 512 and 2048 took the same time).
+/// The most sources a leaf of the reference's own tree holds, where no
+/// run of the FMM built one ([`source_tree`]).
 const LEAF: usize = 512;
 
 /// The most cells the samples walk (the levels from the root down to the
@@ -66,10 +75,6 @@ const SEPARATION: f64 = 4.0;
 /// Far cells a piece of a sample's M2P list (one block of the M2L).
 const FAR_PIECE: usize = 128;
 
-/// Sources a piece of a sample's near list holds, about (one group of the
-/// P2P lists).
-const PIECE: usize = 4096;
-
 /// The order of the reference's multipoles for a tolerance `tol`: their
 /// error at [`SEPARATION`] radii a thirtieth of it (at least order 4), and
 /// two orders more, since the M2L's kernel sums the degrees `n <= p - k`
@@ -80,19 +85,18 @@ fn order_on_device(tol: f64) -> usize {
     (p.max(4.0) as usize).min(ORDER - 2) + 2
 }
 
-/// The sums of kernel `K` in `b` from `sources` on the device, good to a
-/// thirtieth of `tol`, at the samples `at` gives (their positions, then
-/// their field slots, in f64) once the reference's tree of the sources is
-/// built (`at` takes its order: the input index of each of its places, a
-/// Morton order of the wrapped sources): one vector per output slot, one
-/// value per sample.
+/// The sums of kernel `K` in `b` from the sources of `tree` (the FMM's
+/// tree of the points wrapped into the box, `slots` their field slots in
+/// its order) at the samples `cols` (their positions, then their field
+/// slots, in f64), good to a thirtieth of `tol`: one vector per output
+/// slot, one value per sample.
 pub(super) fn periodic_sums<K: Kernel, R: Real>(
     gpu: &Gpu,
     params: &[f64],
     b: &PeriodicBox,
     tol: f64,
-    sources: &DeviceParticles<R>,
-    at: impl FnOnce(&CudaSlice<u32>) -> Result<Vec<Vec<f64>>, Error>,
+    (st, sslots): (&FmmTree<R>, &[CudaSlice<R>]),
+    cols: &[Vec<f64>],
 ) -> Result<Vec<Vec<f64>>, Error> {
     let def = K::def();
     let (strength, terms) = laplace_terms::<K>()?;
@@ -100,130 +104,28 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
     let p = order_on_device(tol);
     let nc = ncoef(p);
     let s = gpu.stream();
-    let n = sources.len();
+    let ns = cols[0].len();
     let mut lap = Laps::new(gpu, "periodic reference");
-    let spos = sources
-        .positions()
-        .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
-
-    // The sources in f64, wrapped, in the reference's tree; its multipoles.
-    let wide = |x: &CudaSlice<R>| widen(gpu, &x.slice(0..n), n);
-    let wrapped = {
-        let pos64 = [wide(&spos[0])?, wide(&spos[1])?, wide(&spos[2])?];
-        periodic::wrapped::<f64>(gpu, b, refs3(&pos64))?
-    };
-    let slots64: Vec<CudaSlice<f64>> =
-        sources.slots().iter().map(wide).collect::<Result<_, _>>()?;
-    let ops = Ops::get::<f64>(gpu, p)?;
-    lap.say("widened and wrapped")?;
-    let built = TreeOrdered::build_in(
-        gpu,
-        refs3(&wrapped),
-        &slots64,
-        LEAF,
-        Some(periodic::root_cube(b)),
-    )?;
-    drop((wrapped, slots64));
-    lap.say("sorted, cells, gathered")?;
-    let (st, sslots) = FmmTree::of(gpu, &ops, built)?;
+    let ops = Ops::get::<R>(gpu, p)?;
     let q = |k: usize| &sslots[strength[k.min(nq - 1)]];
-    let moments = periodic::moments::<f64>(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
+    let moments = periodic::moments::<R>(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
     moments.check(b)?;
     let u = unit_scale(st.tree.bounds.half);
-    lap.say("tree")?;
-    let cols = at(&st.tree.order)?;
-    let ns = cols[0].len();
-    lap.say("samples")?;
-    let mult = upward(
-        gpu,
-        &ops,
-        (&st.tree, &st.pos),
-        [q(0), q(1), q(2)],
-        nq,
-        nc,
-        u,
-    )?;
-    lap.say("multipoles")?;
+    let walk = Walk::of(gpu, st)?;
+    lap.say("moments, the walk's cells")?;
 
-    // The walk's cells: the levels down to the deepest whose cells, with
-    // those above, are at most WALKED; its cells there its leaves.
-    let cells = st.tree.n_cells;
-    let depth = (0..st.tree.levels())
-        .take_while(|&l| l == 0 || st.tree.level_start[l + 1] <= WALKED)
-        .last()
-        .unwrap_or(0);
-    let walked = st.tree.level_start[depth + 1];
-    let mut by_level = download(s, &st.tree.by_level, cells)?;
-    by_level.truncate(walked);
-    let mut walk_of = vec![u32::MAX; cells];
-    for (w, &c) in by_level.iter().enumerate() {
-        walk_of[c as usize] = w as u32;
-    }
-    let terminal = st.tree.level_start[depth];
-    let ids: Vec<u32> = by_level.iter().map(|&c| c as u32).collect();
-    let ids_d = upload(s, &ids)?;
-    let row = 2 * nq * nc;
-    if cells.saturating_mul(row) > u32::MAX as usize {
-        return Err(Error::BadOption(format!(
-            "the GPU's periodic reference indexes its {cells} cells' multipoles ({row} numbers \
-             each) in 32 bits: ask for a larger tolerance, or run the FMM at fixed settings"
-        )));
-    }
-    let rows: Vec<u32> = ids
-        .iter()
-        .flat_map(|&c| (0..row as u32).map(move |i| c * row as u32 + i))
-        .collect();
-    let compact = gather(gpu, &upload(s, &rows)?, &mult, rows.len())?;
-    drop(mult);
-    let root: Vec<C> = download(s, &compact, row)?
-        .chunks(2)
-        .map(|w| C::new(w[0], w[1]))
-        .collect();
-    let centre_d: Vec<CudaSlice<f64>> = (0..3)
-        .map(|a| gather(gpu, &ids_d, &st.tree.center[a], walked))
-        .collect::<Result<_, _>>()?;
-    let center: Vec<Vec<f64>> = centre_d
-        .iter()
-        .map(|x| download(s, x, walked))
-        .collect::<Result<_, _>>()?;
-    let radius = download(s, &gather(gpu, &ids_d, &st.radius, walked)?, walked)?;
-    let n_children_all = download(s, &st.tree.n_children, cells)?;
-    let more_all = download(s, &st.tree.more, cells)?;
-    let next_all = download(s, &st.tree.next, cells)?;
-    // Children by walk index; none at the walk's last level.
-    let children: Vec<Vec<usize>> = by_level
-        .iter()
-        .enumerate()
-        .map(|(w, &c)| {
-            let c = c as usize;
-            let mut out = Vec::new();
-            if w < terminal {
-                let mut ch = more_all[c] as usize;
-                for _ in 0..n_children_all[c] {
-                    out.push(walk_of[ch] as usize);
-                    ch = next_all[ch] as usize;
-                }
-            }
-            out
-        })
-        .collect();
-
-    lap.say("copied back")?;
-
-    // The images past the nearest, a local expansion about the box's
-    // centre (box of side 1) per strength component.
-    let (side, c) = (b.side, b.center());
-    let levels = b.levels_for(1e-12);
-    let far_locals: Vec<Vec<C>> = (0..nq)
-        .map(|k| {
-            let root = &root[k * nc..(k + 1) * nc];
-            periodic::far_local(b, &moments, levels, k, root, st.tree.bounds.center, u)
-        })
-        .collect();
+    // Queued on the device while the host walks: the walked cells'
+    // multipoles, and the sources in f64 for the near cells' sums.
+    let mult = walk.multipoles(gpu, &ops, &st.pos, [q(0), q(1), q(2)], nq, nc, u)?;
+    let n = st.tree.n;
+    let wide = |x: &CudaSlice<R>| widen(gpu, &x.slice(0..n), n);
+    let pos64 = [wide(&st.pos[0])?, wide(&st.pos[1])?, wide(&st.pos[2])?];
+    let slots64: Vec<CudaSlice<f64>> = sslots.iter().map(wide).collect::<Result<_, _>>()?;
 
     // Each sample's walk: the cells far enough by M2P (degree 2 about the
-    // sample, the device's units), the leaves nearer listed with their
-    // image.
+    // sample, the device's units), the cells of the walk's last level
+    // nearer listed with their image.
+    let (side, c) = (b.side, b.center());
     let near_images = b.near_images();
     let samples: Vec<[f64; 3]> = (0..ns)
         .map(|i| {
@@ -240,21 +142,38 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
             for (image, v) in near_images.iter().enumerate() {
                 stack.push(0usize);
                 while let Some(cell) = stack.pop() {
-                    let d = [0, 1, 2].map(|a| t[a] - (center[a][cell] + v[a] * side));
+                    let d = [0, 1, 2].map(|a| t[a] - (walk.center[a][cell] + v[a] * side));
                     let dist = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt();
-                    if dist > 0.0 && dist >= SEPARATION * radius[cell] {
+                    if dist > 0.0 && dist >= SEPARATION * walk.radius[cell] {
                         far.push(entry(cell, image));
-                    } else if children[cell].is_empty() {
-                        near.push(entry(by_level[cell] as usize, image));
+                    } else if walk.children[cell].is_empty() {
+                        near.push(entry(walk.tree_cell[cell] as usize, image));
                     } else {
-                        stack.extend(&children[cell]);
+                        stack.extend(&walk.children[cell]);
                     }
                 }
             }
             (far, near)
         })
         .collect();
-    lap.say("walks")?;
+    lap.say("multipoles, walks")?;
+
+    // The images past the nearest, a local expansion about the box's
+    // centre (box of side 1) per strength component, from the root's
+    // multipole.
+    let row = 2 * nq * nc;
+    let root: Vec<C> = download(s, &mult, row)?
+        .chunks(2)
+        .map(|w| C::new(w[0], w[1]))
+        .collect();
+    let levels = b.levels_for(1e-12);
+    let far_locals: Vec<Vec<C>> = (0..nq)
+        .map(|k| {
+            let root = &root[k * nc..(k + 1) * nc];
+            periodic::far_local(b, &moments, levels, k, root, st.tree.bounds.center, u)
+        })
+        .collect();
+    lap.say("the root's images")?;
 
     // The far cells' M2P on the device: a copy of the sample a piece of
     // its far list, its local expansion of degree 2 by the M2L's kernel.
@@ -286,9 +205,12 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
                 &ops,
                 ([&at[0], &at[1], &at[2]], copies),
                 (&upload(s, &begin)?, &upload(s, &end)?, &upload(s, &list)?),
-                ([&centre_d[0], &centre_d[1], &centre_d[2]], walked),
+                (
+                    [&walk.center_d[0], &walk.center_d[1], &walk.center_d[2]],
+                    walk.n,
+                ),
                 &shifts.shift,
-                &compact,
+                &mult,
                 nq,
                 p,
                 2,
@@ -305,66 +227,64 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
             }
         }
     }
+    drop(mult);
     lap.say("far cells")?;
 
-    // The listed leaves by the kernel, on the device: a copy of the sample
-    // a piece of its list.
-    let mut copy_of = Vec::new();
-    let (mut list, mut list_begin, mut list_end) = (Vec::new(), Vec::new(), Vec::new());
-    let tb = download(s, &st.tree.begin, cells)?;
-    let te = download(s, &st.tree.end, cells)?;
-    let size_of = |e: u32| {
-        let (c, _) = crate::tree::traversal::split(e);
-        (te[c] - tb[c]) as usize
-    };
-    for (i, (_, near)) in walks.iter().enumerate() {
-        let mut held = PIECE;
-        for &e in near {
-            if held >= PIECE {
-                if !list_begin.is_empty() {
-                    list_end.push(list.len() as i64);
-                }
-                list_begin.push(list.len() as i64);
-                copy_of.push(i);
-                held = 0;
-            }
-            list.push(e as i32);
-            held += size_of(e);
+    // The listed cells by the kernel, on the device: one group a listed
+    // cell and image (pieces of at most a block), its targets a copy of
+    // every sample that lists it.
+    let mut wanted: Vec<(u32, u32)> = walks
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, near))| near.iter().map(move |&e| (e, i as u32)))
+        .collect();
+    wanted.sort_unstable();
+    let copy_of: Vec<u32> = wanted.iter().map(|&(_, i)| i).collect();
+    let (mut group_begin, mut group_end, mut group_cell, mut list) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for run in wanted.chunk_by(|a, b| a.0 == b.0) {
+        let first = group_end.last().copied().unwrap_or(0);
+        for k in (0..run.len()).step_by(P2P_BLOCK as usize) {
+            group_begin.push(first + k as i32);
+            group_end.push(first + (k + P2P_BLOCK as usize).min(run.len()) as i32);
+            group_cell.push(list.len() as i32);
         }
-    }
-    if !list_begin.is_empty() {
-        list_end.push(list.len() as i64);
+        list.push(run[0].0 as i32);
     }
     let copies = copy_of.len();
     let mut rows = vec![vec![0.0f64; no]; ns];
+    let mut pairs = 0;
     if copies > 0 {
-        let column = |v: Vec<f64>| upload(s, &v);
-        let tpos = [0, 1, 2].map(|a| copy_of.iter().map(|&i| samples[i][a]).collect::<Vec<_>>());
+        // The samples on the device once, their copies gathered there.
+        let copy_d = upload(s, &copy_of)?;
+        let column = |v: Vec<f64>| -> Result<CudaSlice<f64>, Error> {
+            gather(gpu, &copy_d, &upload(s, &v)?, copies)
+        };
         let tpos = [
-            column(tpos[0].clone())?,
-            column(tpos[1].clone())?,
-            column(tpos[2].clone())?,
+            column(samples.iter().map(|t| t[0]).collect())?,
+            column(samples.iter().map(|t| t[1]).collect())?,
+            column(samples.iter().map(|t| t[2]).collect())?,
         ];
         let tslots: Vec<CudaSlice<f64>> = cols[3..]
             .iter()
-            .map(|col| column(copy_of.iter().map(|&i| col[i]).collect()))
+            .map(|col| column(col.clone()))
             .collect::<Result<_, _>>()?;
-        let ids: Vec<i32> = (0..copies as i32).collect();
         let groups = DeviceGroups {
-            n: copies,
-            begin: upload(s, &ids)?,
-            end: upload(s, &(1..=copies as i32).collect::<Vec<_>>())?,
-            cell: upload(s, &ids)?,
+            n: group_begin.len(),
+            begin: upload(s, &group_begin)?,
+            end: upload(s, &group_end)?,
+            cell: upload(s, &group_cell)?,
         };
+        let cells = list.len() as i64;
         let (lb, le, l) = (
-            upload(s, &list_begin)?,
-            upload(s, &list_end)?,
+            upload(s, &(0..cells).collect::<Vec<_>>())?,
+            upload(s, &(1..=cells).collect::<Vec<_>>())?,
             upload(s, &list)?,
         );
         let mut out: Vec<CudaSlice<f64>> = (0..no)
             .map(|_| alloc::<f64>(s, copies))
             .collect::<Result<_, _>>()?;
-        p2p_lists(
+        pairs = p2p_lists(
             gpu,
             &Entry::p2p_list::<K, f64>(gpu)?,
             params,
@@ -374,18 +294,20 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
             &l,
             &shifts.shift_real,
             [&st.tree.begin, &st.tree.end],
-            &Points::of(n, &st.pos, &sslots),
+            &Points::of(n, &pos64, &slots64),
             &mut out,
             false,
         )?;
         for (o, d) in out.iter().enumerate() {
             for (copy, v) in download(s, d, copies)?.into_iter().enumerate() {
-                rows[copy_of[copy]][o] += v;
+                rows[copy_of[copy] as usize][o] += v;
             }
         }
     }
-
-    lap.say("listed leaves")?;
+    lap.say(&format!(
+        "listed cells ({} cells and images, {copies} copies of the samples, {pairs} pairs)",
+        list.len()
+    ))?;
 
     // The expansions' part: the cells' local expansions about each sample
     // (the device's units: a potential times u, a gradient u^2, a Hessian
@@ -417,8 +339,151 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
         },
     );
     lap.say("expansions")?;
-    let out = crate::reference::by_slot(&rows, no);
-    Ok(out)
+    Ok(crate::reference::by_slot(&rows, no))
+}
+
+/// A tree of `sources` wrapped into `b`, leaves of at most [`LEAF`], for
+/// [`periodic_sums`] where no run of the FMM has built one (the node far
+/// fields' tolerance); their field slots in its order.
+pub(super) fn source_tree<R: Real>(
+    gpu: &Gpu,
+    b: &PeriodicBox,
+    tol: f64,
+    sources: &DeviceParticles<R>,
+) -> Result<(FmmTree<R>, Vec<CudaSlice<R>>), Error> {
+    let spos = sources
+        .positions()
+        .ok_or_else(|| Error::BadOption("the sources have no positions of their own".into()))?;
+    let wrapped = periodic::wrapped(gpu, b, refs3(spos))?;
+    let built = TreeOrdered::build_in(
+        gpu,
+        refs3(&wrapped),
+        sources.slots(),
+        LEAF,
+        Some(periodic::root_cube(b)),
+    )?;
+    FmmTree::of(gpu, &Ops::get::<R>(gpu, order_on_device(tol))?, built)
+}
+
+/// The top of the sources' tree the samples walk: its levels from the
+/// root down to the deepest that keeps them to [`WALKED`] cells, indexed
+/// level by level (the walk's index `w`: level `l` is
+/// `level_start[l]..level_start[l + 1]`, the root 0); the cells of the
+/// last level are the walk's leaves, taken whole.
+struct Walk {
+    n: usize,
+    level_start: Vec<usize>,
+    /// Each walked cell's index in the tree.
+    tree_cell: Vec<i32>,
+    /// Each walked cell's children (walk indices); none at the last level.
+    children: Vec<Vec<usize>>,
+    center: [Vec<f64>; 3],
+    center_d: [CudaSlice<f64>; 3],
+    radius: Vec<f64>,
+    /// The cells' sources (tree order) and, in walk indices, their first
+    /// child, next sibling and children (0 at the walk's last level), as
+    /// the FMM's P2M and M2M read a tree.
+    begin: CudaSlice<i32>,
+    end: CudaSlice<i32>,
+    more: CudaSlice<i32>,
+    next: CudaSlice<i32>,
+    n_children: CudaSlice<i32>,
+}
+
+impl Walk {
+    /// The walk of `st`'s top levels: their cells' fields gathered on the
+    /// device, what the host walks with copied back.
+    fn of<R: Real>(gpu: &Gpu, st: &FmmTree<R>) -> Result<Self, Error> {
+        let s = gpu.stream();
+        let t = &st.tree;
+        let depth = (0..t.levels())
+            .take_while(|&l| l == 0 || t.level_start[l + 1] <= WALKED)
+            .last()
+            .unwrap_or(0);
+        let n = t.level_start[depth + 1];
+        let terminal = t.level_start[depth];
+        let tree_cell = download(s, &t.by_level, n)?;
+        let ids = upload(s, &tree_cell.iter().map(|&c| c as u32).collect::<Vec<_>>())?;
+        let field = |x: &CudaSlice<i32>| download(s, &gather_i32(gpu, &ids, x, n)?, n);
+        let (n_children, more, next) = (field(&t.n_children)?, field(&t.more)?, field(&t.next)?);
+        let center_d = [0, 1, 2].map(|a| gather(gpu, &ids, &t.center[a], n));
+        let [cx, cy, cz] = center_d;
+        let center_d = [cx?, cy?, cz?];
+        let center = [
+            download(s, &center_d[0], n)?,
+            download(s, &center_d[1], n)?,
+            download(s, &center_d[2], n)?,
+        ];
+        let radius = download(s, &gather(gpu, &ids, &st.radius, n)?, n)?;
+        let walk_of: HashMap<i32, usize> =
+            tree_cell.iter().enumerate().map(|(w, &c)| (c, w)).collect();
+        let children: Vec<Vec<usize>> = (0..n)
+            .map(|w| {
+                let mut out = Vec::new();
+                if w < terminal {
+                    let mut ch = more[w];
+                    for _ in 0..n_children[w] {
+                        let k = walk_of[&ch];
+                        out.push(k);
+                        ch = next[k];
+                    }
+                }
+                out
+            })
+            .collect();
+        let first = |w: usize| children[w].first().map_or(0, |&k| k as i32);
+        let sibling = |w: usize| walk_of.get(&next[w]).map_or(-1, |&k| k as i32);
+        Ok(Walk {
+            n,
+            level_start: t.level_start[..=depth + 1].to_vec(),
+            begin: gather_i32(gpu, &ids, &t.begin, n)?,
+            end: gather_i32(gpu, &ids, &t.end, n)?,
+            more: upload(s, &(0..n).map(first).collect::<Vec<_>>())?,
+            next: upload(s, &(0..n).map(sibling).collect::<Vec<_>>())?,
+            n_children: upload(
+                s,
+                &children.iter().map(|c| c.len() as i32).collect::<Vec<_>>(),
+            )?,
+            tree_cell,
+            children,
+            center,
+            center_d,
+            radius,
+        })
+    }
+
+    /// The walked cells' multipoles (`nq` a cell of the strengths `q`, `nc`
+    /// coefficients each, of the positions `pos` times `u`): P2M at the
+    /// cells without children in the walk, M2M level by level up from the
+    /// level above its last; queued, not waited for.
+    #[allow(clippy::too_many_arguments)]
+    fn multipoles<R: Real>(
+        &self,
+        gpu: &Gpu,
+        ops: &Ops,
+        pos: &[CudaSlice<R>; 3],
+        q: [&CudaSlice<R>; 3],
+        nq: usize,
+        nc: usize,
+        u: f64,
+    ) -> Result<CudaSlice<f64>, Error> {
+        let s = gpu.stream();
+        let (ni, nqi) = (self.n as i32, nq as i32);
+        let [cx, cy, cz] = &self.center_d;
+        let mut mult = zeros::<f64>(s, 2 * self.n * nq * nc)?;
+        launch!(s, ops.p2m, per_cell(self.n), "fmm_p2m";
+            &ni, &self.n_children, &self.begin, &self.end, cx, cy, cz,
+            &pos[0], &pos[1], &pos[2], &nqi, q[0], q[1], q[2], &u, &mut mult)?;
+        let iota = upload(s, &(0..self.n as i32).collect::<Vec<_>>())?;
+        for l in (0..self.level_start.len() - 2).rev() {
+            let (a, b) = (self.level_start[l], self.level_start[l + 1]);
+            let (nli, cells) = ((b - a) as i32, iota.slice(a..b));
+            launch!(s, ops.m2m, per_cell((b - a) * nq), "fmm_m2m";
+                &nli, &cells, &self.more, &self.next, &self.n_children,
+                cx, cy, cz, &nqi, &u, &mut mult)?;
+        }
+        Ok(mult)
+    }
 }
 
 /// The reference's stages timed on stderr where `FMM_TRACE` is set (the
