@@ -614,8 +614,8 @@ fn fmm_resident<K: Kernel, R: Real>(
         return fmm_resident::<K, R>(gpu, problem, params, &ki, targets, sources, budget, known);
     }
     let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
-    // The Laplace runs' trees, built by the first and kept for the rest
-    // and for the error estimate.
+    // The runs' trees, built by the first and kept for the rest (one far
+    // field: the same leaves and cell radii) and for the error estimate.
     let trees = fmm::cuda::SharedTrees::default();
     let run = |settings: Settings, stats: &mut Stats| {
         let mut clock = Clock::gpu(stats, gpu);
@@ -632,7 +632,7 @@ fn fmm_resident<K: Kernel, R: Real>(
                 fmm::cuda::run::<K, R>(gpu, &plan, targets, sources, &trees, &mut clock)
             }
             far::Plan::Nodes(_) => {
-                fmm::cuda::nodes::run::<K, R>(gpu, &plan, targets, sources, &mut clock)
+                fmm::cuda::nodes::run::<K, R>(gpu, &plan, targets, sources, &trees, &mut clock)
             }
         }
     };

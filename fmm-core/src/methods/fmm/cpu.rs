@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use super::harmonics::{ncoef, C};
 use super::images;
 use super::operators::{l2l, l2p, l2p_hessian, m2l, m2m, p2m, ScaledMultipoles, Scratch};
+use super::skeleton::{self, FarPasses, Frame};
 use super::Plan;
 use crate::domain::{Moments, PeriodicBox};
 use crate::error::Error;
@@ -18,8 +19,8 @@ use crate::kernel::{Kernel, MAX_SLOTS};
 use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
-use crate::stats::{Clock, Stage};
-use crate::tree::traversal::{children, spheres, split, traverse_images, Lists, Sphere};
+use crate::stats::{Clock, Stats};
+use crate::tree::traversal::{children, spheres, split, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, to_unit_box, Octree, SoA};
 use fmm_codegen::kernel::{FarTerm, Term};
 
@@ -35,250 +36,334 @@ fn sub(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
     [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
 }
 
-/// The fast multipole method of kernel `K` on the CPU, as `plan` says;
-/// the problem is not empty. The far field is approximated to order `p`.
+/// The fast multipole method of kernel `K` on the CPU, as `plan` says
+/// (its far field the Laplace expansions); the problem is not empty. The
+/// far field is approximated to order `p`.
 pub(crate) fn run<K: Kernel, R: Real>(
     plan: &Plan<'_, R>,
     targets: &Particles<R>,
     sources: &Particles<R>,
     clock: &mut Clock<'_>,
 ) -> Result<Outputs<R>, Error> {
-    let def = K::def();
-    let (p, (strength, terms)) = (plan.params, plan.laplace());
-    let no = def.n_outputs();
+    let (strength, terms) = plan.laplace();
     let order = plan.settings.p;
-    let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);
-    let nq = strength.len();
-    let nc = ncoef(order);
-    let block = nq * nc;
-
-    // Trees, of the points moved into the unit box (the near field keeps
-    // the particles' own positions); a periodic box's points wrapped into
-    // it first, the box the unit box.
-    let periodic = plan.domain.periodic();
-    let mut spos = positions_f64(sources);
-    let mut tpos = positions_f64(targets);
-    let side = match periodic {
-        Some(b) => {
-            b.wrap(&mut spos)?;
-            b.wrap(&mut tpos)?;
-            b.to_unit(&mut spos);
-            b.to_unit(&mut tpos);
-            b.side
-        }
-        None => to_unit_box(&mut spos, &mut tpos),
+    let far = Laplace {
+        plan,
+        def: K::def(),
+        strength,
+        terms,
+        order,
+        nq: strength.len(),
+        nc: ncoef(order),
     };
-    // The cell's moments (unit box): neutral, or an error before any work.
-    let moments = match periodic {
-        Some(b) => Some(neutral_moments::<K, R>(
-            b,
-            sources,
-            (strength, terms),
-            &spos,
-        )?),
-        None => None,
-    };
-    // The lattice shifts the traversal meets the source tree at (unit box).
-    let images = periodic.map_or(vec![[0.0; 3]], |b| b.near_images());
-    let stree = Octree::build([&spos[0], &spos[1], &spos[2]], ncrit);
-    let mut src = sorted(sources, &stree.order);
-    let sp = points(&spos, &stree.order);
-    let q: Vec<Vec<f64>> = strength
-        .iter()
-        .map(|&k| src.slots[k].iter().map(|x| x.to_f64()).collect())
-        .collect();
-    let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], ncrit);
-    let mut tgt = sorted(targets, &ttree.order);
-    let tp = points(&tpos, &ttree.order);
-    if let Some(b) = periodic {
-        wrapped_positions(&mut src, &sp, b);
-        wrapped_positions(&mut tgt, &tp, b);
-    }
-    let ssph = spheres(&stree, &sp);
-    let tsph = spheres(&ttree, &tp);
-    clock.stats().source_cells = stree.cells.len();
-    clock.stats().target_cells = ttree.cells.len();
-    clock.lap(Stage::Tree)?;
+    skeleton::run::<K, R, _>(plan, far, targets, sources, clock)
+}
 
-    // Upward pass: P2M at the leaves, then M2M level by level up.
-    let mut mult = vec![C::ZERO; stree.cells.len() * block];
-    mult.par_chunks_mut(block).enumerate().for_each_init(
-        || Passes::new(order),
-        |s, (c, m)| {
-            let cell = &stree.cells[c];
-            if cell.is_leaf() {
-                let (b, e) = (cell.begin, cell.end);
-                for (k, qk) in q.iter().enumerate() {
-                    s.p2m(
-                        ssph[c].center,
-                        &sp[b..e],
-                        &qk[b..e],
-                        &mut m[k * nc..(k + 1) * nc],
-                    );
-                }
+/// The Laplace expansions' passes of the FMM on the CPU ([`skeleton`]):
+/// the trees in the unit box (a periodic box the unit box), multipoles
+/// and locals of order `order`, `nq` expansions a cell of the strengths
+/// `strength`, `nc` coefficients each, the far outputs through the
+/// kernel's far `terms`.
+struct Laplace<'a, R> {
+    plan: &'a Plan<'a, R>,
+    def: &'static fmm_codegen::KernelDef,
+    strength: &'a [usize],
+    terms: &'a [FarTerm],
+    order: usize,
+    nq: usize,
+    nc: usize,
+}
+
+/// What the Laplace expansions keep of the trees.
+struct LaplaceOwn {
+    /// The sources' and the targets' points in the unit box, tree order.
+    sp: Vec<[f64; 3]>,
+    tp: Vec<[f64; 3]>,
+    /// The sources' strengths, tree order, one vector an expansion.
+    q: Vec<Vec<f64>>,
+    /// The cells' spheres (of their particles).
+    ssph: Vec<Sphere>,
+    tsph: Vec<Sphere>,
+    /// The unit box's side in the particles' units.
+    side: f64,
+    /// A periodic box's moments (unit box).
+    moments: Option<Moments>,
+}
+
+impl<R: Real> FarPasses<R> for Laplace<'_, R> {
+    type Own = LaplaceOwn;
+    type Multipoles = Vec<C>;
+    type Locals = Vec<C>;
+
+    /// Trees of the points moved into the unit box (the near field keeps
+    /// the particles' own positions); a periodic box's points wrapped into
+    /// it first, the box the unit box.
+    fn trees(
+        &self,
+        targets: &Particles<R>,
+        sources: &Particles<R>,
+    ) -> Result<Frame<R, LaplaceOwn>, Error> {
+        let ncrit = self.plan.opts.leaf_size(crate::far::FarField::Laplace);
+        let periodic = self.plan.domain.periodic();
+        let mut spos = positions_f64(sources);
+        let mut tpos = positions_f64(targets);
+        let side = match periodic {
+            Some(b) => {
+                b.wrap(&mut spos)?;
+                b.wrap(&mut tpos)?;
+                b.to_unit(&mut spos);
+                b.to_unit(&mut tpos);
+                b.side
             }
-        },
-    );
-    for level in stree.cells_by_level().iter().rev() {
-        let parents: Vec<(usize, Vec<C>)> = level
-            .par_iter()
-            .filter(|&&c| !stree.cells[c].is_leaf())
-            .map_init(
-                || Passes::new(order),
-                |s, &c| {
-                    let mut m = vec![C::ZERO; block];
-                    for k in 0..nq {
-                        let kids: Vec<(&[C], [f64; 3])> = children(&stree, c)
-                            .map(|ch| {
-                                let o = ch * block + k * nc;
-                                (&mult[o..o + nc], sub(ssph[ch].center, ssph[c].center))
-                            })
-                            .collect();
-                        s.m2m(&kids, &mut m[k * nc..(k + 1) * nc]);
-                    }
-                    (c, m)
-                },
-            )
+            None => to_unit_box(&mut spos, &mut tpos),
+        };
+        // The cell's moments (unit box): neutral, or an error before any work.
+        let moments = match periodic {
+            Some(b) => Some(neutral_moments(
+                b,
+                self.def,
+                sources,
+                (self.strength, self.terms),
+                &spos,
+            )?),
+            None => None,
+        };
+        // The lattice shifts the traversal meets the source tree at (unit box).
+        let images = periodic.map_or(vec![[0.0; 3]], |b| b.near_images());
+        let stree = Octree::build([&spos[0], &spos[1], &spos[2]], ncrit);
+        let mut src = sorted(sources, &stree.order);
+        let sp = points(&spos, &stree.order);
+        let q: Vec<Vec<f64>> = self
+            .strength
+            .iter()
+            .map(|&k| src.slots[k].iter().map(|x| x.to_f64()).collect())
             .collect();
-        for (c, m) in parents {
-            mult[c * block..(c + 1) * block].copy_from_slice(&m);
+        let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], ncrit);
+        let mut tgt = sorted(targets, &ttree.order);
+        let tp = points(&tpos, &ttree.order);
+        if let Some(b) = periodic {
+            wrapped_positions(&mut src, &sp, b);
+            wrapped_positions(&mut tgt, &tp, b);
         }
+        let ssph = spheres(&stree, &sp);
+        let tsph = spheres(&ttree, &tp);
+        Ok(Frame {
+            stree,
+            ttree,
+            src,
+            tgt,
+            images,
+            own: LaplaceOwn {
+                sp,
+                tp,
+                q,
+                ssph,
+                tsph,
+                side,
+                moments,
+            },
+        })
     }
-    clock.lap(Stage::Upward)?;
 
-    // Dual tree traversal.
-    let lists = traverse_images(&ttree, &tsph, &stree, &ssph, plan.settings.theta, &images);
-    clock.stats().m2l += lists.m2l_count() as u64;
-    clock.lap(Stage::Traversal)?;
-
-    // M2L, one target cell at a time, from the multipoles in full range
-    // (scaled, in f32 where the settings' error leaves room).
-    let single = single_m2l(plan.opts, plan.settings, R::NAME == "f32");
-    let radius: Vec<f64> = ssph.iter().map(|s| s.radius).collect();
-    let mut local = vec![C::ZERO; ttree.cells.len() * block];
-    if single {
-        let scaled = ScaledMultipoles::<f32>::new(&mult, order, nq, &radius);
-        m2l_pass(
-            &scaled, order, nq, &tsph, &ssph, &lists.m2l, &images, &mut local,
-        );
-    } else {
-        let scaled = ScaledMultipoles::<f64>::new(&mult, order, nq, &radius);
-        m2l_pass(
-            &scaled, order, nq, &tsph, &ssph, &lists.m2l, &images, &mut local,
-        );
+    fn spheres<'f>(&self, f: &'f Frame<R, LaplaceOwn>) -> [&'f [Sphere]; 2] {
+        [&f.own.tsph, &f.own.ssph]
     }
-    // A periodic box's farther images, into the target root's expansion.
-    let image_levels = periodic.map_or(0, |b| b.levels_for(super::expected_error(plan)));
-    if let Some(b) = periodic {
-        let mut s = Scratch::new(order);
-        for k in 0..nq {
-            let root = &mult[k * nc..(k + 1) * nc];
-            let mut centred = vec![C::ZERO; nc];
-            m2m(root, ssph[0].center, &mut s, &mut centred);
-            let m = moments.as_ref().expect("periodic");
-            let far = images::periodic_local(&centred, order, b, m, k, image_levels);
-            l2l(
-                &far,
-                tsph[0].center,
-                &mut s,
-                &mut local[k * nc..(k + 1) * nc],
+
+    /// P2M at the leaves, then M2M level by level up.
+    fn upward(&self, f: &Frame<R, LaplaceOwn>) -> Vec<C> {
+        let (stree, o) = (&f.stree, &f.own);
+        let (order, nq, nc) = (self.order, self.nq, self.nc);
+        let block = nq * nc;
+        let mut mult = vec![C::ZERO; stree.cells.len() * block];
+        mult.par_chunks_mut(block).enumerate().for_each_init(
+            || Passes::new(order),
+            |s, (c, m)| {
+                let cell = &stree.cells[c];
+                if cell.is_leaf() {
+                    let (b, e) = (cell.begin, cell.end);
+                    for (k, qk) in o.q.iter().enumerate() {
+                        s.p2m(
+                            o.ssph[c].center,
+                            &o.sp[b..e],
+                            &qk[b..e],
+                            &mut m[k * nc..(k + 1) * nc],
+                        );
+                    }
+                }
+            },
+        );
+        for level in stree.cells_by_level().iter().rev() {
+            let parents: Vec<(usize, Vec<C>)> = level
+                .par_iter()
+                .filter(|&&c| !stree.cells[c].is_leaf())
+                .map_init(
+                    || Passes::new(order),
+                    |s, &c| {
+                        let mut m = vec![C::ZERO; block];
+                        for k in 0..nq {
+                            let kids: Vec<(&[C], [f64; 3])> = children(stree, c)
+                                .map(|ch| {
+                                    let at = ch * block + k * nc;
+                                    (&mult[at..at + nc], sub(o.ssph[ch].center, o.ssph[c].center))
+                                })
+                                .collect();
+                            s.m2m(&kids, &mut m[k * nc..(k + 1) * nc]);
+                        }
+                        (c, m)
+                    },
+                )
+                .collect();
+            for (c, m) in parents {
+                mult[c * block..(c + 1) * block].copy_from_slice(&m);
+            }
+        }
+        mult
+    }
+
+    /// M2L, one target cell at a time, from the multipoles in full range
+    /// (scaled, in f32 where the settings' error leaves room); a periodic
+    /// box's farther images into the target root's expansion.
+    fn m2l(
+        &self,
+        f: &Frame<R, LaplaceOwn>,
+        lists: &Lists,
+        mult: Vec<C>,
+        _: &mut Stats,
+    ) -> (Vec<C>, f64) {
+        let (o, plan) = (&f.own, self.plan);
+        let (order, nq, nc) = (self.order, self.nq, self.nc);
+        let single = single_m2l(plan.opts, plan.settings, R::NAME == "f32");
+        let radius: Vec<f64> = o.ssph.iter().map(|s| s.radius).collect();
+        let mut local = vec![C::ZERO; f.ttree.cells.len() * nq * nc];
+        let (tsph, ssph, images) = (&o.tsph, &o.ssph, &f.images);
+        if single {
+            let scaled = ScaledMultipoles::<f32>::new(&mult, order, nq, &radius);
+            m2l_pass(
+                &scaled, order, nq, tsph, ssph, &lists.m2l, images, &mut local,
+            );
+        } else {
+            let scaled = ScaledMultipoles::<f64>::new(&mult, order, nq, &radius);
+            m2l_pass(
+                &scaled, order, nq, tsph, ssph, &lists.m2l, images, &mut local,
             );
         }
+        if let (Some(b), Some(m)) = (plan.domain.periodic(), &o.moments) {
+            let image_levels = b.levels_for(super::expected_error(plan));
+            let mut s = Scratch::new(order);
+            for k in 0..nq {
+                let root = &mult[k * nc..(k + 1) * nc];
+                let mut centred = vec![C::ZERO; nc];
+                m2m(root, ssph[0].center, &mut s, &mut centred);
+                let far = images::periodic_local(&centred, order, b, m, k, image_levels);
+                l2l(
+                    &far,
+                    tsph[0].center,
+                    &mut s,
+                    &mut local[k * nc..(k + 1) * nc],
+                );
+            }
+        }
+        (local, 0.0)
     }
-    clock.lap(Stage::M2l)?;
 
-    // L2L level by level down.
-    let tlevels = ttree.cells_by_level();
-    for level in &tlevels {
-        let shifted: Vec<(Vec<usize>, Vec<C>)> = level
-            .par_iter()
-            .filter(|&&c| !ttree.cells[c].is_leaf())
-            .map_init(
-                || Passes::new(order),
-                |s, &c| {
-                    let kids: Vec<usize> = children(&ttree, c).collect();
-                    let d: Vec<[f64; 3]> = kids
-                        .iter()
-                        .map(|&ch| sub(tsph[ch].center, tsph[c].center))
-                        .collect();
-                    // The children's shifted expansions, child after child.
-                    let mut l = vec![C::ZERO; kids.len() * block];
-                    for k in 0..nq {
-                        let parent = &local[c * block + k * nc..c * block + (k + 1) * nc];
-                        let mut views: Vec<&mut [C]> = l
-                            .chunks_mut(block)
-                            .map(|b| &mut b[k * nc..(k + 1) * nc])
+    /// L2L level by level down, then L2P at every target of each leaf.
+    fn downward(
+        &self,
+        f: &Frame<R, LaplaceOwn>,
+        mut local: Vec<C>,
+        leaves: &[usize],
+    ) -> Vec<Vec<f64>> {
+        let (ttree, o) = (&f.ttree, &f.own);
+        let (order, nq, nc) = (self.order, self.nq, self.nc);
+        let block = nq * nc;
+        for level in &ttree.cells_by_level() {
+            let shifted: Vec<(Vec<usize>, Vec<C>)> = level
+                .par_iter()
+                .filter(|&&c| !ttree.cells[c].is_leaf())
+                .map_init(
+                    || Passes::new(order),
+                    |s, &c| {
+                        let kids: Vec<usize> = children(ttree, c).collect();
+                        let d: Vec<[f64; 3]> = kids
+                            .iter()
+                            .map(|&ch| sub(o.tsph[ch].center, o.tsph[c].center))
                             .collect();
-                        s.l2l(parent, &d, &mut views);
+                        // The children's shifted expansions, child after child.
+                        let mut l = vec![C::ZERO; kids.len() * block];
+                        for k in 0..nq {
+                            let parent = &local[c * block + k * nc..c * block + (k + 1) * nc];
+                            let mut views: Vec<&mut [C]> = l
+                                .chunks_mut(block)
+                                .map(|b| &mut b[k * nc..(k + 1) * nc])
+                                .collect();
+                            s.l2l(parent, &d, &mut views);
+                        }
+                        (kids, l)
+                    },
+                )
+                .collect();
+            for (kids, l) in shifted {
+                for (&ch, l) in kids.iter().zip(l.chunks(block)) {
+                    for (x, y) in local[ch * block..(ch + 1) * block].iter_mut().zip(l) {
+                        *x += *y;
                     }
-                    (kids, l)
-                },
-            )
-            .collect();
-        for (kids, l) in shifted {
-            for (&ch, l) in kids.iter().zip(l.chunks(block)) {
-                for (x, y) in local[ch * block..(ch + 1) * block].iter_mut().zip(l) {
-                    *x += *y;
                 }
             }
         }
-    }
 
-    // L2P and P2P, one target leaf at a time.
-    let leaves: Vec<usize> = ttree.leaves().map(|(c, _)| c).collect();
-    let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
-    let far: Vec<Vec<f64>> = leaves
-        .par_iter()
-        .map_init(
-            || (Passes::new(order), Scratch::new(order)),
-            |(passes, s), &a| {
-                let cell = &ttree.cells[a];
-                let mut out = vec![0.0; cell.len() * no];
-                // Potential and gradient of each expansion at every target.
-                let values: Vec<Vec<(f64, [f64; 3])>> = (0..nq)
-                    .map(|k| {
-                        let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
-                        let mut v = vec![(0.0, [0.0; 3]); cell.len()];
-                        passes.l2p(l, tsph[a].center, &tp[cell.begin..cell.end], &mut v);
-                        v
-                    })
-                    .collect();
-                for (j, (i, o)) in (cell.begin..cell.end).zip(out.chunks_mut(no)).enumerate() {
-                    let r = sub(tp[i], tsph[a].center);
-                    let mut x = FarValues::default();
-                    for k in 0..nq {
-                        // Back from the unit box: 1/r scales as 1/side.
-                        let (phi, grad) = values[k][j];
-                        x.phi[k] = phi / side;
-                        x.grad[k] = grad.map(|g| g / (side * side));
-                        if hessians {
+        let (def, terms, side) = (self.def, self.terms, o.side);
+        let no = def.n_outputs();
+        let periodic = self.plan.domain.periodic();
+        let hessians = terms.iter().any(|t| matches!(t.term, Term::Stretching(_)));
+        leaves
+            .par_iter()
+            .map_init(
+                || (Passes::new(order), Scratch::new(order)),
+                |(passes, s), &a| {
+                    let cell = &ttree.cells[a];
+                    let centre = o.tsph[a].center;
+                    let mut out = vec![0.0; cell.len() * no];
+                    // Potential and gradient of each expansion at every target.
+                    let values: Vec<Vec<(f64, [f64; 3])>> = (0..nq)
+                        .map(|k| {
                             let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
-                            let cube = side * side * side;
-                            x.hess[k] = l2p_hessian(l, r, s).map(|row| row.map(|h| h / cube));
+                            let mut v = vec![(0.0, [0.0; 3]); cell.len()];
+                            passes.l2p(l, centre, &o.tp[cell.begin..cell.end], &mut v);
+                            v
+                        })
+                        .collect();
+                    for (j, (i, out)) in (cell.begin..cell.end).zip(out.chunks_mut(no)).enumerate()
+                    {
+                        let r = sub(o.tp[i], centre);
+                        let mut x = FarValues::default();
+                        for k in 0..nq {
+                            // Back from the unit box: 1/r scales as 1/side.
+                            let (phi, grad) = values[k][j];
+                            x.phi[k] = phi / side;
+                            x.grad[k] = grad.map(|g| g / (side * side));
+                            if hessians {
+                                let l = &local[a * block + k * nc..a * block + (k + 1) * nc];
+                                let cube = side * side * side;
+                                x.hess[k] = l2p_hessian(l, r, s).map(|row| row.map(|h| h / cube));
+                            }
                         }
+                        if let (Some(b), Some(m)) = (periodic, &o.moments) {
+                            background::add_quadratic(b, &m.total, o.tp[i], &mut x);
+                        }
+                        far_outputs(
+                            def,
+                            terms,
+                            nq,
+                            &x,
+                            |slot| f.tgt.slots[slot][i].to_f64(),
+                            out,
+                        );
                     }
-                    if let (Some(b), Some(m)) = (periodic, &moments) {
-                        background::add_quadratic(b, &m.total, tp[i], &mut x);
-                    }
-                    far_outputs(def, terms, nq, &x, |slot| tgt.slots[slot][i].to_f64(), o);
-                }
-                out
-            },
-        )
-        .collect();
-    clock.lap(Stage::Downward)?;
-
-    let shifts = PeriodicBox::near_shifts(periodic);
-    let near = near_field::<K, R>(p, &ttree, &tgt, &stree, &src, &lists, &shifts, &leaves);
-    clock.lap(Stage::P2p)?;
-    Ok(scatter::<K, R>(
-        targets.len(),
-        &ttree,
-        &leaves,
-        &far,
-        &near,
-        clock,
-    ))
+                    out
+                },
+            )
+            .collect()
+    }
 }
 
 /// The positions of `soa` (tree order) set to the wrapped points `unit` of
@@ -297,8 +382,9 @@ fn wrapped_positions<R: Real>(soa: &mut SoA<R>, unit: &[[f64; 3]], b: &PeriodicB
 /// the unit box (`unit`: their points there), of a neutral cell or one
 /// with a background the kernel's far `terms` take
 /// ([`super::check_neutral`]).
-fn neutral_moments<K: Kernel, R: Real>(
+fn neutral_moments<R: Real>(
     b: &PeriodicBox,
+    def: &fmm_codegen::KernelDef,
     sources: &Particles<R>,
     (strength, terms): (&[usize], &[FarTerm]),
     unit: &[Vec<f64>; 3],
@@ -309,7 +395,7 @@ fn neutral_moments<K: Kernel, R: Real>(
         .collect();
     let q: Vec<&[f64]> = q.iter().map(|v| &v[..]).collect();
     let m = Moments::of(unit, &q, [0.0; 3]);
-    super::check_neutral(b, &m, K::def(), terms, strength.len())?;
+    super::check_neutral(b, &m, def, terms, strength.len())?;
     Ok(m)
 }
 

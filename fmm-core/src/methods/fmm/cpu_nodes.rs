@@ -15,9 +15,11 @@
 //! at every target ([`FarImages`]), so the kernel must declare a Laplace
 //! far field.
 
+use std::marker::PhantomData;
+
 use rayon::prelude::*;
 
-use super::cpu::{near_field, scatter};
+use super::skeleton::{self, FarPasses, Frame};
 use super::{NodeM2l, Plan, Settings};
 use crate::domain::PeriodicBox;
 use crate::error::Error;
@@ -30,9 +32,9 @@ use crate::kernel::Kernel;
 use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
-use crate::stats::{Clock, Stage};
+use crate::stats::{Clock, Stats};
 use crate::tree::morton::Bounds;
-use crate::tree::traversal::{split, traverse_images, Lists, Sphere};
+use crate::tree::traversal::{split, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, Octree, SoA};
 
 /// The cells' node spheres: centre and the radius that holds the nodes.
@@ -57,181 +59,219 @@ pub(crate) fn run<K: Kernel, R: Real>(
     sources: &Particles<R>,
     clock: &mut Clock<'_>,
 ) -> Result<Outputs<R>, Error> {
-    let (params, rep, domain, settings) = (plan.params, plan.nodes(), plan.domain, plan.settings);
-    let ncrit = plan.opts.leaf_size(rep.far_field);
-    let compress = plan.opts.node_m2l == NodeM2l::Compressed;
-    let rank_tolerance = plan.opts.rank_tolerance;
-    let def = K::def();
-    let no = def.n_outputs();
-    let basis = nodes::basis(rep.far_field, settings.p);
-    let b: &dyn Basis = basis.as_ref();
-    let k = b.len();
-
-    // Trees.
-    // For the compressed M2L both trees in one root cube, so that their
-    // cells lie on one lattice (its operators are per offset); for M2L by
-    // the kernel each tree in its own cube, as on the GPU (whose node FMM
-    // is this one's to rounding).
-    // A periodic box: the points wrapped into it, the box both trees'
-    // root cube; the far images by expansions, the cell neutral (or with
-    // a background) before any more work.
-    let pbox = domain.periodic();
-    let (mut spos, mut tpos) = (positions_f64(sources), positions_f64(targets));
-    if let Some(b) = pbox {
-        b.wrap(&mut spos)?;
-        b.wrap(&mut tpos)?;
-    }
-    let far_images = match pbox {
-        Some(b) => Some(FarImages::new::<K, R>(
-            b,
-            sources,
-            image_order(settings),
-            "the FMM with node far fields",
-        )?),
-        None => None,
+    let rep = plan.nodes();
+    let far = NodeField::<K, R> {
+        plan,
+        rep,
+        basis: nodes::basis(rep.far_field, plan.settings.p),
+        compress: plan.opts.node_m2l == NodeM2l::Compressed,
+        _k: PhantomData,
     };
-    let images = PeriodicBox::near_shifts(pbox);
-    let spos = [&spos[0][..], &spos[1], &spos[2]];
-    let tpos = [&tpos[0][..], &tpos[1], &tpos[2]];
-    let (sroot, troot) = match pbox {
-        Some(b) => {
-            let root = Bounds {
-                center: b.center(),
-                half: 0.5 * b.side,
-            };
-            (root, root)
-        }
-        None if compress => {
-            let root = Bounds::of(spos).union(&Bounds::of(tpos));
-            (root, root)
-        }
-        None => (Bounds::of(spos), Bounds::of(tpos)),
-    };
-    let stree = Octree::build_in(spos, ncrit, sroot);
-    let mut src = sorted(sources, &stree.order);
-    let ttree = Octree::build_in(tpos, ncrit, troot);
-    let mut tgt = sorted(targets, &ttree.order);
-    if pbox.is_some() {
-        // The near field sums the wrapped points' images.
-        src.set_positions(spos, &stree.order);
-        tgt.set_positions(tpos, &ttree.order);
-    }
-    clock.stats().source_cells = stree.cells.len();
-    clock.stats().target_cells = ttree.cells.len();
-    clock.lap(Stage::Tree)?;
+    skeleton::run::<K, R, _>(plan, far, targets, sources, clock)
+}
 
-    // Upward pass: node strengths.
-    let up = nodes::upward(b, &stree, &src, rep);
-    clock.lap(Stage::Upward)?;
+/// A node far field's passes of the FMM on the CPU ([`skeleton`]): the
+/// trees in the particles' own coordinates, node strengths for
+/// multipoles and node values for locals (`basis`), M2L by compressed
+/// operators (`compress`) or by the kernel.
+struct NodeField<'a, K, R> {
+    plan: &'a Plan<'a, R>,
+    rep: &'a Representation,
+    basis: Box<dyn Basis>,
+    compress: bool,
+    _k: PhantomData<K>,
+}
 
-    let lists = traverse_images(
-        &ttree,
-        &node_spheres(&ttree, b),
-        &stree,
-        &node_spheres(&stree, b),
-        settings.theta,
-        &images,
-    );
-    clock.stats().m2l += lists.m2l_count() as u64;
-    clock.lap(Stage::Traversal)?;
+/// What a node far field keeps of the trees.
+struct NodeOwn {
+    /// The cells' node spheres.
+    ssph: Vec<Sphere>,
+    tsph: Vec<Sphere>,
+    /// A periodic box's far images (Laplace expansions of the box).
+    far_images: Option<FarImages>,
+}
 
-    // M2L: by compressed operators where they apply, else per target cell
-    // the kernel from its list's nodes to its own.
-    let channels = rep.channels(no);
-    let block = k * channels;
-    let mut local = Local::zeros(k, channels, ttree.cells.len());
-    let params64: Vec<f64> = params.iter().map(|x| x.to_f64()).collect();
-    let done = if compress {
-        compressed::m2l::<K>(
-            b,
-            rank_tolerance.unwrap_or_else(|| compressed::rank_tolerance(settings.p)),
-            &params64,
-            rep,
-            no,
-            (&ttree, &stree),
-            &images,
-            &up,
-            &lists,
-            &mut local,
-        )
-    } else {
-        None
-    };
-    if let Some(d) = &done {
-        clock.stats().m2l_compressed += d.pairs;
-        clock.stats().m2l_operators += d.operators;
-        clock.stats().m2l_operators_reused += d.reused;
-    }
-    // The pairs left to the kernel (all of them without compression), with
-    // the node strengths as the kernel's sources, built for the source
-    // cells of those pairs only (`at[c]`: where cell `c`'s are).
-    let rest = done.as_ref().map_or(&lists, |d| &d.rest);
-    if rest.m2l_count() > 0 {
-        let mut at = vec![u32::MAX; stree.cells.len()];
-        let mut used = Vec::new();
-        for &e in rest.m2l.iter().flatten() {
-            let s = split(e).0;
-            if at[s] == u32::MAX {
-                at[s] = used.len() as u32;
-                used.push(s);
-            }
+impl<K: Kernel, R: Real> FarPasses<R> for NodeField<'_, K, R> {
+    type Own = NodeOwn;
+    type Multipoles = nodes::Upward;
+    type Locals = Local;
+
+    /// For the compressed M2L both trees in one root cube, so that their
+    /// cells lie on one lattice (its operators are per offset); for M2L by
+    /// the kernel each tree in its own cube, as on the GPU (whose node FMM
+    /// is this one's to rounding). A periodic box: the points wrapped into
+    /// it, the box both trees' root cube; the far images by expansions,
+    /// the cell neutral (or with a background) before any more work.
+    fn trees(
+        &self,
+        targets: &Particles<R>,
+        sources: &Particles<R>,
+    ) -> Result<Frame<R, NodeOwn>, Error> {
+        let (plan, b) = (self.plan, self.basis.as_ref());
+        let ncrit = plan.opts.leaf_size(self.rep.far_field);
+        let pbox = plan.domain.periodic();
+        let (mut spos, mut tpos) = (positions_f64(sources), positions_f64(targets));
+        if let Some(b) = pbox {
+            b.wrap(&mut spos)?;
+            b.wrap(&mut tpos)?;
         }
-        let proxies: SoA<R> = nodes::node_sources(b, &stree, &up, &rep.strength, &used);
-        let placed = Placed {
-            proxies: &proxies,
-            at: &at,
-            images: &images,
+        let far_images = match pbox {
+            Some(b) => Some(FarImages::new::<K, R>(
+                b,
+                sources,
+                image_order(plan.settings),
+                "the FMM with node far fields",
+            )?),
+            None => None,
         };
-        m2l_by_kernel::<K, R>(b, params, rep, no, &ttree, &placed, rest, &mut local);
-    }
-    clock.lap(Stage::M2l)?;
-    // Operators built for the first time: setup, not M2L (the tolerance's
-    // cost model and budget weigh what every evaluation pays).
-    if let Some(d) = done.as_ref().filter(|d| d.build_seconds > 0.0) {
-        clock
-            .stats()
-            .rebook(Stage::M2l, Stage::Setup, d.build_seconds);
-    }
-
-    // L2L down, then L2P at every target leaf.
-    nodes::downward(b, &ttree, &mut local);
-    let leaves: Vec<usize> = ttree.leaves().map(|(c, _)| c).collect();
-    let nt = def.n_targets();
-    let far: Vec<Vec<f64>> = leaves
-        .par_iter()
-        .map_init(
-            || (vec![0.0; k], Scratch::new(image_order(settings))),
-            |(w, s), &a| {
-                let cell = &ttree.cells[a];
-                let l = &local.v[a * block..(a + 1) * block];
-                let mut out = vec![0.0; cell.len() * no];
-                let mut t = vec![0.0; nt];
-                for (i, o) in (cell.begin..cell.end).zip(out.chunks_mut(no)) {
-                    for (ts, slot) in t.iter_mut().zip(&tgt.slots) {
-                        *ts = slot[i].to_f64();
-                    }
-                    let x = [0, 1, 2].map(|ax| tgt.pos[ax][i].to_f64());
-                    nodes::l2p(b, cell.center, cell.half, l, x, &t, no, w, o);
-                    if let (Some(f), Some(pb)) = (&far_images, pbox) {
-                        f.add(def, pb, x, &t, o, s);
-                    }
-                }
-                out
+        let spos = [&spos[0][..], &spos[1], &spos[2]];
+        let tpos = [&tpos[0][..], &tpos[1], &tpos[2]];
+        let (sroot, troot) = match pbox {
+            Some(b) => {
+                let root = Bounds {
+                    center: b.center(),
+                    half: 0.5 * b.side,
+                };
+                (root, root)
+            }
+            None if self.compress => {
+                let root = Bounds::of(spos).union(&Bounds::of(tpos));
+                (root, root)
+            }
+            None => (Bounds::of(spos), Bounds::of(tpos)),
+        };
+        let stree = Octree::build_in(spos, ncrit, sroot);
+        let mut src = sorted(sources, &stree.order);
+        let ttree = Octree::build_in(tpos, ncrit, troot);
+        let mut tgt = sorted(targets, &ttree.order);
+        if pbox.is_some() {
+            // The near field sums the wrapped points' images.
+            src.set_positions(spos, &stree.order);
+            tgt.set_positions(tpos, &ttree.order);
+        }
+        let (ssph, tsph) = (node_spheres(&stree, b), node_spheres(&ttree, b));
+        Ok(Frame {
+            stree,
+            ttree,
+            src,
+            tgt,
+            images: PeriodicBox::near_shifts(pbox),
+            own: NodeOwn {
+                ssph,
+                tsph,
+                far_images,
             },
-        )
-        .collect();
-    clock.lap(Stage::Downward)?;
+        })
+    }
 
-    let near = near_field::<K, R>(params, &ttree, &tgt, &stree, &src, &lists, &images, &leaves);
-    clock.lap(Stage::P2p)?;
-    Ok(scatter::<K, R>(
-        targets.len(),
-        &ttree,
-        &leaves,
-        &far,
-        &near,
-        clock,
-    ))
+    fn spheres<'f>(&self, f: &'f Frame<R, NodeOwn>) -> [&'f [Sphere]; 2] {
+        [&f.own.tsph, &f.own.ssph]
+    }
+
+    /// Node strengths.
+    fn upward(&self, f: &Frame<R, NodeOwn>) -> nodes::Upward {
+        nodes::upward(self.basis.as_ref(), &f.stree, &f.src, self.rep)
+    }
+
+    /// By compressed operators where they apply, else per target cell the
+    /// kernel from its list's nodes to its own.
+    fn m2l(
+        &self,
+        f: &Frame<R, NodeOwn>,
+        lists: &Lists,
+        up: nodes::Upward,
+        stats: &mut Stats,
+    ) -> (Local, f64) {
+        let (plan, rep, b) = (self.plan, self.rep, self.basis.as_ref());
+        let (params, settings) = (plan.params, plan.settings);
+        let (stree, ttree) = (&f.stree, &f.ttree);
+        let no = K::def().n_outputs();
+        let k = b.len();
+        let channels = rep.channels(no);
+        let mut local = Local::zeros(k, channels, ttree.cells.len());
+        let params64: Vec<f64> = params.iter().map(|x| x.to_f64()).collect();
+        let done = if self.compress {
+            compressed::m2l::<K>(
+                b,
+                plan.opts
+                    .rank_tolerance
+                    .unwrap_or_else(|| compressed::rank_tolerance(settings.p)),
+                &params64,
+                rep,
+                no,
+                (ttree, stree),
+                &f.images,
+                &up,
+                lists,
+                &mut local,
+            )
+        } else {
+            None
+        };
+        if let Some(d) = &done {
+            stats.m2l_compressed += d.pairs;
+            stats.m2l_operators += d.operators;
+            stats.m2l_operators_reused += d.reused;
+        }
+        // The pairs left to the kernel (all of them without compression),
+        // with the node strengths as the kernel's sources, built for the
+        // source cells of those pairs only (`at[c]`: where cell `c`'s are).
+        let rest = done.as_ref().map_or(lists, |d| &d.rest);
+        if rest.m2l_count() > 0 {
+            let mut at = vec![u32::MAX; stree.cells.len()];
+            let mut used = Vec::new();
+            for &e in rest.m2l.iter().flatten() {
+                let s = split(e).0;
+                if at[s] == u32::MAX {
+                    at[s] = used.len() as u32;
+                    used.push(s);
+                }
+            }
+            let proxies: SoA<R> = nodes::node_sources(b, stree, &up, &rep.strength, &used);
+            let placed = Placed {
+                proxies: &proxies,
+                at: &at,
+                images: &f.images,
+            };
+            m2l_by_kernel::<K, R>(b, params, rep, no, ttree, &placed, rest, &mut local);
+        }
+        (local, done.map_or(0.0, |d| d.build_seconds))
+    }
+
+    /// L2L down, then L2P at every target leaf (and a periodic box's far
+    /// images at every target).
+    fn downward(&self, f: &Frame<R, NodeOwn>, mut local: Local, leaves: &[usize]) -> Vec<Vec<f64>> {
+        let (b, ttree, tgt) = (self.basis.as_ref(), &f.ttree, &f.tgt);
+        nodes::downward(b, ttree, &mut local);
+        let def = K::def();
+        let (no, nt) = (def.n_outputs(), def.n_targets());
+        let block = b.len() * local.channels;
+        let pbox = self.plan.domain.periodic();
+        let order = image_order(self.plan.settings);
+        leaves
+            .par_iter()
+            .map_init(
+                || (vec![0.0; b.len()], Scratch::new(order)),
+                |(w, s), &a| {
+                    let cell = &ttree.cells[a];
+                    let l = &local.v[a * block..(a + 1) * block];
+                    let mut out = vec![0.0; cell.len() * no];
+                    let mut t = vec![0.0; nt];
+                    for (i, o) in (cell.begin..cell.end).zip(out.chunks_mut(no)) {
+                        for (ts, slot) in t.iter_mut().zip(&tgt.slots) {
+                            *ts = slot[i].to_f64();
+                        }
+                        let x = [0, 1, 2].map(|ax| tgt.pos[ax][i].to_f64());
+                        nodes::l2p(b, cell.center, cell.half, l, x, &t, no, w, o);
+                        if let (Some(fi), Some(pb)) = (&f.own.far_images, pbox) {
+                            fi.add(def, pb, x, &t, o, s);
+                        }
+                    }
+                    out
+                },
+            )
+            .collect()
+    }
 }
 
 /// The order of the far images' expansions for a run at `settings`: the

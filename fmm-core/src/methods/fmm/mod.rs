@@ -26,6 +26,7 @@ pub mod pass_lanes;
 pub(crate) use crate::far::laplace::images;
 pub use crate::far::laplace::{harmonics, operators};
 pub mod periodic_reference;
+pub(crate) mod skeleton;
 pub mod tables;
 pub use crate::tree::traversal;
 

@@ -30,6 +30,7 @@ mod m2l;
 pub(crate) mod nodes;
 pub mod periodic;
 mod periodic_reference;
+mod skeleton;
 
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use std::cell::OnceCell;
@@ -47,12 +48,12 @@ use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::primitives::{scan, scanned_total};
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
-use crate::domain::PeriodicBox;
+use crate::domain::{Moments, PeriodicBox};
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::particles::Particles;
 use crate::real::Real;
-use crate::stats::{Clock, Stage};
+use crate::stats::{Clock, Stage, Stats};
 use crate::tree::morton::MAX_LEVEL;
 use crate::tree::traversal::{IMAGE_BITS, MAX_IMAGED_CELLS};
 use crate::tree::{DeviceGroups, DeviceOctree, TreeOrdered};
@@ -60,6 +61,7 @@ use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 use fmm_codegen::emit::signature::Role;
 use fmm_codegen::kernel::{FarTerm, Term};
 use periodic::Images;
+use skeleton::DeviceFarPasses;
 
 /// The highest order the GPU operators take: the M2L keeps a source's
 /// singular harmonics and multipoles in shared memory, `(1 + nq) (p + 1)^2`
@@ -466,10 +468,11 @@ fn traverse<R: Real>(
 }
 
 /// The fast multipole method of kernel `K` on `gpu`, on particles already
-/// there (input order), as `plan` says (`plan.settings.p` at most
-/// [`MAX_GPU_ORDER`]); the problem is not empty. Its trees are `shared`'s
-/// where an earlier run of the evaluation built them, else built and left
-/// there. Returns the outputs in the targets' input order, on the device.
+/// there (input order), as `plan` says (its far field the Laplace
+/// expansions, `plan.settings.p` at most [`MAX_GPU_ORDER`]); the problem
+/// is not empty. Its trees are `shared`'s where an earlier run of the
+/// evaluation built them, else built and left there. Returns the outputs
+/// in the targets' input order, on the device.
 pub(crate) fn run<K: Kernel, R: Real>(
     gpu: &Gpu,
     plan: &Plan<'_, R>,
@@ -486,134 +489,166 @@ pub(crate) fn run<K: Kernel, R: Real>(
         )));
     }
     let (strength, terms) = plan.laplace();
-    let table = TermTable::of(def, terms)?;
-    let (m, no) = (targets.len(), def.n_outputs());
-    let nq = strength.len();
-    let nc = ncoef(p);
-    let ops = Ops::get::<R>(gpu, p)?;
-    let p2p = Entry::p2p_list::<K, R>(gpu)?;
-    let s = gpu.stream();
-    clock.lap(Stage::Setup)?;
-
-    // Both trees, their cells' radii, the particles in tree order (a
-    // periodic box's points wrapped into it, the box the root cube).
-    let ncrit = plan.opts.leaf_size(crate::far::FarField::Laplace);
-    let pbox = plan.domain.periodic();
-    let cube = pbox.map_or(Cube::Own, Cube::Box);
-    let trees = shared
-        .get_or_build(|| Trees::build(gpu, &ops, targets, sources, ncrit, cube, |_| Ok(())))?;
-    let (st, tt) = (&trees.source, trees.target());
-    let (sslots, tslots) = (&trees.sslots, &trees.tslots);
-    let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
-    let q = |k: usize| &sslots[strength[k.min(nq - 1)]];
-    // A periodic box's cell must be neutral: said before any more work.
-    let moments = match pbox {
-        Some(b) => {
-            let m = periodic::moments(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
-            super::check_neutral(b, &m, def, terms, nq)?;
-            Some(m)
-        }
-        None => None,
+    let far = Laplace {
+        gpu,
+        plan,
+        def,
+        table: TermTable::of(def, terms)?,
+        strength,
+        terms,
+        nq: strength.len(),
+        nc: ncoef(p),
+        ops: Ops::get::<R>(gpu, p)?,
     };
-    clock.stats().source_cells = snc;
-    clock.stats().target_cells = tnc;
-    clock.lap(Stage::Tree)?;
+    skeleton::run::<K, R, _>(gpu, plan, far, targets, sources, shared, clock)
+}
 
-    // Dual tree traversal, and the P2P groups (every target leaf cut into
-    // pieces of a block).
-    let images = Images::<R>::of(gpu, pbox)?;
-    let lists = traverse(gpu, &ops, tt, st, plan.settings.theta, &images)?;
-    clock.stats().m2l = lists.n_m2l as u64;
-    let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
-    clock.lap(Stage::Traversal)?;
+/// The Laplace expansions' passes of the FMM on the GPU ([`skeleton`]):
+/// multipoles and locals of order `p` in f64 (`nq` expansions a cell of
+/// the strengths `strength`, `nc` coefficients each, of the positions
+/// taken to the unit box), the far outputs through the kernel's far
+/// `terms` (`table`, as `ops.cu` reads them).
+struct Laplace<'a, R> {
+    gpu: &'a Gpu,
+    plan: &'a Plan<'a, R>,
+    def: &'static fmm_codegen::KernelDef,
+    table: TermTable,
+    strength: &'a [usize],
+    terms: &'a [FarTerm],
+    nq: usize,
+    nc: usize,
+    ops: Ops,
+}
 
-    // Upward pass: P2M at the leaves, M2M level by level up, of the
-    // positions taken to the unit box (`ops.cu`).
-    let nqi = nq as i32;
-    let u = unit_scale(st.tree.bounds.half);
-    let mult = upward(
-        gpu,
-        &ops,
-        (&st.tree, &st.pos),
-        [q(0), q(1), q(2)],
-        nq,
-        nc,
-        u,
-    )?;
-    clock.lap(Stage::Upward)?;
-
-    // M2L, one target cell per block; a periodic box's farther images
-    // into the target root's expansion.
-    let (mut local, m2l_kind) = m2l::m2l(
-        gpu,
-        &ops,
-        tt,
-        st,
-        &lists,
-        &images,
-        &mult,
-        nq,
-        p,
-        u,
-        &plan.opts.gpu,
-    )?;
-    if let (Some(b), Some(m)) = (pbox, &moments) {
-        let roots = periodic::Roots {
-            source_center: st.tree.bounds.center,
-            target_center: tt.tree.bounds.center,
-            u,
-            p,
-            nq,
-        };
-        let levels = b.levels_for(super::expected_error(plan));
-        periodic::add_far_images(gpu, b, m, levels, &roots, &mult, &mut local)?;
+impl<R: Real> Laplace<'_, R> {
+    /// The strength slot of expansion `k` (the last again past `nq`: the
+    /// kernels take three).
+    fn q<'t>(&self, trees: &'t Trees<R>, k: usize) -> &'t CudaSlice<R> {
+        &trees.sslots[self.strength[k.min(self.nq - 1)]]
     }
-    drop(mult);
-    let near = lists.into_near();
-    clock.stats().m2l_kind = Some(m2l_kind);
-    clock.lap(Stage::M2l)?;
+}
 
-    // Downward pass: L2L level by level down, L2P at every target into
-    // the output arrays (tree order), which the P2P lists then add to.
-    let mut out: Vec<CudaSlice<R>> = (0..no)
-        .map(|_| alloc::<R>(s, m))
-        .collect::<Result<_, _>>()?;
-    {
+impl<R: Real> DeviceFarPasses<R> for Laplace<'_, R> {
+    /// A periodic box's moments of the cell.
+    type Own = Option<Moments>;
+    type Multipoles = CudaSlice<f64>;
+
+    fn ops(&self) -> &Ops {
+        &self.ops
+    }
+
+    fn cube<'b>(&self, pbox: Option<&'b PeriodicBox>) -> Cube<'b> {
+        pbox.map_or(Cube::Own, Cube::Box)
+    }
+
+    fn adjust(&self, _: &mut FmmTree<R>) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// A periodic box's cell must be neutral: said before any more work.
+    fn own(&self, trees: &Trees<R>) -> Result<Option<Moments>, Error> {
+        let Some(b) = self.plan.domain.periodic() else {
+            return Ok(None);
+        };
+        let q = |k| self.q(trees, k);
+        let m = periodic::moments(self.gpu, b, &trees.source.pos, [q(0), q(1), q(2)], self.nq)?;
+        super::check_neutral(b, &m, self.def, self.terms, self.nq)?;
+        Ok(Some(m))
+    }
+
+    /// P2M at the leaves, M2M level by level up, of the positions taken
+    /// to the unit box (`ops.cu`).
+    fn upward(&self, trees: &Trees<R>, _: &Self::Own) -> Result<CudaSlice<f64>, Error> {
+        let st = &trees.source;
+        let q = |k| self.q(trees, k);
+        upward(
+            self.gpu,
+            &self.ops,
+            (&st.tree, &st.pos),
+            [q(0), q(1), q(2)],
+            self.nq,
+            self.nc,
+            unit_scale(st.tree.bounds.half),
+        )
+    }
+
+    /// M2L, one target cell per block; a periodic box's farther images
+    /// into the target root's expansion.
+    fn m2l(
+        &self,
+        trees: &Trees<R>,
+        lists: &DeviceLists,
+        images: &Images<R>,
+        mult: CudaSlice<f64>,
+        moments: &Self::Own,
+        stats: &mut Stats,
+    ) -> Result<(CudaSlice<f64>, f64), Error> {
+        let (st, tt) = (&trees.source, trees.target());
+        let (p, u) = (self.plan.settings.p, unit_scale(st.tree.bounds.half));
+        let (mut local, m2l_kind) = m2l::m2l(
+            self.gpu,
+            &self.ops,
+            tt,
+            st,
+            lists,
+            images,
+            &mult,
+            self.nq,
+            p,
+            u,
+            &self.plan.opts.gpu,
+        )?;
+        if let (Some(b), Some(m)) = (self.plan.domain.periodic(), moments) {
+            let roots = periodic::Roots {
+                source_center: st.tree.bounds.center,
+                target_center: tt.tree.bounds.center,
+                u,
+                p,
+                nq: self.nq,
+            };
+            let levels = b.levels_for(super::expected_error(self.plan));
+            periodic::add_far_images(self.gpu, b, m, levels, &roots, &mult, &mut local)?;
+        }
+        stats.m2l_kind = Some(m2l_kind);
+        Ok((local, 0.0))
+    }
+
+    /// L2L level by level down, L2P at every target into the output
+    /// arrays (tree order), which the P2P lists then add to; a periodic
+    /// box's background at every target.
+    fn downward(
+        &self,
+        trees: &Trees<R>,
+        moments: &Self::Own,
+        mut local: CudaSlice<f64>,
+        out: &mut [CudaSlice<R>],
+    ) -> Result<(), Error> {
+        let (st, tt) = (&trees.source, trees.target());
+        let s = self.gpu.stream();
+        let (nqi, u) = (self.nq as i32, unit_scale(st.tree.bounds.half));
         for l in 1..tt.tree.levels() {
             let (nl, cells) = tt.tree.level(l);
             let nli = nl as i32;
-            launch!(s, ops.l2l, per_cell(nl * nq), "fmm_l2l";
+            launch!(s, self.ops.l2l, per_cell(nl * self.nq), "fmm_l2l";
                 &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
                 &tt.tree.center[2], &nqi, &u, &mut local)?;
         }
         let cells = (&tt.leaf_of, [0, 1, 2].map(|a| &tt.tree.center[a]));
         l2p(
-            gpu,
-            &ops,
-            &table,
-            (&tt.pos, tslots),
+            self.gpu,
+            &self.ops,
+            &self.table,
+            (&tt.pos, &trees.tslots),
             cells,
-            (&local, nq, u),
-            &mut out,
+            (&local, self.nq, u),
+            out,
         )?;
+        drop(local);
+        if let (Some(b), Some(m)) = (self.plan.domain.periodic(), moments) {
+            periodic::add_background(self.gpu, b, m, (self.def, self.terms), &tt.pos, out)?;
+        }
+        Ok(())
     }
-    drop(local);
-    if let (Some(b), Some(m)) = (pbox, &moments) {
-        periodic::add_background(gpu, b, m, (def, terms), &tt.pos, &mut out)?;
-    }
-    clock.lap(Stage::Downward)?;
-
-    near_field_and_scatter(
-        gpu,
-        &p2p,
-        plan.params,
-        trees,
-        groups,
-        near,
-        &images,
-        out,
-        clock,
-    )
 }
 
 /// L2P at every target `tpos` (tree order; `tslots` its fields) of the

@@ -34,25 +34,29 @@
 //! its particles, so f64 runs agree with the CPU's to rounding (about
 //! 1e-15), not to the bit.
 
+use std::marker::PhantomData;
+
 use cudarc::driver::CudaSlice;
 
 use super::far_images::{far_images_at_targets, ImageSources};
 use super::periodic::Images;
+use super::skeleton::{self, DeviceFarPasses};
 use super::{
-    compressed, grid, near_field_and_scatter, p2p_lists, traverse, Cube, FmmTree, Ops, Points,
-    Trees,
+    compressed, grid, p2p_lists, Cube, DeviceLists, FmmTree, Ops, Points, SharedTrees, Trees,
 };
 use crate::cuda::device::{alloc, device_addresses, launch, read_addresses, upload, zeros};
 use crate::cuda::launch::Entry;
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
+use crate::domain::PeriodicBox;
 use crate::error::Error;
 use crate::far;
 use crate::far::cuda::{node_positions, upward, DeviceBasis, NodeOps};
+use crate::far::Representation;
 use crate::kernel::Kernel;
 use crate::methods::fmm::{NodeM2l, Plan};
 use crate::real::Real;
-use crate::stats::{Clock, Stage};
+use crate::stats::{Clock, Stats};
 use crate::tree::DeviceGroups;
 use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 
@@ -64,198 +68,233 @@ const TREE_OPS_ORDER: usize = 1;
 /// The FMM of kernel `K` with the plan's node far field on `gpu`, on
 /// particles already there (input order), at its settings (`p` the far
 /// field's order, `theta` the MAC) and leaves of `opts.leaf_size`; the
-/// problem is not empty. Returns the outputs in the targets' input order,
-/// on the device.
+/// problem is not empty. Its trees are `shared`'s where an earlier run
+/// built them (of this far field: their cells' radii are its node
+/// spheres'), else built and left there. Returns the outputs in the
+/// targets' input order, on the device.
 pub(crate) fn run<K: Kernel, R: Real>(
     gpu: &Gpu,
     plan: &Plan<'_, R>,
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
+    shared: &SharedTrees<R>,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
-    let (params, rep, domain, settings, opts) = (
-        plan.params,
-        plan.nodes(),
-        plan.domain,
-        plan.settings,
-        plan.opts,
-    );
-    let def = K::def();
-    let m = targets.len();
-    let (no, nt) = (def.n_outputs(), rep.target_slots);
-    let channels = rep.channels(no);
-    let basis = DeviceBasis::upload(gpu, rep.far_field, settings.p)?;
-    let k = basis.k;
-    let ops = Ops::get::<R>(gpu, TREE_OPS_ORDER)?;
-    let nodes = NodeOps::get::<R>(gpu)?;
-    let p2p = Entry::p2p_list::<K, R>(gpu)?;
-    let s = gpu.stream();
-    clock.lap(Stage::Setup)?;
-
-    // Both trees, each cell's radius its node sphere's.
-    let ncrit = opts.leaf_size(rep.far_field);
-    let compress = opts.node_m2l == NodeM2l::Compressed;
-    let pbox = domain.periodic();
-    let cube = match pbox {
-        Some(b) => Cube::Box(b),
-        None if compress => Cube::Union,
-        None => Cube::Own,
-    };
-    let trees = Trees::build(
+    let rep = plan.nodes();
+    let far = NodeField::<K, R> {
         gpu,
-        &ops,
-        targets,
-        sources,
-        ncrit,
-        cube,
-        |t: &mut FmmTree<R>| {
-            let nci = t.tree.n_cells as i32;
-            launch!(s, nodes.radius, grid(t.tree.n_cells), "far_nodes_radius";
-            &nci, &basis.radius, &t.tree.half, &mut t.radius)
-        },
-    )?;
-    // A periodic box's far images come by Laplace expansions: the cell
-    // neutral (or with a background) before any more work.
-    let image_sources = match pbox {
-        Some(b) => Some(ImageSources::of::<K, R>(
-            gpu,
-            b,
-            (&trees.source.pos, &trees.sslots),
-            "the FMM with node far fields",
-        )?),
-        None => None,
+        plan,
+        rep,
+        basis: DeviceBasis::upload(gpu, rep.far_field, plan.settings.p)?,
+        ops: Ops::get::<R>(gpu, TREE_OPS_ORDER)?,
+        nodes: NodeOps::get::<R>(gpu)?,
+        p2p: Entry::p2p_list::<K, R>(gpu)?,
+        compress: plan.opts.node_m2l == NodeM2l::Compressed,
+        _k: PhantomData,
     };
-    let (st, tt) = (&trees.source, trees.target());
-    let (sslots, tslots) = (&trees.sslots, &trees.tslots);
-    let (snc, tnc) = (st.tree.n_cells, tt.tree.n_cells);
-    // The P2P-list entry counts its targets and sources in `int`.
-    for (what, cells) in [("source", snc), ("target", tnc)] {
-        if cells * k > i32::MAX as usize {
-            return Err(Error::BadOption(format!(
-                "the {} far field on the GPU: {cells} {what} cells of {k} nodes pass 2^31 nodes; \
-                 use larger leaves (FmmOptions::ncrit) or a lower order",
-                rep.far_field.name()
-            )));
+    skeleton::run::<K, R, _>(gpu, plan, far, targets, sources, shared, clock)
+}
+
+/// A node far field's passes of the FMM on the GPU ([`skeleton`]): the
+/// cells' radii their node spheres', node strengths for multipoles and
+/// node values for locals (`basis`, `nodes`), M2L by the CPU's compressed
+/// operators (`compress`) or by the kernel (`p2p`, its P2P-list entry).
+struct NodeField<'a, K, R> {
+    gpu: &'a Gpu,
+    plan: &'a Plan<'a, R>,
+    rep: &'a Representation,
+    basis: DeviceBasis,
+    ops: Ops,
+    nodes: NodeOps,
+    p2p: Entry,
+    compress: bool,
+    _k: PhantomData<K>,
+}
+
+impl<K: Kernel, R: Real> DeviceFarPasses<R> for NodeField<'_, K, R> {
+    /// A periodic box's far images' sources (Laplace expansions of the
+    /// box).
+    type Own = Option<ImageSources>;
+    /// The node strengths (f64), and the node sources: positions, slots.
+    type Multipoles = (CudaSlice<f64>, [CudaSlice<R>; 3], Vec<CudaSlice<R>>);
+
+    fn ops(&self) -> &Ops {
+        &self.ops
+    }
+
+    /// For the compressed M2L both trees in one root cube (its operators
+    /// are per offset), else each its own; a periodic box the box.
+    fn cube<'b>(&self, pbox: Option<&'b PeriodicBox>) -> Cube<'b> {
+        match pbox {
+            Some(b) => Cube::Box(b),
+            None if self.compress => Cube::Union,
+            None => Cube::Own,
         }
     }
-    clock.stats().source_cells = snc;
-    clock.stats().target_cells = tnc;
-    clock.lap(Stage::Tree)?;
 
-    // Dual tree traversal, and the P2P groups (every target leaf cut into
-    // pieces of a block).
-    let images = Images::<R>::of(gpu, pbox)?;
-    let lists = traverse(gpu, &ops, tt, st, settings.theta, &images)?;
-    clock.stats().m2l = lists.n_m2l as u64;
-    let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
-    clock.lap(Stage::Traversal)?;
-
-    let (q, src_pos, src_slots) = upward(gpu, &nodes, &basis, &st.tree, &st.pos, sslots, rep)?;
-    clock.lap(Stage::Upward)?;
-
-    // M2L: by compressed operators where they apply (the CPU's operators,
-    // `compressed`), the pairs of rare offsets (or all) by the kernel.
-    let planned = std::time::Instant::now();
-    let plan = if compress {
-        let host = far::nodes::basis(rep.far_field, settings.p);
-        let tol = opts
-            .rank_tolerance
-            .unwrap_or_else(|| far::compressed::rank_tolerance(settings.p));
-        compressed::plan::<K, R>(
-            gpu,
-            host.as_ref(),
-            tol,
-            params,
-            rep,
-            &src_slots,
-            no,
-            (tt, st),
-            &images,
-            &lists,
-        )?
-    } else {
-        None
-    };
-    // Operators built for the first time (on the CPU, then copied): setup,
-    // not M2L, as on the CPU (`cpu_nodes`).
-    let build_seconds = match &plan {
-        Some(p) if p.reused < p.operators => planned.elapsed().as_secs_f64(),
-        _ => 0.0,
-    };
-    let by_kernel = match &plan {
-        None => Some(([&lists.m2l_begin, &lists.m2l_end], &lists.m2l)),
-        Some(p) => p.rest.as_ref().map(|r| ([&r.begin, &r.end], &r.list)),
-    };
-    let mut local = match by_kernel {
-        Some((bounds, list)) => m2l(
-            gpu,
-            &nodes,
-            &basis,
-            &p2p,
-            params,
-            (tt, st),
-            (bounds, list, &images),
-            &src_pos,
-            &src_slots,
-            no,
-            nt,
-        )?,
-        None => zeros::<f64>(s, tt.tree.n_cells * k * channels)?,
-    };
-    if let Some(p) = &plan {
-        p.apply(gpu, &q, &mut local)?;
-        let stats = clock.stats();
-        stats.m2l_compressed += p.pairs;
-        stats.m2l_operators += p.operators;
-        stats.m2l_operators_reused += p.reused;
-    }
-    drop((plan, q, src_pos, src_slots));
-    let near = lists.into_near();
-    clock.lap(Stage::M2l)?;
-    if build_seconds > 0.0 {
-        clock
-            .stats()
-            .rebook(Stage::M2l, Stage::Setup, build_seconds);
+    /// Each cell's radius its node sphere's.
+    fn adjust(&self, t: &mut FmmTree<R>) -> Result<(), Error> {
+        let s = self.gpu.stream();
+        let nci = t.tree.n_cells as i32;
+        launch!(s, self.nodes.radius, grid(t.tree.n_cells), "far_nodes_radius";
+            &nci, &self.basis.radius, &t.tree.half, &mut t.radius)
     }
 
-    // Downward pass: L2L level by level down, L2P at every target into the
-    // output arrays (tree order), which the P2P lists then add to.
-    let (ki, chi) = (k as i32, channels as i32);
-    for l in 1..tt.tree.levels() {
-        let (nl, cells) = tt.tree.level(l);
-        let nli = nl as i32;
-        launch!(s, nodes.l2l, grid(nl * k * channels), "far_nodes_l2l";
-            &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
-            &tt.tree.center[2], &ki, &chi, &basis.child, &mut local)?;
+    /// A periodic box's far images come by Laplace expansions: the cell
+    /// neutral (or with a background) before any more work. The P2P-list
+    /// entry counts its targets and sources in `int`.
+    fn own(&self, trees: &Trees<R>) -> Result<Option<ImageSources>, Error> {
+        let k = self.basis.k;
+        let (snc, tnc) = (trees.source.tree.n_cells, trees.target().tree.n_cells);
+        for (what, cells) in [("source", snc), ("target", tnc)] {
+            if cells * k > i32::MAX as usize {
+                return Err(Error::BadOption(format!(
+                    "the {} far field on the GPU: {cells} {what} cells of {k} nodes pass 2^31 \
+                     nodes; use larger leaves (FmmOptions::ncrit) or a lower order",
+                    self.rep.far_field.name()
+                )));
+            }
+        }
+        match self.plan.domain.periodic() {
+            Some(b) => Ok(Some(ImageSources::of::<K, R>(
+                self.gpu,
+                b,
+                (&trees.source.pos, &trees.sslots),
+                "the FMM with node far fields",
+            )?)),
+            None => Ok(None),
+        }
     }
-    let mut out: Vec<CudaSlice<R>> = (0..no)
-        .map(|_| alloc::<R>(s, m))
-        .collect::<Result<_, _>>()?;
-    {
-        let outs = upload(s, &device_addresses(s, &mut out))?;
-        let tfields = upload(s, &read_addresses(s, tslots))?;
-        let (mi, noi, nti) = (m as i32, no as i32, nt as i32);
-        launch!(s, nodes.l2p, grid(m), "far_nodes_l2p";
-            &mi, &tt.leaf_of, &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
-            &tt.tree.half, &tt.pos[0], &tt.pos[1], &tt.pos[2], &basis.kind, &basis.p, &ki,
-            &basis.table, &basis.radius, &chi, &noi, &nti, &tfields, &local, &outs)?;
+
+    fn upward(&self, trees: &Trees<R>, _: &Self::Own) -> Result<Self::Multipoles, Error> {
+        let st = &trees.source;
+        upward(
+            self.gpu,
+            &self.nodes,
+            &self.basis,
+            &st.tree,
+            &st.pos,
+            &trees.sslots,
+            self.rep,
+        )
     }
-    drop(local);
-    if let (Some(b), Some(src)) = (pbox, &image_sources) {
-        let order = super::super::cpu_nodes::image_order(settings);
+
+    /// By compressed operators where they apply (the CPU's operators,
+    /// `compressed`), the pairs of rare offsets (or all) by the kernel.
+    fn m2l(
+        &self,
+        trees: &Trees<R>,
+        lists: &DeviceLists,
+        images: &Images<R>,
+        (q, src_pos, src_slots): Self::Multipoles,
+        _: &Self::Own,
+        stats: &mut Stats,
+    ) -> Result<(CudaSlice<f64>, f64), Error> {
+        let (gpu, rep, settings, opts) = (self.gpu, self.rep, self.plan.settings, self.plan.opts);
         let (st, tt) = (&trees.source, trees.target());
-        far_images_at_targets::<K, R>(
-            gpu,
-            b,
-            (order, src),
-            (&st.tree, &st.pos, sslots),
-            (&tt.pos, tslots, tt.tree.bounds.center),
-            &mut out,
-        )?;
+        let no = K::def().n_outputs();
+        let channels = rep.channels(no);
+        let planned = std::time::Instant::now();
+        let plan = if self.compress {
+            let host = far::nodes::basis(rep.far_field, settings.p);
+            let tol = opts
+                .rank_tolerance
+                .unwrap_or_else(|| far::compressed::rank_tolerance(settings.p));
+            compressed::plan::<K, R>(
+                gpu,
+                host.as_ref(),
+                tol,
+                self.plan.params,
+                rep,
+                &src_slots,
+                no,
+                (tt, st),
+                images,
+                lists,
+            )?
+        } else {
+            None
+        };
+        // Operators built for the first time (on the CPU, then copied):
+        // setup, not M2L, as on the CPU (`cpu_nodes`).
+        let building = match &plan {
+            Some(p) if p.reused < p.operators => planned.elapsed().as_secs_f64(),
+            _ => 0.0,
+        };
+        let by_kernel = match &plan {
+            None => Some(([&lists.m2l_begin, &lists.m2l_end], &lists.m2l)),
+            Some(p) => p.rest.as_ref().map(|r| ([&r.begin, &r.end], &r.list)),
+        };
+        let mut local = match by_kernel {
+            Some((bounds, list)) => m2l(
+                gpu,
+                &self.nodes,
+                &self.basis,
+                &self.p2p,
+                self.plan.params,
+                (tt, st),
+                (bounds, list, images),
+                &src_pos,
+                &src_slots,
+                no,
+                rep.target_slots,
+            )?,
+            None => zeros::<f64>(gpu.stream(), tt.tree.n_cells * self.basis.k * channels)?,
+        };
+        if let Some(p) = &plan {
+            p.apply(gpu, &q, &mut local)?;
+            stats.m2l_compressed += p.pairs;
+            stats.m2l_operators += p.operators;
+            stats.m2l_operators_reused += p.reused;
+        }
+        Ok((local, building))
     }
-    clock.lap(Stage::Downward)?;
 
-    near_field_and_scatter(gpu, &p2p, params, &trees, groups, near, &images, out, clock)
+    /// L2L level by level down, L2P at every target written to the
+    /// outputs; a periodic box's far images at every target.
+    fn downward(
+        &self,
+        trees: &Trees<R>,
+        image_sources: &Self::Own,
+        mut local: CudaSlice<f64>,
+        out: &mut [CudaSlice<R>],
+    ) -> Result<(), Error> {
+        let (gpu, basis, nodes) = (self.gpu, &self.basis, &self.nodes);
+        let s = gpu.stream();
+        let (st, tt) = (&trees.source, trees.target());
+        let def = K::def();
+        let (m, no, nt) = (tt.tree.n, def.n_outputs(), self.rep.target_slots);
+        let (ki, chi) = (basis.k as i32, self.rep.channels(no) as i32);
+        for l in 1..tt.tree.levels() {
+            let (nl, cells) = tt.tree.level(l);
+            let nli = nl as i32;
+            launch!(s, nodes.l2l, grid(nl * basis.k * self.rep.channels(no)), "far_nodes_l2l";
+                &nli, &cells, &tt.parent, &tt.tree.center[0], &tt.tree.center[1],
+                &tt.tree.center[2], &ki, &chi, &basis.child, &mut local)?;
+        }
+        {
+            let outs = upload(s, &device_addresses(s, out))?;
+            let tfields = upload(s, &read_addresses(s, &trees.tslots))?;
+            let (mi, noi, nti) = (m as i32, no as i32, nt as i32);
+            launch!(s, nodes.l2p, grid(m), "far_nodes_l2p";
+                &mi, &tt.leaf_of, &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2],
+                &tt.tree.half, &tt.pos[0], &tt.pos[1], &tt.pos[2], &basis.kind, &basis.p, &ki,
+                &basis.table, &basis.radius, &chi, &noi, &nti, &tfields, &local, &outs)?;
+        }
+        drop(local);
+        if let (Some(b), Some(src)) = (self.plan.domain.periodic(), image_sources) {
+            let order = super::super::cpu_nodes::image_order(self.plan.settings);
+            far_images_at_targets::<K, R>(
+                gpu,
+                b,
+                (order, src),
+                (&st.tree, &st.pos, &trees.sslots),
+                (&tt.pos, &trees.tslots, tt.tree.bounds.center),
+                out,
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// The M2L: the kernel (`p2p`, its P2P-list entry) from the node sources

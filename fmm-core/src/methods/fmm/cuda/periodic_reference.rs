@@ -22,7 +22,8 @@
 //!   that lists it. (A group a sample, its list in pieces, kept one thread
 //!   of a block busy: velocity + stretching at 10^7 took 19 ms there.)
 //! - The images past the nearest by the images' expansions from the root's
-//!   multipole, and the boundary's terms, as on the host.
+//!   multipole, and the boundary's terms, as on the host, while the device
+//!   sums the far and the near cells.
 //!
 //! At 10^7 sources (H100, f32, `FMM_TRACE=1 fmm_bench --periodic 1 --tol
 //! 1e-4`, 2026-11-26) the first form, which walked every cell and summed
@@ -158,49 +159,43 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
         .collect();
     lap.say("multipoles, walks")?;
 
-    // The images past the nearest, a local expansion about the box's
-    // centre (box of side 1) per strength component, from the root's
-    // multipole.
+    // The root's multipole, for the images past the nearest (below, on
+    // the host while the device sums the cells).
     let row = 2 * nq * nc;
     let root: Vec<C> = download(s, &mult, row)?
         .chunks(2)
         .map(|w| C::new(w[0], w[1]))
         .collect();
-    let levels = b.levels_for(1e-12);
-    let far_locals: Vec<Vec<C>> = (0..nq)
-        .map(|k| {
-            let root = &root[k * nc..(k + 1) * nc];
-            periodic::far_local(b, &moments, levels, k, root, st.tree.bounds.center, u)
-        })
-        .collect();
-    lap.say("the root's images")?;
 
     // The far cells' M2P on the device: a copy of the sample a piece of
-    // its far list, its local expansion of degree 2 by the M2L's kernel.
+    // its far list, its local expansion of degree 2 by the M2L's kernel;
+    // queued, read back after the near cells.
     let shifts = Images::<f64>::of(gpu, Some(b))?;
-    let mut locals = vec![vec![vec![C::ZERO; ncoef(2)]; nq]; ns];
-    {
-        let mut copy_of = Vec::new();
+    let mut far_copy_of = Vec::new();
+    let far_local = {
         let (mut list, mut begin, mut end) = (Vec::new(), Vec::new(), Vec::new());
         for (i, (far, _)) in walks.iter().enumerate() {
             for piece in far.chunks(FAR_PIECE) {
                 begin.push(list.len() as i64);
                 list.extend(piece.iter().map(|&e| e as i32));
                 end.push(list.len() as i64);
-                copy_of.push(i);
+                far_copy_of.push(i);
             }
         }
-        let copies = copy_of.len();
+        let copies = far_copy_of.len();
         if copies > 0 {
             let at: Vec<CudaSlice<f64>> = (0..3)
                 .map(|a| {
                     upload(
                         s,
-                        &copy_of.iter().map(|&i| samples[i][a]).collect::<Vec<_>>(),
+                        &far_copy_of
+                            .iter()
+                            .map(|&i| samples[i][a])
+                            .collect::<Vec<_>>(),
                     )
                 })
                 .collect::<Result<_, _>>()?;
-            let local = super::m2l::m2l_to_points(
+            Some(super::m2l::m2l_to_points(
                 gpu,
                 &ops,
                 ([&at[0], &at[1], &at[2]], copies),
@@ -215,20 +210,21 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
                 p,
                 2,
                 u,
-            )?;
-            let flat = download(s, &local, 2 * copies * nq * nc)?;
-            for (copy, &i) in copy_of.iter().enumerate() {
-                for (k, l) in locals[i].iter_mut().enumerate() {
-                    let at = 2 * (copy * nq + k) * nc;
-                    for (j, c) in l.iter_mut().enumerate() {
-                        *c += C::new(flat[at + 2 * j], flat[at + 2 * j + 1]);
-                    }
-                }
-            }
+            )?)
+        } else {
+            None
         }
-    }
-    drop(mult);
-    lap.say("far cells")?;
+    };
+
+    // The images past the nearest, a local expansion about the box's
+    // centre (box of side 1) per strength component.
+    let levels = b.levels_for(1e-12);
+    let far_locals: Vec<Vec<C>> = (0..nq)
+        .map(|k| {
+            let root = &root[k * nc..(k + 1) * nc];
+            periodic::far_local(b, &moments, levels, k, root, st.tree.bounds.center, u)
+        })
+        .collect();
 
     // The listed cells by the kernel, on the device: one group a listed
     // cell and image (pieces of at most a block), its targets a copy of
@@ -304,8 +300,23 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
             }
         }
     }
+    let mut locals = vec![vec![vec![C::ZERO; ncoef(2)]; nq]; ns];
+    if let Some(local) = far_local {
+        let flat = download(s, &local, 2 * far_copy_of.len() * nq * nc)?;
+        for (copy, &i) in far_copy_of.iter().enumerate() {
+            for (k, l) in locals[i].iter_mut().enumerate() {
+                let at = 2 * (copy * nq + k) * nc;
+                for (j, c) in l.iter_mut().enumerate() {
+                    *c += C::new(flat[at + 2 * j], flat[at + 2 * j + 1]);
+                }
+            }
+        }
+    }
+    drop(mult);
     lap.say(&format!(
-        "listed cells ({} cells and images, {copies} copies of the samples, {pairs} pairs)",
+        "far and near cells ({} far copies of the samples; {} near cells and images, {copies} \
+         copies of the samples, {pairs} pairs)",
+        far_copy_of.len(),
         list.len()
     ))?;
 
