@@ -1,8 +1,10 @@
-//! The FMM on the CPU: trees, upward pass (P2M, M2M), dual tree traversal,
-//! M2L, downward pass (L2L, L2P) and the near field (P2P by the kernel's
-//! generated evaluator), each stage parallel with rayon. Expansions are in
-//! f64 whatever the particles' precision; the M2L reads them scaled, in
-//! f32 lanes where the settings' error leaves room ([`single_m2l`]).
+//! The FMM on the CPU with the Laplace expansions: the trees in the unit
+//! box, the upward pass (P2M, M2M), the M2L and the downward pass (L2L,
+//! L2P) as a [`FarPasses`] of the FMM's stages ([`skeleton`], which runs
+//! the traversal and the near field), each pass parallel with rayon.
+//! Expansions are in f64 whatever the particles' precision; the M2L reads
+//! them scaled, in f32 lanes where the settings' error leaves room
+//! ([`single_m2l`]).
 
 use rayon::prelude::*;
 
@@ -15,7 +17,7 @@ use crate::domain::{Moments, PeriodicBox};
 use crate::error::Error;
 use crate::far::laplace::background;
 use crate::far::terms::{far_outputs, FarValues};
-use crate::kernel::{Kernel, MAX_SLOTS};
+use crate::kernel::Kernel;
 use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
@@ -397,83 +399,6 @@ fn neutral_moments<R: Real>(
     let m = Moments::of(unit, &q, [0.0; 3]);
     super::check_neutral(b, &m, def, terms, strength.len())?;
     Ok(m)
-}
-
-/// P2P of every target leaf `leaves` with the source leaves of its list
-/// (each at its image's lattice shift of `shifts`, `[[0; 3]]` in free
-/// space): per leaf, the outputs of its targets in tree order and the
-/// pairs.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn near_field<K: Kernel, R: Real>(
-    p: &[R],
-    ttree: &Octree,
-    tgt: &SoA<R>,
-    stree: &Octree,
-    src: &SoA<R>,
-    lists: &Lists,
-    shifts: &[[f64; 3]],
-    leaves: &[usize],
-) -> Vec<(Vec<R>, u64)> {
-    let def = K::def();
-    let (no, nt) = (def.n_outputs(), def.n_targets());
-    leaves
-        .par_iter()
-        .map_init(
-            || SoA::<R>::with_capacity(src.slots.len(), 4096),
-            |list, &a| {
-                let cell = &ttree.cells[a];
-                list.clear();
-                for &e in &lists.p2p[a] {
-                    let (b, image) = split(e);
-                    let b = &stree.cells[b];
-                    let at = list.pos[0].len();
-                    list.push_from(src, b.begin..b.end);
-                    if image != 0 {
-                        for (axis, &d) in list.pos.iter_mut().zip(&shifts[image]) {
-                            axis[at..].iter_mut().for_each(|x| *x += R::c(d));
-                        }
-                    }
-                }
-                let slices = list.slices();
-                let mut out = vec![R::zero(); cell.len() * no];
-                let mut t = [R::zero(); MAX_SLOTS];
-                for (i, o) in (cell.begin..cell.end).zip(out.chunks_mut(no)) {
-                    for (tk, slot) in t.iter_mut().zip(&tgt.slots).take(nt) {
-                        *tk = slot[i];
-                    }
-                    let xi = [tgt.pos[0][i], tgt.pos[1][i], tgt.pos[2][i]];
-                    K::p2p_target(p, xi, &t, &slices, 0..slices.len(), o);
-                }
-                (out, (cell.len() * slices.len()) as u64)
-            },
-        )
-        .collect()
-}
-
-/// The far (f64) and near parts of every target leaf, added and put back
-/// in the caller's order of the `m` targets; counts the P2P pairs.
-pub(crate) fn scatter<K: Kernel, R: Real>(
-    m: usize,
-    ttree: &Octree,
-    leaves: &[usize],
-    far: &[Vec<f64>],
-    near: &[(Vec<R>, u64)],
-    clock: &mut Clock<'_>,
-) -> Outputs<R> {
-    let def = K::def();
-    let no = def.n_outputs();
-    let mut slots = vec![vec![R::zero(); m]; no];
-    for ((&a, f), (n, pairs)) in leaves.iter().zip(far).zip(near) {
-        let cell = &ttree.cells[a];
-        for r in 0..cell.len() {
-            let i = ttree.order[cell.begin + r] as usize;
-            for k in 0..no {
-                slots[k][i] = n[r * no + k] + R::c(f[r * no + k]);
-            }
-        }
-        clock.stats().p2p += pairs;
-    }
-    Outputs::new(def.name.as_str(), &def.outputs, slots)
 }
 
 /// P2M, M2M, L2L and L2P in AVX-512 or AVX2 lanes where the CPU has them

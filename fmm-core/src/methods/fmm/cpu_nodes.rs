@@ -1,7 +1,9 @@
 //! The FMM on the CPU with a node far field (pseudo-particles or Chebyshev
-//! nodes, [`crate::far`]): the same trees, dual tree traversal and near
-//! field as the Laplace FMM ([`super::cpu`]), with node strengths for
-//! multipoles and node values for locals, and M2L by the kernel itself.
+//! nodes, [`crate::far`]), a [`FarPasses`] of the FMM's stages
+//! ([`skeleton`]): the same dual tree traversal and near field as the
+//! Laplace FMM ([`super::cpu`]), with node strengths for multipoles and
+//! node values for locals, and M2L by compressed operators or the kernel
+//! itself.
 //!
 //! The MAC takes each cell's size as the sphere holding its nodes (radius
 //! `sqrt 3` half sides, the cube's circumscribing sphere) rather than its
