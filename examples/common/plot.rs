@@ -283,3 +283,138 @@ mod tests {
         assert!(plot_plummer(Path::new("unused.png"), "", none).is_err());
     }
 }
+
+/// One report of the vortex ring.
+#[derive(Clone, Copy, Debug)]
+pub struct RingSample {
+    pub t: f64,
+    /// The centre of its impulse along the axis.
+    pub z: f64,
+    /// That centre's speed.
+    pub speed: f64,
+}
+
+/// Draws the ring's position and speed against time (`samples`, in time
+/// order) beside the formula's speed `formula` (and the line it moves on
+/// from the first position), into the PNG `path`.
+pub fn plot_ring(
+    path: &Path,
+    title: &str,
+    samples: &[RingSample],
+    formula: f64,
+) -> Result<(), Box<dyn Error>> {
+    if samples.is_empty() {
+        return Err("nothing to plot".into());
+    }
+    register()?;
+    let (w, h) = (WIDTH, 800);
+    let mut rgb = vec![255u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 20))?;
+        let panels = root.split_evenly((2, 1));
+        let (t0, t1) = min_max(samples.iter().map(|s| s.t)).ok_or("no finite time")?;
+        let caption = ("sans-serif", 18);
+        let labels = ("sans-serif", 15);
+        let z0 = samples[0].z;
+        let line: Vec<(f64, f64)> = samples
+            .iter()
+            .map(|s| (s.t, z0 + formula * (s.t - t0)))
+            .collect();
+        let (lo, hi) = min_max(samples.iter().map(|s| s.z).chain(line.iter().map(|p| p.1)))
+            .ok_or("no finite position")?;
+        let mut chart = ChartBuilder::on(&panels[0])
+            .caption("Position of the impulse's centre along the axis", caption)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(75)
+            .build_cartesian_2d(padded(t0, t1, 0.0), padded(lo, hi, 0.05))?;
+        chart
+            .configure_mesh()
+            .x_desc("t")
+            .y_desc("Z")
+            .label_style(labels)
+            .axis_desc_style(labels)
+            .bold_line_style(GRID)
+            .light_line_style(LIGHT_GRID)
+            .draw()?;
+        chart
+            .draw_series(LineSeries::new(line, GREY.stroke_width(2)))?
+            .label("Saffman's speed from Z(0)")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], GREY.stroke_width(2)));
+        chart
+            .draw_series(LineSeries::new(
+                samples.iter().map(|s| (s.t, s.z)),
+                BLUE_.stroke_width(2),
+            ))?
+            .label("particles")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE_.stroke_width(2)));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(labels)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+
+        let (lo, hi) =
+            min_max(samples.iter().map(|s| s.speed).chain([formula])).ok_or("no finite speed")?;
+        let mut chart = ChartBuilder::on(&panels[1])
+            .caption("Speed of the impulse's centre", caption)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(75)
+            .build_cartesian_2d(padded(t0, t1, 0.0), padded(lo, hi, 0.2))?;
+        chart
+            .configure_mesh()
+            .x_desc("t")
+            .y_desc("dZ/dt")
+            .y_label_formatter(&|v| format!("{v:.4}"))
+            .label_style(labels)
+            .axis_desc_style(labels)
+            .bold_line_style(GRID)
+            .light_line_style(LIGHT_GRID)
+            .draw()?;
+        chart
+            .draw_series(LineSeries::new(
+                [(t0, formula), (t1, formula)],
+                ORANGE.stroke_width(2),
+            ))?
+            .label("Saffman (1970)")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], ORANGE.stroke_width(2)));
+        chart
+            .draw_series(LineSeries::new(
+                samples.iter().map(|s| (s.t, s.speed)),
+                GREEN_.stroke_width(2),
+            ))?
+            .label("particles")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], GREEN_.stroke_width(2)));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font(labels)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+    }
+    write_png(path, &rgb, w, h)
+}
+
+/// `rgb` as a PNG at `path`, written to a temporary name first and renamed:
+/// an interrupted run leaves no file that looks complete.
+fn write_png(path: &Path, rgb: &[u8], w: u32, h: u32) -> Result<(), Box<dyn Error>> {
+    let part = path.with_extension("png.part");
+    {
+        let file = BufWriter::new(File::create(&part)?);
+        let mut encoder = png::Encoder::new(file, w, h);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        let mut writer = encoder.write_header()?;
+        writer.write_image_data(rgb)?;
+        writer.finish()?;
+    }
+    std::fs::rename(&part, path)?;
+    Ok(())
+}

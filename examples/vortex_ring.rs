@@ -1,0 +1,218 @@
+//! A vortex ring by the vortex particle method (`fmm-vortex`): a ring of
+//! radius 1 and circulation 1 whose Gaussian core is resolved by particles
+//! across it, moved by its own velocity and stretching (one evaluation of
+//! the fused kernel a step, at a tolerance, on the GPU where there is one),
+//! second-order Adams-Bashforth. Prints the centre of its impulse and that
+//! centre's speed against Saffman's (1970) thin-ring speed for the same
+//! vorticity, with the drift of the linear impulse; first, the speed at
+//! the start for cores resolved ever finer against the formula; writes the
+//! time series to a CSV file and a PNG.
+//!
+//! `cargo run --release --example vortex_ring`
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use common::plot::{plot_ring, RingSample};
+use fmm_core::Method;
+use fmm_vortex::diagnostics::norm;
+use fmm_vortex::{
+    impulse_centre, impulse_centre_speed, integrate, ring_radius, thin_ring_speed, Invariants,
+    Precision, Ring, Scheme, Solver, Stepper,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Parser, Debug)]
+#[command(about = "A vortex ring by the vortex particle method, against Saffman's speed")]
+struct Args {
+    /// The core's Gaussian width (standard deviation of the cross-section's
+    /// vorticity, before the particles' own cores), a fraction of the radius.
+    #[arg(long, default_value_t = 0.1)]
+    core: f64,
+    /// Lattice spacings across one core width.
+    #[arg(long, default_value_t = 2)]
+    layers: usize,
+    /// The particles' core over the lattice spacing.
+    #[arg(long, default_value_t = 1.0)]
+    overlap: f64,
+    /// Time step.
+    #[arg(long, default_value_t = 0.02)]
+    dt: f64,
+    /// End time (the ring moves about a quarter of its radius in 1).
+    #[arg(long, default_value_t = 2.0)]
+    t_end: f64,
+    #[arg(long, default_value = "ab2")]
+    scheme: String,
+    /// The relative error the sums are asked for.
+    #[arg(long, default_value_t = 1e-4)]
+    tol: f64,
+    /// Where the sums run (auto: the GPU if there is one).
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: common::Backend,
+    /// Skip the table of the speed at the start against the core's resolution.
+    #[arg(long)]
+    no_convergence: bool,
+    #[arg(long, default_value = "vortex_ring.csv")]
+    csv: PathBuf,
+    /// PNG plot of the time series; `none` for no plot.
+    #[arg(long, default_value = "vortex_ring.png")]
+    plot: PathBuf,
+}
+
+/// The ring of core `core` with `layers` spacings across it, particles
+/// `overlap` spacings wide, as many around it as keep the spacing there
+/// the lattice's.
+fn ring(core: f64, layers: usize, overlap: f64) -> Ring {
+    let h = core / layers as f64;
+    let n = (2.0 * std::f64::consts::PI / h).ceil() as usize;
+    Ring {
+        core,
+        layers,
+        ..Ring::line(1.0, 1.0, overlap * h, n)
+    }
+}
+
+/// `text` into `path`, by a temporary name renamed when complete.
+fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    let part = path.with_extension("part");
+    std::fs::write(&part, text)?;
+    std::fs::rename(&part, path)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let scheme: Scheme = args.scheme.parse()?;
+    let solver = Solver {
+        backend: args.backend.core(),
+        method: Method::tolerance(args.tol),
+        precision: Precision::F32,
+    };
+    if !args.no_convergence {
+        println!("The speed at the start against the core's resolution (Saffman: the thin-ring formula for the same vorticity):");
+        println!(
+            "{:>6} {:>7} {:>8} {:>9} {:>10} {:>10} {:>7}",
+            "core", "layers", "sigma", "N", "speed", "Saffman", "ratio"
+        );
+        for (core, layers) in [(0.1, 1), (0.1, 2), (0.05, 1), (0.05, 2)] {
+            let r = ring(core, layers, args.overlap);
+            let p = r.particles()?;
+            let rates = solver.rates(&p)?;
+            let got = impulse_centre_speed(&p, &rates);
+            let want = thin_ring_speed(r.circulation, r.radius, r.core_width());
+            println!(
+                "{core:6.3} {layers:7} {:8.4} {:9} {got:10.6} {want:10.6} {:7.4}",
+                r.sigma,
+                p.len(),
+                got / want
+            );
+        }
+        println!();
+    }
+
+    let r = ring(args.core, args.layers, args.overlap);
+    let mut p = r.particles()?;
+    let formula = thin_ring_speed(r.circulation, r.radius, r.core_width());
+    let steps = (args.t_end / args.dt).round() as usize;
+    let first = Invariants::of(&p);
+    println!(
+        "Vortex ring: R = 1, circulation 1, core {} ({} spacings across, particles' sigma {:.4}), N = {}, {scheme:?}, dt = {}, {steps} steps, tolerance {:e}",
+        args.core,
+        args.layers,
+        r.sigma,
+        p.len(),
+        args.dt,
+        args.tol
+    );
+    println!(
+        "{:>7} {:>10} {:>10} {:>10} {:>9} {:>10} {:>9}",
+        "t", "Z", "speed", "Saffman", "radius", "dI/I0", "strain"
+    );
+    let mut csv =
+        String::from("t,impulse_centre,speed,saffman_speed,radius,impulse_drift,strain_number\n");
+    let mut samples = Vec::new();
+    let mut stepper = Stepper::new(scheme);
+    let bar = ProgressBar::new(steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, {eta} left")
+            .map_err(|e| e.to_string())?,
+    );
+    let (mut seconds, mut evaluations, mut worst_error, mut device) =
+        (0.0, 0, 0.0f64, String::new());
+    let (mut speed_sum, mut worst_drift) = (0.0, 0.0f64);
+    for step in 0..=steps {
+        let t = step as f64 * args.dt;
+        // The report is of the state at t, with the rates there (the
+        // step's first evaluation).
+        let here = p.clone();
+        let rates = if step < steps {
+            let r = stepper.step_particles(&mut p, args.dt, |s| {
+                let r = solver.rates(s)?;
+                seconds += r.seconds;
+                evaluations += 1;
+                if let Some(a) = &r.achieved {
+                    worst_error = worst_error.max(a.estimated_error);
+                }
+                Ok(r)
+            })?;
+            bar.inc(1);
+            r
+        } else {
+            solver.rates(&p)?
+        };
+        device.clone_from(&rates.device);
+        let z = impulse_centre(&here);
+        let speed = impulse_centre_speed(&here, &rates);
+        let radius = ring_radius(&here);
+        let inv = Invariants::of(&here);
+        let d = inv.linear_impulse;
+        let i0 = first.linear_impulse;
+        let drift = norm([d[0] - i0[0], d[1] - i0[1], d[2] - i0[2]]) / norm(i0);
+        let strain = integrate::strain_number(&here, &rates, args.dt);
+        worst_drift = worst_drift.max(drift);
+        speed_sum += speed;
+        csv.push_str(&format!(
+            "{t},{z},{speed},{formula},{radius},{drift},{strain}\n"
+        ));
+        samples.push(RingSample { t, z, speed });
+        if step % 10 == 0 || step == steps {
+            bar.suspend(|| {
+                println!(
+                    "{t:7.3} {z:10.6} {speed:10.6} {formula:10.6} {radius:9.5} {drift:10.2e} {strain:9.4}"
+                )
+            });
+        }
+        if strain > 0.1 {
+            bar.suspend(|| {
+                eprintln!("warning: t = {t:.3}: the step resolves the strain poorly (dt x rate {strain:.3} > 0.1): shorten --dt")
+            });
+        }
+    }
+    bar.finish_and_clear();
+    let moved = samples.last().map_or(0.0, |s| s.z) - samples[0].z;
+    let mean = moved / args.t_end;
+    println!(
+        "the ring moved {moved:.5} in t = {}: {mean:.5} on average, Saffman's {formula:.5} ({:+.2}%); mean of the speeds {:.5}",
+        args.t_end,
+        100.0 * (mean / formula - 1.0),
+        speed_sum / samples.len() as f64
+    );
+    println!(
+        "linear impulse within {worst_drift:.1e} of its start; {evaluations} evaluations on {device}, {seconds:.1} s, {:.3} s each, largest estimated error {worst_error:.1e}",
+        seconds / evaluations.max(1) as f64
+    );
+    write_whole(&args.csv, &csv)?;
+    println!("time series in {}", args.csv.display());
+    if args.plot.as_os_str() != "none" {
+        let title = format!(
+            "Vortex ring, N = {}, core {}, {scheme:?} dt {}: speed against Saffman's",
+            p.len(),
+            args.core,
+            args.dt
+        );
+        plot_ring(&args.plot, &title, &samples, formula)?;
+        println!("plot in {}", args.plot.display());
+    }
+    Ok(())
+}

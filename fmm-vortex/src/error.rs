@@ -1,0 +1,32 @@
+//! What the vortex layer refuses, each naming the value.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum VortexError {
+    /// A particle's field is not finite, or out of its range.
+    #[error("particle {index}: {what} is {value} ({why})")]
+    BadParticle {
+        index: usize,
+        what: &'static str,
+        value: f64,
+        why: &'static str,
+    },
+    /// A setting out of its range.
+    #[error("{what} is {value}: {why}")]
+    BadSetting {
+        what: &'static str,
+        value: f64,
+        why: &'static str,
+    },
+    /// Arrays of different lengths.
+    #[error("{what}: {got} values given, {expected} expected")]
+    LengthMismatch {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    /// What the front door said.
+    #[error(transparent)]
+    Fmm(#[from] fmm_core::Error),
+}

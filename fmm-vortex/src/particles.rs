@@ -1,0 +1,82 @@
+//! A set of vortex particles: positions `x`, strength vectors `alpha` (the
+//! vorticity a particle carries times its volume), Gaussian core radii
+//! `sigma` and volumes, in f64 on the host between steps.
+
+use crate::error::VortexError;
+
+/// Vortex particles (structure of arrays, one entry a particle).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VortexParticles {
+    pub x: Vec<[f64; 3]>,
+    pub alpha: Vec<[f64; 3]>,
+    pub sigma: Vec<f64>,
+    pub volume: Vec<f64>,
+}
+
+impl VortexParticles {
+    /// Particles at `x` with strengths `alpha`, cores `sigma` and volumes
+    /// `volume`; every value checked ([`VortexParticles::check`]).
+    pub fn new(
+        x: Vec<[f64; 3]>,
+        alpha: Vec<[f64; 3]>,
+        sigma: Vec<f64>,
+        volume: Vec<f64>,
+    ) -> Result<Self, VortexError> {
+        let p = VortexParticles {
+            x,
+            alpha,
+            sigma,
+            volume,
+        };
+        p.check()?;
+        Ok(p)
+    }
+
+    /// Number of particles.
+    pub fn len(&self) -> usize {
+        self.x.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.x.is_empty()
+    }
+
+    /// The arrays agree in length, positions and strengths are finite,
+    /// cores and volumes finite and positive: else an error naming the
+    /// particle and the value.
+    pub fn check(&self) -> Result<(), VortexError> {
+        let n = self.x.len();
+        for (what, got) in [
+            ("alpha", self.alpha.len()),
+            ("sigma", self.sigma.len()),
+            ("volume", self.volume.len()),
+        ] {
+            if got != n {
+                return Err(VortexError::LengthMismatch {
+                    what,
+                    got,
+                    expected: n,
+                });
+            }
+        }
+        let bad = |index, what, value: f64, why| VortexError::BadParticle {
+            index,
+            what,
+            value,
+            why,
+        };
+        for i in 0..n {
+            for (what, v) in [("a position", self.x[i]), ("alpha", self.alpha[i])] {
+                if let Some(&c) = v.iter().find(|c| !c.is_finite()) {
+                    return Err(bad(i, what, c, "not finite"));
+                }
+            }
+            for (what, v) in [("sigma", self.sigma[i]), ("its volume", self.volume[i])] {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(bad(i, what, v, "must be finite and positive"));
+                }
+            }
+        }
+        Ok(())
+    }
+}

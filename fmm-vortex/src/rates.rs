@@ -1,0 +1,91 @@
+//! The particles' velocity and vortex stretching, `dx/dt = u(x)` and
+//! `d alpha/dt = (alpha . grad) u(x)`, by one evaluation of the fused
+//! `VelocityStretching` kernel (Gaussian cores, `shared/KERNELS.md`)
+//! through the front door, targets at the sources' points.
+
+use std::time::Instant;
+
+use fmm_core::kernels::VelocityStretching;
+use fmm_core::{evaluate, Achieved, Backend, Method, Particles, Real};
+
+use crate::error::VortexError;
+use crate::particles::VortexParticles;
+
+/// The precision the sums run in (the particles stay in f64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    F32,
+    F64,
+}
+
+/// How the rates are summed: a backend, a method of the front door and a
+/// precision. The default: a relative tolerance of 1e-4 (the papers'
+/// accuracy), on the GPU where there is one, in f32.
+#[derive(Clone, Debug)]
+pub struct Solver {
+    pub backend: Backend,
+    pub method: Method,
+    pub precision: Precision,
+}
+
+impl Default for Solver {
+    fn default() -> Self {
+        Solver {
+            backend: Backend::Auto,
+            method: Method::tolerance(1e-4),
+            precision: Precision::F32,
+        }
+    }
+}
+
+/// The rates of every particle, and what their evaluation took.
+#[derive(Clone, Debug)]
+pub struct Rates {
+    /// Velocity at each particle.
+    pub u: Vec<[f64; 3]>,
+    /// Vortex stretching, `d alpha/dt`.
+    pub dalpha: Vec<[f64; 3]>,
+    /// Wall-clock seconds of the evaluation.
+    pub seconds: f64,
+    /// What a tolerance achieved (its estimated error, the settings).
+    pub achieved: Option<Achieved>,
+    /// The device the front door ran on.
+    pub device: String,
+}
+
+impl Solver {
+    /// The rates of `p`.
+    pub fn rates(&self, p: &VortexParticles) -> Result<Rates, VortexError> {
+        match self.precision {
+            Precision::F32 => self.rates_in::<f32>(p),
+            Precision::F64 => self.rates_in::<f64>(p),
+        }
+    }
+
+    fn rates_in<R: Real>(&self, p: &VortexParticles) -> Result<Rates, VortexError> {
+        let t = Instant::now();
+        let n = p.len();
+        let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
+        let x = to(&p.x);
+        let alpha = to(&p.alpha);
+        let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
+        let mut sources = Particles::sources::<VelocityStretching>(&x)?;
+        sources.set_vec3("alpha", &alpha)?.set("sigma", &sigma)?;
+        let mut targets = Particles::targets::<VelocityStretching>(&x)?;
+        targets.set_vec3("alpha_i", &alpha)?;
+        let e =
+            evaluate::<VelocityStretching, R>(self.backend, &self.method, &[], &targets, &sources)?;
+        let back = |v: [&[R]; 3]| -> Vec<[f64; 3]> {
+            (0..n)
+                .map(|i| [v[0][i].to_f64(), v[1][i].to_f64(), v[2][i].to_f64()])
+                .collect()
+        };
+        Ok(Rates {
+            u: back(e.outputs.vec3("u")?),
+            dalpha: back(e.outputs.vec3("s")?),
+            seconds: t.elapsed().as_secs_f64(),
+            achieved: e.achieved,
+            device: e.device,
+        })
+    }
+}
