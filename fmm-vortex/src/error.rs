@@ -26,6 +26,9 @@ pub enum VortexError {
         got: usize,
         expected: usize,
     },
+    /// A checkpoint that cannot be written or read.
+    #[error("checkpoint {path}: {why}")]
+    Checkpoint { path: String, why: String },
     /// What the front door said.
     #[error(transparent)]
     Fmm(#[from] fmm_core::Error),

@@ -69,7 +69,8 @@ const RK3_B: [f64; 3] = [1.0 / 3.0, 15.0 / 16.0, 8.0 / 15.0];
 #[derive(Clone, Debug)]
 pub struct Stepper {
     pub scheme: Scheme,
-    last: Option<(Vec<f64>, f64)>,
+    /// Adams-Bashforth's last rates and step length (a checkpoint's too).
+    pub(crate) last: Option<(Vec<f64>, f64)>,
 }
 
 /// `y + h * k`.

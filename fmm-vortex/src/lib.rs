@@ -5,22 +5,26 @@
 //! fused `VelocityStretching` kernel at a method the caller picks (a
 //! tolerance by default, on any backend), time integration (second-order
 //! Adams-Bashforth, the papers' choice; Runge-Kutta 2, a low-storage RK3,
-//! RK4), the invariants an inviscid run keeps (total circulation, linear
-//! and angular impulse), and the thin vortex ring: its particles and the
-//! classical speed it moves at.
+//! RK4), viscous diffusion by core spreading, the invariants an inviscid
+//! run keeps (total circulation, linear and angular impulse), checkpoints
+//! a run resumes from bit for bit, and the thin vortex ring: its
+//! particles and the classical speed it moves at.
 //!
 //! A crate of its own rather than a module of `fmm-core`: an application
 //! above the front door (`shared/STYLE.md`), which the core never imports,
 //! with its own errors and, as it grows, its own dependencies (output
 //! files, checkpoints) that the core's users need not build.
 
+pub mod checkpoint;
 pub mod diagnostics;
 pub mod error;
 pub mod integrate;
 pub mod particles;
 pub mod rates;
 pub mod ring;
+pub mod viscous;
 
+pub use checkpoint::Checkpoint;
 pub use diagnostics::Invariants;
 pub use error::VortexError;
 pub use integrate::{Scheme, Stepper};
@@ -29,3 +33,4 @@ pub use rates::{Precision, Rates, Solver};
 pub use ring::{
     impulse_centre, impulse_centre_speed, line_ring_speed, ring_radius, thin_ring_speed, Ring,
 };
+pub use viscous::spread_cores;

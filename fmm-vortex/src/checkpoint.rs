@@ -1,0 +1,206 @@
+//! Checkpoints a run resumes from bit for bit: the particles, the time
+//! and step, and what the time integration carries between steps
+//! (Adams-Bashforth's last rates), in one binary file written to a
+//! temporary name and renamed when complete, so an interrupted write
+//! leaves the last checkpoint as it was and no file that looks complete.
+//!
+//! Format (little-endian): the magic `FMMVORTX`, the format version
+//! (u32), the kernel's name, the step (u64), the time (f64), the scheme
+//! (u8), the last rates (u8 present, then the step length and 6 n f64),
+//! the particle count n (u64), then x, alpha (3 n f64 each), sigma and
+//! the volumes (n f64 each), and last an FNV-1a hash (u64) of everything
+//! before it: a file cut short or changed is refused by name.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::VortexError;
+use crate::integrate::{Scheme, Stepper};
+use crate::particles::VortexParticles;
+
+const MAGIC: &[u8; 8] = b"FMMVORTX";
+const VERSION: u32 = 1;
+/// The kernel the rates are summed with: a checkpoint of another is
+/// refused.
+const KERNEL: &str = "VelocityStretching";
+
+/// A run's state at a step.
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    pub step: u64,
+    pub time: f64,
+    pub particles: VortexParticles,
+    pub stepper: Stepper,
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn scheme_tag(s: Scheme) -> u8 {
+    match s {
+        Scheme::Ab2 => 0,
+        Scheme::Rk2 => 1,
+        Scheme::Rk3 => 2,
+        Scheme::Rk4 => 3,
+    }
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> VortexError {
+    VortexError::Checkpoint {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    }
+}
+
+impl Checkpoint {
+    /// Writes the checkpoint to `path` (by `path` with `.part` added,
+    /// renamed when written and flushed).
+    pub fn save(&self, path: &Path) -> Result<(), VortexError> {
+        let p = &self.particles;
+        let n = p.len();
+        let mut b = Vec::with_capacity(64 + 8 * 14 * n);
+        b.extend(MAGIC);
+        b.extend(VERSION.to_le_bytes());
+        b.extend((KERNEL.len() as u32).to_le_bytes());
+        b.extend(KERNEL.as_bytes());
+        b.extend(self.step.to_le_bytes());
+        b.extend(self.time.to_le_bytes());
+        b.push(scheme_tag(self.stepper.scheme));
+        match &self.stepper.last {
+            Some((rates, dt)) => {
+                b.push(1);
+                b.extend(dt.to_le_bytes());
+                b.extend((rates.len() as u64).to_le_bytes());
+                rates.iter().for_each(|v| b.extend(v.to_le_bytes()));
+            }
+            None => b.push(0),
+        }
+        b.extend((n as u64).to_le_bytes());
+        for v in
+            p.x.iter()
+                .chain(&p.alpha)
+                .flatten()
+                .chain(&p.sigma)
+                .chain(&p.volume)
+        {
+            b.extend(v.to_le_bytes());
+        }
+        let hash = fnv1a(&b);
+        b.extend(hash.to_le_bytes());
+        let mut part = path.as_os_str().to_owned();
+        part.push(".part");
+        let part = std::path::PathBuf::from(part);
+        let mut f = std::fs::File::create(&part).map_err(|e| io_error(&part, e))?;
+        f.write_all(&b).map_err(|e| io_error(&part, e))?;
+        f.sync_all().map_err(|e| io_error(&part, e))?;
+        std::fs::rename(&part, path).map_err(|e| io_error(path, e))
+    }
+
+    /// Reads the checkpoint at `path`: a file of another format, another
+    /// kernel, cut short or changed is refused, saying which.
+    pub fn load(path: &Path) -> Result<Self, VortexError> {
+        let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+        let bad = |why: String| VortexError::Checkpoint {
+            path: path.display().to_string(),
+            why,
+        };
+        if bytes.len() < MAGIC.len() + 8 || &bytes[..8] != MAGIC {
+            return Err(bad("not a vortex checkpoint".into()));
+        }
+        let (body, tail) = bytes.split_at(bytes.len() - 8);
+        if fnv1a(body).to_le_bytes() != tail {
+            return Err(bad("its hash does not match: cut short or changed".into()));
+        }
+        let shown = path.display().to_string();
+        let mut r = Reader {
+            b: body,
+            at: 8,
+            path: &shown,
+        };
+        let version = u32::from_le_bytes(r.take(4)?.try_into().expect("4"));
+        if version != VERSION {
+            return Err(bad(format!(
+                "format version {version}, this build reads {VERSION}"
+            )));
+        }
+        let len = u32::from_le_bytes(r.take(4)?.try_into().expect("4")) as usize;
+        let kernel = String::from_utf8_lossy(r.take(len)?).into_owned();
+        if kernel != KERNEL {
+            return Err(bad(format!("made with the kernel {kernel}, not {KERNEL}")));
+        }
+        let step = r.u64()?;
+        let time = r.f64()?;
+        let scheme = match r.take(1)?[0] {
+            0 => Scheme::Ab2,
+            1 => Scheme::Rk2,
+            2 => Scheme::Rk3,
+            3 => Scheme::Rk4,
+            t => return Err(bad(format!("an unknown scheme {t}"))),
+        };
+        let mut stepper = Stepper::new(scheme);
+        if r.take(1)?[0] == 1 {
+            let dt = r.f64()?;
+            let m = r.u64()? as usize;
+            stepper.last = Some((r.f64s(m)?, dt));
+        }
+        let n = r.u64()? as usize;
+        let triples = |v: Vec<f64>| v.chunks(3).map(|c| [c[0], c[1], c[2]]).collect();
+        let x = triples(r.f64s(3 * n)?);
+        let alpha = triples(r.f64s(3 * n)?);
+        let sigma = r.f64s(n)?;
+        let volume = r.f64s(n)?;
+        if r.at != body.len() {
+            return Err(bad(format!(
+                "{} bytes past its particles",
+                body.len() - r.at
+            )));
+        }
+        Ok(Checkpoint {
+            step,
+            time,
+            particles: VortexParticles::new(x, alpha, sigma, volume)?,
+            stepper,
+        })
+    }
+}
+
+/// Reads a checkpoint's fields in turn; running out is an error.
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+    path: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, k: usize) -> Result<&'a [u8], VortexError> {
+        let end = self.at.checked_add(k).filter(|&e| e <= self.b.len());
+        let Some(end) = end else {
+            return Err(VortexError::Checkpoint {
+                path: self.path.to_string(),
+                why: "shorter than its fields say".into(),
+            });
+        };
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn u64(&mut self) -> Result<u64, VortexError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+
+    fn f64(&mut self) -> Result<f64, VortexError> {
+        Ok(f64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+
+    fn f64s(&mut self, k: usize) -> Result<Vec<f64>, VortexError> {
+        let raw = self.take(k.saturating_mul(8))?;
+        Ok(raw
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8")))
+            .collect())
+    }
+}
