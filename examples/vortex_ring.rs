@@ -20,7 +20,7 @@ use fmm_core::Method;
 use fmm_vortex::diagnostics::norm;
 use fmm_vortex::{
     impulse_centre, impulse_centre_speed, integrate, ring_radius, spread_cores, thin_ring_speed,
-    Checkpoint, Invariants, Precision, Ring, Scheme, Solver, Stepper,
+    write_vtp, Checkpoint, Invariants, Precision, Ring, Scheme, Solver, Stepper,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -66,6 +66,12 @@ struct Args {
     /// from there.
     #[arg(long)]
     resume: Option<PathBuf>,
+    /// Write the particles (with their velocities) as VTK PolyData files
+    /// ParaView opens, `DIR/ring_STEP.vtp`, every `--vtk-every` steps.
+    #[arg(long)]
+    vtk: Option<PathBuf>,
+    #[arg(long, default_value_t = 25)]
+    vtk_every: usize,
     /// Skip the table of the speed at the start against the core's resolution.
     #[arg(long)]
     no_convergence: bool,
@@ -218,6 +224,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         device.clone_from(&rates.device);
         let z = impulse_centre(&here);
         let speed = impulse_centre_speed(&here, &rates);
+        if let Some(dir) = &args.vtk {
+            if step % args.vtk_every.max(1) == 0 || step == steps {
+                std::fs::create_dir_all(dir)?;
+                write_vtp(
+                    &dir.join(format!("ring_{step:06}.vtp")),
+                    &here,
+                    Some(&rates.u),
+                )?;
+            }
+        }
         let formula = formula_at(t);
         let radius = ring_radius(&here);
         let inv = Invariants::of(&here);

@@ -29,6 +29,9 @@ pub enum VortexError {
     /// A checkpoint that cannot be written or read.
     #[error("checkpoint {path}: {why}")]
     Checkpoint { path: String, why: String },
+    /// An output file that cannot be written.
+    #[error("{path}: {why}")]
+    Output { path: String, why: String },
     /// What the front door said.
     #[error(transparent)]
     Fmm(#[from] fmm_core::Error),

@@ -23,6 +23,7 @@ pub mod particles;
 pub mod rates;
 pub mod ring;
 pub mod viscous;
+pub mod vtk;
 
 pub use checkpoint::Checkpoint;
 pub use diagnostics::Invariants;
@@ -34,3 +35,4 @@ pub use ring::{
     impulse_centre, impulse_centre_speed, line_ring_speed, ring_radius, thin_ring_speed, Ring,
 };
 pub use viscous::spread_cores;
+pub use vtk::write_vtp;
