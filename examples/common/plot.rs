@@ -418,3 +418,64 @@ fn write_png(path: &Path, rgb: &[u8], w: u32, h: u32) -> Result<(), Box<dyn Erro
     std::fs::rename(&part, path)?;
     Ok(())
 }
+
+/// One panel of [`plot_panels`]: its caption, its y axis' name, and its
+/// lines (a label and the points of each).
+pub struct Panel {
+    pub caption: String,
+    pub y: String,
+    pub lines: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Panels stacked in one PNG at `path`, each of lines against time (the
+/// vortex examples' plots), `title` on top.
+pub fn plot_panels(path: &Path, title: &str, panels: &[Panel]) -> Result<(), Box<dyn Error>> {
+    register()?;
+    let (w, h) = (WIDTH, 400 * panels.len() as u32);
+    let mut rgb = vec![255u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 20))?;
+        let areas = root.split_evenly((panels.len(), 1));
+        let colours = [BLUE_, ORANGE, GREEN_, GREY];
+        let labels = ("sans-serif", 15);
+        for (panel, area) in panels.iter().zip(&areas) {
+            let points = || panel.lines.iter().flat_map(|l| l.1.iter().copied());
+            let (t0, t1) = min_max(points().map(|p| p.0)).ok_or("no finite time")?;
+            let (lo, hi) = min_max(points().map(|p| p.1)).ok_or("no finite value")?;
+            let mut chart = ChartBuilder::on(area)
+                .caption(&panel.caption, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(75)
+                .build_cartesian_2d(padded(t0, t1, 0.0), padded(lo, hi, 0.05))?;
+            chart
+                .configure_mesh()
+                .x_desc("t")
+                .y_desc(&panel.y)
+                .label_style(labels)
+                .axis_desc_style(labels)
+                .bold_line_style(GRID)
+                .light_line_style(LIGHT_GRID)
+                .draw()?;
+            for ((label, line), &c) in panel.lines.iter().zip(colours.iter().cycle()) {
+                chart
+                    .draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2)))?
+                    .label(label.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2))
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .label_font(labels)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    write_png(path, &rgb, w, h)
+}

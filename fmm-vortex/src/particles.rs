@@ -32,6 +32,25 @@ impl VortexParticles {
         Ok(p)
     }
 
+    /// The particles of `range` (a copy).
+    pub fn range(&self, range: std::ops::Range<usize>) -> Self {
+        VortexParticles {
+            x: self.x[range.clone()].to_vec(),
+            alpha: self.alpha[range.clone()].to_vec(),
+            sigma: self.sigma[range.clone()].to_vec(),
+            volume: self.volume[range].to_vec(),
+        }
+    }
+
+    /// `self` followed by `other`.
+    pub fn joined(mut self, other: &Self) -> Self {
+        self.x.extend(&other.x);
+        self.alpha.extend(&other.alpha);
+        self.sigma.extend(&other.sigma);
+        self.volume.extend(&other.volume);
+        self
+    }
+
     /// Number of particles.
     pub fn len(&self) -> usize {
         self.x.len()

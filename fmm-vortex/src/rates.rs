@@ -53,6 +53,19 @@ pub struct Rates {
     pub device: String,
 }
 
+impl Rates {
+    /// The rates of the particles of `range` (a copy).
+    pub fn range(&self, range: std::ops::Range<usize>) -> Self {
+        Rates {
+            u: self.u[range.clone()].to_vec(),
+            dalpha: self.dalpha[range].to_vec(),
+            seconds: self.seconds,
+            achieved: self.achieved.clone(),
+            device: self.device.clone(),
+        }
+    }
+}
+
 impl Solver {
     /// The rates of `p`.
     pub fn rates(&self, p: &VortexParticles) -> Result<Rates, VortexError> {

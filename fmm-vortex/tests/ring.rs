@@ -206,3 +206,41 @@ fn spread_cores_decay_as_the_lamb_oseen_vortex() {
         .to_string()
         .contains("viscosity"));
 }
+
+/// Two coaxial rings 0.6 apart: the rear one shrinks, speeds up and
+/// passes through the front one, which widens; the linear impulse of the
+/// pair is kept.
+#[test]
+fn the_rear_ring_leapfrogs_through_the_front_one() {
+    let ring = |z: f64| Ring {
+        center: [0.0, 0.0, z],
+        ..Ring::line(1.0, 1.0, 0.1, 126)
+    };
+    let half = 126;
+    let mut p = ring(0.0)
+        .particles()
+        .unwrap()
+        .joined(&ring(0.6).particles().unwrap());
+    let solver = direct();
+    let first = Invariants::of(&p).linear_impulse;
+    let mut stepper = Stepper::new(Scheme::Ab2);
+    let (mut smallest, mut widest, mut passed) = (f64::INFINITY, 0.0f64, None);
+    for step in 1..=40 {
+        stepper
+            .step_particles(&mut p, 0.05, |s| solver.rates(s))
+            .unwrap();
+        let (a, b) = (p.range(0..half), p.range(half..2 * half));
+        smallest = smallest.min(ring_radius(&a));
+        widest = widest.max(ring_radius(&b));
+        if passed.is_none() && impulse_centre(&a) > impulse_centre(&b) {
+            passed = Some(step as f64 * 0.05);
+        }
+    }
+    let i = Invariants::of(&p).linear_impulse;
+    let drift = diagnostics::norm([i[0] - first[0], i[1] - first[1], i[2] - first[2]])
+        / diagnostics::norm(first);
+    println!("passed at {passed:?}, rear radius down to {smallest:.4}, front up to {widest:.4}, impulse drift {drift:.2e}");
+    assert!(passed.is_some_and(|t| t < 2.0), "{passed:?}");
+    assert!(smallest < 0.85 && widest > 1.15, "{smallest} {widest}");
+    assert!(drift < 1e-4, "{drift}");
+}
