@@ -303,103 +303,44 @@ pub fn plot_ring(
     samples: &[RingSample],
     formula: f64,
 ) -> Result<(), Box<dyn Error>> {
-    if samples.is_empty() {
-        return Err("nothing to plot".into());
-    }
-    register()?;
-    let (w, h) = (WIDTH, 800);
-    let mut rgb = vec![255u8; (w * h * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let root = root.titled(title, ("sans-serif", 20))?;
-        let panels = root.split_evenly((2, 1));
-        let (t0, t1) = min_max(samples.iter().map(|s| s.t)).ok_or("no finite time")?;
-        let caption = ("sans-serif", 18);
-        let labels = ("sans-serif", 15);
-        let z0 = samples[0].z;
-        let line: Vec<(f64, f64)> = samples
-            .iter()
-            .map(|s| (s.t, z0 + formula * (s.t - t0)))
-            .collect();
-        let (lo, hi) = min_max(samples.iter().map(|s| s.z).chain(line.iter().map(|p| p.1)))
-            .ok_or("no finite position")?;
-        let mut chart = ChartBuilder::on(&panels[0])
-            .caption("Position of the impulse's centre along the axis", caption)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(75)
-            .build_cartesian_2d(padded(t0, t1, 0.0), padded(lo, hi, 0.05))?;
-        chart
-            .configure_mesh()
-            .x_desc("t")
-            .y_desc("Z")
-            .label_style(labels)
-            .axis_desc_style(labels)
-            .bold_line_style(GRID)
-            .light_line_style(LIGHT_GRID)
-            .draw()?;
-        chart
-            .draw_series(LineSeries::new(line, GREY.stroke_width(2)))?
-            .label("Saffman's speed from Z(0)")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], GREY.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(
-                samples.iter().map(|s| (s.t, s.z)),
-                BLUE_.stroke_width(2),
-            ))?
-            .label("particles")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE_.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(labels)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
-
-        let (lo, hi) =
-            min_max(samples.iter().map(|s| s.speed).chain([formula])).ok_or("no finite speed")?;
-        let mut chart = ChartBuilder::on(&panels[1])
-            .caption("Speed of the impulse's centre", caption)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(75)
-            .build_cartesian_2d(padded(t0, t1, 0.0), padded(lo, hi, 0.2))?;
-        chart
-            .configure_mesh()
-            .x_desc("t")
-            .y_desc("dZ/dt")
-            .y_label_formatter(&|v| format!("{v:.4}"))
-            .label_style(labels)
-            .axis_desc_style(labels)
-            .bold_line_style(GRID)
-            .light_line_style(LIGHT_GRID)
-            .draw()?;
-        chart
-            .draw_series(LineSeries::new(
-                [(t0, formula), (t1, formula)],
-                ORANGE.stroke_width(2),
-            ))?
-            .label("Saffman (1970)")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], ORANGE.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(
-                samples.iter().map(|s| (s.t, s.speed)),
-                GREEN_.stroke_width(2),
-            ))?
-            .label("particles")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], GREEN_.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font(labels)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
-        root.present()?;
-    }
-    write_png(path, &rgb, w, h)
+    let (first, last) = match (samples.first(), samples.last()) {
+        (Some(a), Some(b)) => (a, b),
+        _ => return Err("nothing to plot".into()),
+    };
+    let panels = [
+        Panel {
+            caption: "Position of the impulse's centre along the axis".into(),
+            y: "Z".into(),
+            lines: vec![
+                (
+                    "particles".into(),
+                    samples.iter().map(|s| (s.t, s.z)).collect(),
+                ),
+                (
+                    "Saffman's speed from Z(0)".into(),
+                    samples
+                        .iter()
+                        .map(|s| (s.t, first.z + formula * (s.t - first.t)))
+                        .collect(),
+                ),
+            ],
+        },
+        Panel {
+            caption: "Speed of the impulse's centre".into(),
+            y: "dZ/dt".into(),
+            lines: vec![
+                (
+                    "particles".into(),
+                    samples.iter().map(|s| (s.t, s.speed)).collect(),
+                ),
+                (
+                    "Saffman (1970)".into(),
+                    vec![(first.t, formula), (last.t, formula)],
+                ),
+            ],
+        },
+    ];
+    plot_panels(path, title, &panels)
 }
 
 /// `rgb` as a PNG at `path`, written to a temporary name first and renamed:
