@@ -10,12 +10,14 @@
 
 mod common;
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
 use common::plot::{plot_panels, Panel};
 use fmm_core::Method;
 use fmm_vortex::diagnostics::norm;
+use fmm_vortex::output::write_whole;
 use fmm_vortex::{
     impulse_centre, ring_radius, Invariants, Precision, Ring, Scheme, Solver, Stepper,
 };
@@ -135,9 +137,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         passes.len(),
         passes.iter().map(|t| format!("{t:.2}")).collect::<Vec<_>>().join(", ")
     );
-    let part = args.csv.with_extension("part");
-    std::fs::write(&part, csv)?;
-    std::fs::rename(&part, &args.csv)?;
+    write_whole(&args.csv, |f| f.write_all(csv.as_bytes()))?;
     println!("time series in {}", args.csv.display());
     if args.plot.as_os_str() != "none" {
         let panels = [

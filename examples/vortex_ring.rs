@@ -12,12 +12,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
 use clap::Parser;
 use common::plot::{plot_ring, RingSample};
 use fmm_core::Method;
 use fmm_vortex::diagnostics::norm;
+use fmm_vortex::output::write_whole;
 use fmm_vortex::{
     impulse_centre, impulse_centre_speed, integrate, ring_radius, spread_cores, thin_ring_speed,
     write_vtp, Checkpoint, Invariants, Precision, Ring, Scheme, Solver, Stepper,
@@ -93,13 +95,6 @@ fn ring(core: f64, layers: usize, overlap: f64) -> Ring {
         layers,
         ..Ring::line(1.0, 1.0, overlap * h, n)
     }
-}
-
-/// `text` into `path`, by a temporary name renamed when complete.
-fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
-    let part = path.with_extension("part");
-    std::fs::write(&part, text)?;
-    std::fs::rename(&part, path)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -274,7 +269,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "linear impulse within {worst_drift:.1e} of its start; {evaluations} evaluations on {device}, {seconds:.1} s, {:.3} s each, largest estimated error {worst_error:.1e}",
         seconds / evaluations.max(1) as f64
     );
-    write_whole(&args.csv, &csv)?;
+    write_whole(&args.csv, |f| f.write_all(csv.as_bytes()))?;
     println!("time series in {}", args.csv.display());
     if args.plot.as_os_str() != "none" {
         let title = format!(

@@ -10,8 +10,6 @@ use plotters::element::PathElement;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle, RGBColor};
 use std::error::Error;
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::Path;
 
 /// ASCII (and a few symbols) of DejaVu Sans 2.37 (Debian's fonts-dejavu-core),
@@ -79,14 +77,7 @@ pub fn plot_plummer(path: &Path, title: &str, samples: &[Sample]) -> Result<(), 
     register()?;
     let mut rgb = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
     draw(&mut rgb, title, samples)?;
-    let file = BufWriter::new(File::create(path)?);
-    let mut encoder = png::Encoder::new(file, WIDTH, HEIGHT);
-    encoder.set_color(png::ColorType::Rgb);
-    encoder.set_depth(png::BitDepth::Eight);
-    let mut writer = encoder.write_header()?;
-    writer.write_image_data(&rgb)?;
-    writer.finish()?;
-    Ok(())
+    write_png(path, &rgb, WIDTH, HEIGHT)
 }
 
 fn draw(rgb: &mut [u8], title: &str, samples: &[Sample]) -> Result<(), Box<dyn Error>> {
@@ -343,20 +334,18 @@ pub fn plot_ring(
     plot_panels(path, title, &panels)
 }
 
-/// `rgb` as a PNG at `path`, written to a temporary name first and renamed:
-/// an interrupted run leaves no file that looks complete.
+/// `rgb` as a PNG at `path`, written whole or not at all
+/// ([`fmm_vortex::output::write_whole`]).
 fn write_png(path: &Path, rgb: &[u8], w: u32, h: u32) -> Result<(), Box<dyn Error>> {
-    let part = path.with_extension("png.part");
-    {
-        let file = BufWriter::new(File::create(&part)?);
+    fmm_vortex::output::write_whole(path, |file| {
         let mut encoder = png::Encoder::new(file, w, h);
         encoder.set_color(png::ColorType::Rgb);
         encoder.set_depth(png::BitDepth::Eight);
-        let mut writer = encoder.write_header()?;
-        writer.write_image_data(rgb)?;
-        writer.finish()?;
-    }
-    std::fs::rename(&part, path)?;
+        encoder
+            .write_header()
+            .and_then(|mut writer| writer.write_image_data(rgb).and_then(|_| writer.finish()))
+            .map_err(std::io::Error::other)
+    })?;
     Ok(())
 }
 

@@ -16,6 +16,7 @@ use std::path::Path;
 
 use crate::error::VortexError;
 use crate::integrate::{Scheme, Stepper};
+use crate::output::write_whole;
 use crate::particles::VortexParticles;
 
 const MAGIC: &[u8; 8] = b"FMMVORTX";
@@ -56,8 +57,8 @@ fn io_error(path: &Path, e: std::io::Error) -> VortexError {
 }
 
 impl Checkpoint {
-    /// Writes the checkpoint to `path` (by `path` with `.part` added,
-    /// renamed when written and flushed).
+    /// Writes the checkpoint to `path` ([`write_whole`]: by `path` with
+    /// `.part` added, renamed when written and synced).
     pub fn save(&self, path: &Path) -> Result<(), VortexError> {
         let p = &self.particles;
         let n = p.len();
@@ -90,13 +91,7 @@ impl Checkpoint {
         }
         let hash = fnv1a(&b);
         b.extend(hash.to_le_bytes());
-        let mut part = path.as_os_str().to_owned();
-        part.push(".part");
-        let part = std::path::PathBuf::from(part);
-        let mut f = std::fs::File::create(&part).map_err(|e| io_error(&part, e))?;
-        f.write_all(&b).map_err(|e| io_error(&part, e))?;
-        f.sync_all().map_err(|e| io_error(&part, e))?;
-        std::fs::rename(&part, path).map_err(|e| io_error(path, e))
+        write_whole(path, |f| f.write_all(&b)).map_err(|e| io_error(path, e))
     }
 
     /// Reads the checkpoint at `path`: a file of another format, another

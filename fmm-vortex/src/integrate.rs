@@ -4,6 +4,7 @@
 //! and the classical Runge-Kutta 4. A vortex step's state is the
 //! particles' positions and strengths ([`Stepper::step_particles`]).
 
+use crate::diagnostics::norm;
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
 use crate::rates::Rates;
@@ -199,12 +200,11 @@ impl Stepper {
 /// the flow where this is small (at most about 0.1); past it the caller
 /// should shorten the step.
 pub fn strain_number(p: &VortexParticles, r: &Rates, dt: f64) -> f64 {
-    let norm = |v: &[f64; 3]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
     p.alpha
         .iter()
         .zip(&r.dalpha)
-        .filter(|(a, _)| norm(a) > 0.0)
-        .map(|(a, d)| norm(d) / norm(a))
+        .filter(|(a, _)| norm(**a) > 0.0)
+        .map(|(a, d)| norm(*d) / norm(*a))
         .fold(0.0, f64::max)
         * dt
 }

@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod diagnostics;
 pub mod error;
 pub mod integrate;
+pub mod output;
 pub mod particles;
 pub mod rates;
 pub mod ring;

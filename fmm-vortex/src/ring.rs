@@ -8,6 +8,9 @@ use crate::error::VortexError;
 use crate::particles::VortexParticles;
 use crate::rates::Rates;
 
+/// The Euler-Mascheroni constant (both ring speeds' constants hold it).
+const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
+
 /// A circular vortex ring about the z axis through `center`, of radius
 /// `radius` and circulation `circulation` (moving towards +z for a
 /// positive one), of particles of core `sigma`. Its core: a line of
@@ -170,7 +173,6 @@ pub fn ring_radius(p: &VortexParticles) -> f64 {
 /// gamma_E) / 2)` for the core `exp(-s^2 / delta^2)`, so `delta = sqrt 2
 /// sigma` (the constant is -0.558); good to `O((sigma / R)^2)`.
 pub fn thin_ring_speed(gamma: f64, radius: f64, sigma: f64) -> f64 {
-    const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
     let delta = 2f64.sqrt() * sigma;
     gamma / (4.0 * PI * radius)
         * ((8.0 * radius / delta).ln() - 0.5 - (2f64.ln() - EULER_GAMMA) / 2.0)
@@ -186,7 +188,6 @@ pub fn thin_ring_speed(gamma: f64, radius: f64, sigma: f64) -> f64 {
 /// Saffman's ring of the same vorticity moves faster (its constant
 /// 0.558): a line of particles cannot carry the core's own motion.
 pub fn line_ring_speed(gamma: f64, radius: f64, sigma: f64) -> f64 {
-    const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
     let delta = 2f64.sqrt() * sigma;
     gamma / (4.0 * PI * radius) * ((8.0 * radius / delta).ln() - 1.0 + EULER_GAMMA / 2.0)
 }

@@ -11,6 +11,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::VortexError;
+use crate::output::write_whole;
 use crate::particles::VortexParticles;
 
 /// Writes `p` (and the velocities `u`, one a particle, where given) to
@@ -88,25 +89,17 @@ pub fn write_vtp(
         "</{section}>\n</Piece>\n</PolyData>\n<AppendedData encoding=\"raw\">\n_"
     ));
 
-    let mut part = path.as_os_str().to_owned();
-    part.push(".part");
-    let part = std::path::PathBuf::from(part);
     let io = |e: std::io::Error| VortexError::Output {
         path: path.display().to_string(),
         why: format!("writing the VTK file: {e}"),
     };
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&part).map_err(io)?);
-    f.write_all(xml.as_bytes()).map_err(io)?;
-    for (_, _, _, bytes) in &arrays {
-        f.write_all(&(bytes.len() as u64).to_le_bytes())
-            .map_err(io)?;
-        f.write_all(bytes).map_err(io)?;
-    }
-    f.write_all(b"\n</AppendedData>\n</VTKFile>\n")
-        .map_err(io)?;
-    f.into_inner()
-        .map_err(|e| io(e.into_error()))?
-        .sync_all()
-        .map_err(io)?;
-    std::fs::rename(&part, path).map_err(io)
+    write_whole(path, |f| {
+        f.write_all(xml.as_bytes())?;
+        for (_, _, _, bytes) in &arrays {
+            f.write_all(&(bytes.len() as u64).to_le_bytes())?;
+            f.write_all(bytes)?;
+        }
+        f.write_all(b"\n</AppendedData>\n</VTKFile>\n")
+    })
+    .map_err(io)
 }
