@@ -212,7 +212,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     bar.finish_and_clear();
-    std::fs::write(&args.csv, csv)?;
+    fmm_vortex::output::write_whole(&args.csv, |f| std::io::Write::write_all(f, csv.as_bytes()))?;
     println!(
         "largest |dE/E0| at the reports: {max_drift:.3e}; time series in {}",
         args.csv.display()
