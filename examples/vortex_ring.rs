@@ -84,17 +84,9 @@ struct Args {
     plot: PathBuf,
 }
 
-/// The ring of core `core` with `layers` spacings across it, particles
-/// `overlap` spacings wide, as many around it as keep the spacing there
-/// the lattice's.
+/// The ring of radius 1 and circulation 1 with its core resolved.
 fn ring(core: f64, layers: usize, overlap: f64) -> Ring {
-    let h = core / layers as f64;
-    let n = (2.0 * std::f64::consts::PI / h).ceil() as usize;
-    Ring {
-        core,
-        layers,
-        ..Ring::line(1.0, 1.0, overlap * h, n)
-    }
+    Ring::resolved(1.0, 1.0, core, layers, overlap)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -12,7 +12,7 @@ export FMM_CACHE_DIR=/tmp/fmm-cache
 what=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ "$what" != timings ]; then
-  for t in gpu gpu_tree gpu_fmm gpu_scale conformance; do
+  for t in gpu gpu_tree gpu_fmm gpu_scale gpu_vortex conformance; do
     echo "== $t"
     timeout 400 .gpu/suite --ignored --test-threads=1 --nocapture "$t::" >"$OUT/$t.log" 2>&1
     grep -E "^test |panicked|result" "$OUT/$t.log"

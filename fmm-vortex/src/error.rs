@@ -26,6 +26,15 @@ pub enum VortexError {
         got: usize,
         expected: usize,
     },
+    /// An iterative solve that did not reach its tolerance.
+    #[error("{what} did not reach a relative residual of {tolerance:e} in {iterations} iterations (it reached {residual:.2e}): {hint}")]
+    NotConverged {
+        what: &'static str,
+        iterations: usize,
+        residual: f64,
+        tolerance: f64,
+        hint: &'static str,
+    },
     /// A checkpoint that cannot be written or read.
     #[error("checkpoint {path}: {why}")]
     Checkpoint { path: String, why: String },

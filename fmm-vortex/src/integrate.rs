@@ -65,21 +65,63 @@ impl std::str::FromStr for Scheme {
 const RK3_A: [f64; 3] = [0.0, -5.0 / 9.0, -153.0 / 128.0];
 const RK3_B: [f64; 3] = [1.0 / 3.0, 15.0 / 16.0, 8.0 / 15.0];
 
+/// Where a scheme's registers live and the one operation it does on them,
+/// `y = a y + sum_j c_j v_j`: the host's `Vec<f64>` ([`Host`]) or the
+/// GPU's arrays (`resident`). The schemes are written once over it, so a
+/// run on the device steps exactly as one on the host.
+pub trait Registers {
+    type V;
+    /// A register of zeros as long as `like`.
+    fn zeros(&self, like: &Self::V) -> Result<Self::V, VortexError>;
+    /// A copy of `y`.
+    fn copy(&self, y: &Self::V) -> Result<Self::V, VortexError>;
+    /// `y = a y + sum_j c_j v_j` (one to four terms).
+    fn combine(
+        &self,
+        y: &mut Self::V,
+        a: f64,
+        terms: &[(f64, &Self::V)],
+    ) -> Result<(), VortexError>;
+}
+
+/// Registers on the host.
+pub struct Host;
+
+impl Registers for Host {
+    type V = Vec<f64>;
+    fn zeros(&self, like: &Vec<f64>) -> Result<Vec<f64>, VortexError> {
+        Ok(vec![0.0; like.len()])
+    }
+    fn copy(&self, y: &Vec<f64>) -> Result<Vec<f64>, VortexError> {
+        Ok(y.clone())
+    }
+    fn combine(
+        &self,
+        y: &mut Vec<f64>,
+        a: f64,
+        terms: &[(f64, &Vec<f64>)],
+    ) -> Result<(), VortexError> {
+        for (i, yi) in y.iter_mut().enumerate() {
+            let mut s = a * *yi;
+            for (c, v) in terms {
+                s += c * v[i];
+            }
+            *yi = s;
+        }
+        Ok(())
+    }
+}
+
 /// A scheme with what it carries between steps (Adams-Bashforth: the last
-/// step's rates and its length).
+/// step's rates and its length), in registers of type `V`.
 #[derive(Clone, Debug)]
-pub struct Stepper {
+pub struct Stepper<V = Vec<f64>> {
     pub scheme: Scheme,
     /// Adams-Bashforth's last rates and step length (a checkpoint's too).
-    pub(crate) last: Option<(Vec<f64>, f64)>,
+    pub(crate) last: Option<(V, f64)>,
 }
 
-/// `y + h * k`.
-fn axpy(y: &[f64], h: f64, k: &[f64]) -> Vec<f64> {
-    y.iter().zip(k).map(|(a, b)| a + h * b).collect()
-}
-
-impl Stepper {
+impl<V> Stepper<V> {
     pub fn new(scheme: Scheme) -> Self {
         Stepper { scheme, last: None }
     }
@@ -90,13 +132,21 @@ impl Stepper {
         self.last = None;
     }
 
-    /// One step of `dt` of `dy/dt = f(y)` from `y`, in place.
-    pub fn step<E>(
+    /// One step of `dt` of `dy/dt = f(y)` from `y`, in place, in the
+    /// registers of `regs`.
+    pub fn step_in<S: Registers<V = V>>(
         &mut self,
-        y: &mut [f64],
+        regs: &S,
+        y: &mut V,
         dt: f64,
-        mut f: impl FnMut(&[f64]) -> Result<Vec<f64>, E>,
-    ) -> Result<(), E> {
+        mut f: impl FnMut(&V) -> Result<V, VortexError>,
+    ) -> Result<(), VortexError> {
+        // `y + h k`, a new register.
+        let ahead = |y: &V, h: f64, k: &V| -> Result<V, VortexError> {
+            let mut z = regs.copy(y)?;
+            regs.combine(&mut z, 1.0, &[(h, k)])?;
+            Ok(z)
+        };
         match self.scheme {
             Scheme::Ab2 => {
                 let k = f(y)?;
@@ -104,47 +154,71 @@ impl Stepper {
                     Some((prev, dt_prev)) => {
                         // y += dt ((1 + w/2) f_n - (w/2) f_{n-1}), w = dt / dt_prev.
                         let w = dt / dt_prev;
-                        for ((a, b), c) in y.iter_mut().zip(&k).zip(&prev) {
-                            *a += dt * ((1.0 + 0.5 * w) * b - 0.5 * w * c);
-                        }
+                        regs.combine(
+                            y,
+                            1.0,
+                            &[(dt * (1.0 + 0.5 * w), &k), (-dt * 0.5 * w, &prev)],
+                        )?;
                     }
                     None => {
-                        let k2 = f(&axpy(y, dt, &k))?;
-                        for ((a, b), c) in y.iter_mut().zip(&k).zip(&k2) {
-                            *a += 0.5 * dt * (b + c);
-                        }
+                        let k2 = f(&ahead(y, dt, &k)?)?;
+                        regs.combine(y, 1.0, &[(0.5 * dt, &k), (0.5 * dt, &k2)])?;
                     }
                 }
                 self.last = Some((k, dt));
             }
             Scheme::Rk2 => {
                 let k1 = f(y)?;
-                let k2 = f(&axpy(y, dt, &k1))?;
-                for ((a, b), c) in y.iter_mut().zip(&k1).zip(&k2) {
-                    *a += 0.5 * dt * (b + c);
-                }
+                let k2 = f(&ahead(y, dt, &k1)?)?;
+                regs.combine(y, 1.0, &[(0.5 * dt, &k1), (0.5 * dt, &k2)])?;
             }
             Scheme::Rk3 => {
-                let mut q = vec![0.0; y.len()];
+                let mut q = regs.zeros(y)?;
                 for (a, b) in RK3_A.iter().zip(RK3_B) {
                     let k = f(y)?;
-                    for ((qi, yi), ki) in q.iter_mut().zip(y.iter_mut()).zip(&k) {
-                        *qi = a * *qi + dt * ki;
-                        *yi += b * *qi;
-                    }
+                    regs.combine(&mut q, *a, &[(dt, &k)])?;
+                    regs.combine(y, 1.0, &[(b, &q)])?;
                 }
             }
             Scheme::Rk4 => {
                 let k1 = f(y)?;
-                let k2 = f(&axpy(y, 0.5 * dt, &k1))?;
-                let k3 = f(&axpy(y, 0.5 * dt, &k2))?;
-                let k4 = f(&axpy(y, dt, &k3))?;
-                for (i, a) in y.iter_mut().enumerate() {
-                    *a += dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
-                }
+                let k2 = f(&ahead(y, 0.5 * dt, &k1)?)?;
+                let k3 = f(&ahead(y, 0.5 * dt, &k2)?)?;
+                let k4 = f(&ahead(y, dt, &k3)?)?;
+                let c = dt / 6.0;
+                regs.combine(
+                    y,
+                    1.0,
+                    &[(c, &k1), (2.0 * c, &k2), (2.0 * c, &k3), (c, &k4)],
+                )?;
             }
         }
         Ok(())
+    }
+}
+
+/// The time step's check, shared by the host and the device steps.
+pub(crate) fn check_dt(dt: f64) -> Result<(), VortexError> {
+    if dt.is_finite() && dt > 0.0 {
+        Ok(())
+    } else {
+        Err(VortexError::BadSetting {
+            what: "the time step",
+            value: dt,
+            why: "must be finite and positive",
+        })
+    }
+}
+
+impl Stepper {
+    /// One step of `dt` of `dy/dt = f(y)` from `y` on the host, in place.
+    pub fn step(
+        &mut self,
+        y: &mut Vec<f64>,
+        dt: f64,
+        f: impl FnMut(&Vec<f64>) -> Result<Vec<f64>, VortexError>,
+    ) -> Result<(), VortexError> {
+        self.step_in(&Host, y, dt, f)
     }
 
     /// One step of `dt` of the particles `p` (positions and strengths;
@@ -157,13 +231,7 @@ impl Stepper {
         dt: f64,
         mut rates: impl FnMut(&VortexParticles) -> Result<Rates, VortexError>,
     ) -> Result<Rates, VortexError> {
-        if !(dt.is_finite() && dt > 0.0) {
-            return Err(VortexError::BadSetting {
-                what: "the time step",
-                value: dt,
-                why: "must be finite and positive",
-            });
-        }
+        check_dt(dt)?;
         let n = p.len();
         let mut y = Vec::with_capacity(6 * n);
         for i in 0..n {
@@ -172,7 +240,7 @@ impl Stepper {
         }
         let mut work = p.clone();
         let mut first = None;
-        self.step(&mut y, dt, |s: &[f64]| {
+        self.step(&mut y, dt, |s: &Vec<f64>| {
             for i in 0..n {
                 work.x[i] = [s[6 * i], s[6 * i + 1], s[6 * i + 2]];
                 work.alpha[i] = [s[6 * i + 3], s[6 * i + 4], s[6 * i + 5]];
@@ -184,7 +252,7 @@ impl Stepper {
                 k.extend(r.dalpha[i]);
             }
             first.get_or_insert(r);
-            Ok::<_, VortexError>(k)
+            Ok(k)
         })?;
         for i in 0..n {
             p.x[i] = [y[6 * i], y[6 * i + 1], y[6 * i + 2]];
@@ -221,10 +289,8 @@ mod tests {
         // The state carries time as a second component (dt/dt = 1).
         let mut y = vec![1.0, 0.0];
         for _ in 0..steps {
-            s.step(&mut y, dt, |v: &[f64]| {
-                Ok::<_, ()>(vec![v[0] * v[1].cos(), 1.0])
-            })
-            .unwrap();
+            s.step(&mut y, dt, |v: &Vec<f64>| Ok(vec![v[0] * v[1].cos(), 1.0]))
+                .unwrap();
         }
         (y[0] - 1f64.sin().exp()).abs()
     }

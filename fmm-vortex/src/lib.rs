@@ -22,6 +22,8 @@ pub mod integrate;
 pub mod output;
 pub mod particles;
 pub mod rates;
+pub mod reinit;
+pub mod resident;
 pub mod ring;
 pub mod viscous;
 pub mod vtk;
@@ -32,6 +34,7 @@ pub use error::VortexError;
 pub use integrate::{Scheme, Stepper};
 pub use particles::VortexParticles;
 pub use rates::{Precision, Rates, Solver};
+pub use resident::{DeviceVortex, StepReport};
 pub use ring::{
     impulse_centre, impulse_centre_speed, line_ring_speed, ring_radius, thin_ring_speed, Ring,
 };

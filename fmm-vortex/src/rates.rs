@@ -78,14 +78,7 @@ impl Solver {
     fn rates_in<R: Real>(&self, p: &VortexParticles) -> Result<Rates, VortexError> {
         let t = Instant::now();
         let n = p.len();
-        let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
-        let x = to(&p.x);
-        let alpha = to(&p.alpha);
-        let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
-        let mut sources = Particles::sources::<VelocityStretching>(&x)?;
-        sources.set_vec3("alpha", &alpha)?.set("sigma", &sigma)?;
-        let mut targets = Particles::targets::<VelocityStretching>(&x)?;
-        targets.set_vec3("alpha_i", &alpha)?;
+        let (targets, sources) = front_door_sets::<R>(p)?;
         let e =
             evaluate::<VelocityStretching, R>(self.backend, &self.method, &[], &targets, &sources)?;
         let back = |v: [&[R]; 3]| -> Vec<[f64; 3]> {
@@ -101,4 +94,20 @@ impl Solver {
             device: e.device,
         })
     }
+}
+
+/// The front door's targets (at the particles, carrying `alpha_i`) and
+/// sources (`alpha`, `sigma`) of the particles `p`, in precision `R`.
+pub(crate) fn front_door_sets<R: Real>(
+    p: &VortexParticles,
+) -> Result<(Particles<R>, Particles<R>), VortexError> {
+    let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
+    let x = to(&p.x);
+    let alpha = to(&p.alpha);
+    let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
+    let mut sources = Particles::sources::<VelocityStretching>(&x)?;
+    sources.set_vec3("alpha", &alpha)?.set("sigma", &sigma)?;
+    let mut targets = Particles::targets::<VelocityStretching>(&x)?;
+    targets.set_vec3("alpha_i", &alpha)?;
+    Ok((targets, sources))
 }

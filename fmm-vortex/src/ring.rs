@@ -45,6 +45,20 @@ impl Ring {
         }
     }
 
+    /// A ring whose Gaussian core of width `core` is resolved by `layers`
+    /// lattice spacings `h = core / layers` across it, the particles'
+    /// cores `overlap h`, and as many particles around each circle as
+    /// keep the spacing along it `h` at the ring's radius.
+    pub fn resolved(radius: f64, circulation: f64, core: f64, layers: usize, overlap: f64) -> Self {
+        let h = core / layers.max(1) as f64;
+        let n = (2.0 * std::f64::consts::PI * radius / h).ceil().max(1.0) as usize;
+        Ring {
+            core,
+            layers,
+            ..Ring::line(radius, circulation, overlap * h, n)
+        }
+    }
+
     /// The standard deviation of the cross-section's Gaussian vorticity
     /// the particles make.
     pub fn core_width(&self) -> f64 {

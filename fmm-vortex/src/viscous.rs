@@ -6,11 +6,22 @@
 //! must be put back on a fresh lattice (reinitialisation, not done yet).
 
 use crate::error::VortexError;
+use crate::integrate::check_dt;
 use crate::particles::VortexParticles;
 
 /// Spreads every core of `p` over `dt` at kinematic viscosity `nu`:
 /// `sigma^2 += 2 nu dt`.
 pub fn spread_cores(p: &mut VortexParticles, nu: f64, dt: f64) -> Result<(), VortexError> {
+    let grow = core_growth(nu, dt)?;
+    for s in &mut p.sigma {
+        *s = (*s * *s + grow).sqrt();
+    }
+    Ok(())
+}
+
+/// What `sigma^2` grows by over `dt` at viscosity `nu` (`2 nu dt`), the
+/// two checked.
+pub(crate) fn core_growth(nu: f64, dt: f64) -> Result<f64, VortexError> {
     if !(nu.is_finite() && nu >= 0.0) {
         return Err(VortexError::BadSetting {
             what: "the viscosity",
@@ -18,15 +29,6 @@ pub fn spread_cores(p: &mut VortexParticles, nu: f64, dt: f64) -> Result<(), Vor
             why: "must be finite and at least 0",
         });
     }
-    if !(dt.is_finite() && dt > 0.0) {
-        return Err(VortexError::BadSetting {
-            what: "the time step",
-            value: dt,
-            why: "must be finite and positive",
-        });
-    }
-    for s in &mut p.sigma {
-        *s = (*s * *s + 2.0 * nu * dt).sqrt();
-    }
-    Ok(())
+    check_dt(dt)?;
+    Ok(2.0 * nu * dt)
 }

@@ -107,6 +107,12 @@ impl<R: Real> DeviceParticles<R> {
         &mut self.slots
     }
 
+    /// The positions (unless they are the sources') and the field slots
+    /// together, for a kernel on the device that writes both.
+    pub fn parts_mut(&mut self) -> (Option<&mut [CudaSlice<R>; 3]>, &mut [CudaSlice<R>]) {
+        (self.pos.as_mut(), &mut self.slots)
+    }
+
     /// Whether these are targets at their sources' points.
     pub fn at_sources(&self) -> bool {
         self.pos.is_none()

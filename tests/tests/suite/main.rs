@@ -20,6 +20,7 @@ mod gpu_fmm;
 mod gpu_periodic;
 mod gpu_scale;
 mod gpu_tree;
+mod gpu_vortex;
 mod invariants;
 mod kernels_stokes;
 mod nvrtc_compile;

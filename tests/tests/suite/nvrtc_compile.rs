@@ -140,3 +140,21 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
         }
     }
 }
+
+#[test]
+#[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
+fn nvrtc_compiles_the_vortex_layers_resident_state() {
+    use fmm_vortex::resident::{cuda_source, ENTRY_POINTS};
+    for arch in [90, 80] {
+        for (what, source) in [("f32", cuda_source::<f32>()), ("f64", cuda_source::<f64>())] {
+            let cubin =
+                nvrtc::compile_cubin("vortex_state", &source, arch, &nvrtc::default_options())
+                    .unwrap_or_else(|e| panic!("vortex_state {what} for sm_{arch}: {e}"));
+            assert_eq!(
+                kernels_in_cubin(&cubin),
+                ENTRY_POINTS.to_vec(),
+                "{what} sm_{arch}"
+            );
+        }
+    }
+}

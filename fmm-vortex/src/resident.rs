@@ -1,0 +1,562 @@
+//! Vortex particles kept on the GPU between steps: the state in f64 on the
+//! device, the front door's particle sets ([`DeviceParticles`]) in the
+//! sums' precision beside it, and the schemes of [`crate::integrate`] run
+//! on device registers, so a step copies nothing across the bus.
+//!
+//! At 10^6 particles the host path spends about 0.17 s a step converting
+//! and copying (docs/VORTEX.md) against 0.03 to 0.05 s of sums; here a
+//! step is the sums, a few element-wise kernels and one 4-byte read (the
+//! check that the state stayed finite).
+//!
+//! The state is one register of `6 n` values, six blocks of `n` (the
+//! three axes of the positions, then of the strengths); a stage publishes
+//! its register into the sets the front door reads (positions, `alpha`,
+//! `sigma`, the targets' `alpha_i`) and gathers the outputs (`u`, `s`)
+//! back into a register of rates.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fmm_core::cuda::Gpu;
+use fmm_core::cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use fmm_core::kernels::VelocityStretching;
+use fmm_core::{evaluate_resident, Achieved, DeviceParticles, Kernel, Real};
+
+use crate::error::VortexError;
+use crate::integrate::{check_dt, Registers, Stepper};
+use crate::particles::VortexParticles;
+use crate::rates::{front_door_sets, Rates, Solver};
+use crate::viscous::core_growth;
+
+/// The element-wise kernels of a resident run (`real` the sums'
+/// precision).
+const SOURCE: &str = r#"
+extern "C" __global__ void vortex_combine(unsigned n, double* y, double a, unsigned m,
+    double c0, const double* v0, double c1, const double* v1,
+    double c2, const double* v2, double c3, const double* v3) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double s = a * y[i];
+    if (m > 0) s += c0 * v0[i];
+    if (m > 1) s += c1 * v1[i];
+    if (m > 2) s += c2 * v2[i];
+    if (m > 3) s += c3 * v3[i];
+    y[i] = s;
+}
+
+extern "C" __global__ void vortex_publish(unsigned n, const double* y, const double* sigma,
+    real* x0, real* x1, real* x2, real* a0, real* a1, real* a2, real* s,
+    real* t0, real* t1, real* t2) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    x0[i] = (real)y[i];
+    x1[i] = (real)y[n + i];
+    x2[i] = (real)y[2 * n + i];
+    real ax = (real)y[3 * n + i], ay = (real)y[4 * n + i], az = (real)y[5 * n + i];
+    a0[i] = ax; a1[i] = ay; a2[i] = az;
+    t0[i] = ax; t1[i] = ay; t2[i] = az;
+    s[i] = (real)sigma[i];
+}
+
+extern "C" __global__ void vortex_rates(unsigned n, const real* u0, const real* u1,
+    const real* u2, const real* s0, const real* s1, const real* s2, double* k) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    k[i] = u0[i]; k[n + i] = u1[i]; k[2 * n + i] = u2[i];
+    k[3 * n + i] = s0[i]; k[4 * n + i] = s1[i]; k[5 * n + i] = s2[i];
+}
+
+extern "C" __global__ void vortex_spread(unsigned n, double* sigma, double grow) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    sigma[i] = sqrt(sigma[i] * sigma[i] + grow);
+}
+
+extern "C" __global__ void vortex_first_bad(unsigned n, const double* y, unsigned* first) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (!isfinite(y[i])) atomicMin(first, i);
+}
+"#;
+
+/// The entry points of [`cuda_source`].
+pub const ENTRY_POINTS: [&str; 5] = [
+    "vortex_combine",
+    "vortex_first_bad",
+    "vortex_publish",
+    "vortex_rates",
+    "vortex_spread",
+];
+
+/// The CUDA source of a resident run whose sums are in `R`.
+pub fn cuda_source<R: Real>() -> String {
+    let real = if R::NAME == "f32" { "float" } else { "double" };
+    format!("typedef {real} real;\n{SOURCE}")
+}
+
+const THREADS: u32 = 256;
+
+fn cuda(what: &'static str) -> impl Fn(fmm_core::cudarc::driver::DriverError) -> VortexError {
+    move |e| VortexError::Fmm(fmm_core::Error::Cuda(format!("{what}: {e}")))
+}
+
+fn items(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(THREADS as usize).max(1) as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The device's registers: arrays of `f64` on `gpu`'s stream.
+pub struct DeviceRegisters<'g> {
+    gpu: &'g Gpu,
+    combine: CudaFunction,
+    publish: CudaFunction,
+    rates: CudaFunction,
+    spread: CudaFunction,
+    first_bad: CudaFunction,
+}
+
+impl<'g> DeviceRegisters<'g> {
+    fn new<R: Real>(gpu: &'g Gpu) -> Result<Self, VortexError> {
+        let name = format!("vortex_state_{}", R::NAME);
+        let (module, _) = gpu.module(&name, &cuda_source::<R>())?;
+        let f = |entry| gpu.function(&module, entry);
+        Ok(DeviceRegisters {
+            gpu,
+            combine: f("vortex_combine")?,
+            publish: f("vortex_publish")?,
+            rates: f("vortex_rates")?,
+            spread: f("vortex_spread")?,
+            first_bad: f("vortex_first_bad")?,
+        })
+    }
+
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.gpu.stream()
+    }
+
+    fn upload(&self, v: &[f64]) -> Result<CudaSlice<f64>, VortexError> {
+        let one = [0.0];
+        let v = if v.is_empty() { &one[..] } else { v };
+        self.stream()
+            .clone_htod(v)
+            .map_err(cuda("copy to the device"))
+    }
+
+    fn download(&self, v: &CudaSlice<f64>, n: usize) -> Result<Vec<f64>, VortexError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        self.stream()
+            .clone_dtoh(&v.slice(0..n))
+            .map_err(cuda("copy from the device"))
+    }
+}
+
+impl Registers for DeviceRegisters<'_> {
+    type V = CudaSlice<f64>;
+
+    fn zeros(&self, like: &CudaSlice<f64>) -> Result<CudaSlice<f64>, VortexError> {
+        self.stream()
+            .alloc_zeros::<f64>(like.len())
+            .map_err(cuda("a register on the device"))
+    }
+
+    fn copy(&self, y: &CudaSlice<f64>) -> Result<CudaSlice<f64>, VortexError> {
+        self.stream()
+            .clone_dtod(y)
+            .map_err(cuda("a register on the device"))
+    }
+
+    fn combine(
+        &self,
+        y: &mut CudaSlice<f64>,
+        a: f64,
+        terms: &[(f64, &CudaSlice<f64>)],
+    ) -> Result<(), VortexError> {
+        assert!((1..=4).contains(&terms.len()), "one to four terms");
+        let n = y.len() as u32;
+        let m = terms.len() as u32;
+        // Unused terms repeat the first: the kernel reads only `m` of them.
+        let pick = |j: usize| terms.get(j).copied().unwrap_or((0.0, terms[0].1));
+        let [(c0, v0), (c1, v1), (c2, v2), (c3, v3)] = [pick(0), pick(1), pick(2), pick(3)];
+        let mut b = self.stream().launch_builder(&self.combine);
+        b.arg(&n).arg(y).arg(&a).arg(&m);
+        b.arg(&c0)
+            .arg(v0)
+            .arg(&c1)
+            .arg(v1)
+            .arg(&c2)
+            .arg(v2)
+            .arg(&c3)
+            .arg(v3);
+        // SAFETY: the arguments follow `vortex_combine`'s signature and
+        // every register is `n` long.
+        unsafe { b.launch(items(n as usize)) }.map_err(cuda("launching vortex_combine"))?;
+        Ok(())
+    }
+}
+
+/// The slots of `alpha`, `sigma`, `alpha_i`, `u` and `s` in the fused
+/// kernel's layouts.
+struct Slots {
+    alpha: usize,
+    sigma: usize,
+    alpha_i: usize,
+    u: usize,
+    s: usize,
+}
+
+impl Slots {
+    fn of_kernel() -> Self {
+        let def = VelocityStretching::def();
+        let at = |fields: &[fmm_core::fmm_codegen::Field], name: &str| {
+            fields
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| f.offset)
+                .unwrap_or_else(|| unreachable!("the fused kernel declares `{name}`"))
+        };
+        Slots {
+            alpha: at(&def.sources, "alpha"),
+            sigma: at(&def.sources, "sigma"),
+            alpha_i: at(&def.targets, "alpha_i"),
+            u: at(&def.outputs, "u"),
+            s: at(&def.outputs, "s"),
+        }
+    }
+}
+
+/// What one resident step took.
+#[derive(Clone, Debug, Default)]
+pub struct StepReport {
+    /// Wall-clock seconds of the step (its evaluations and updates, the
+    /// device synchronised at its end).
+    pub seconds: f64,
+    /// Evaluations of the rates in the step.
+    pub evaluations: usize,
+    /// What the tolerance achieved in the step's evaluations: the largest
+    /// estimated error, and the last evaluation's settings.
+    pub achieved: Option<Achieved>,
+}
+
+/// Vortex particles on the GPU between steps, their sums in precision `R`.
+pub struct DeviceVortex<'g, R: Real> {
+    regs: DeviceRegisters<'g>,
+    n: usize,
+    /// Positions and strengths, six blocks of `n`.
+    y: CudaSlice<f64>,
+    sigma: CudaSlice<f64>,
+    /// The volumes, which no step changes.
+    volume: Vec<f64>,
+    sources: DeviceParticles<R>,
+    targets: DeviceParticles<R>,
+    slots: Slots,
+    /// The rates at the start of the last step (its first evaluation).
+    first: Option<CudaSlice<f64>>,
+}
+
+impl<'g, R: Real> DeviceVortex<'g, R> {
+    /// Copies the particles `p` (checked) to `gpu`.
+    pub fn upload(gpu: &'g Gpu, p: &VortexParticles) -> Result<Self, VortexError> {
+        p.check()?;
+        let regs = DeviceRegisters::new::<R>(gpu)?;
+        let n = p.len();
+        let (targets, sources) = front_door_sets::<R>(p)?;
+        let y = regs.upload(&to_blocks(&p.x, &p.alpha))?;
+        let sigma = regs.upload(&p.sigma)?;
+        Ok(DeviceVortex {
+            n,
+            y,
+            sigma,
+            volume: p.volume.clone(),
+            sources: DeviceParticles::upload(gpu, &sources)?,
+            targets: DeviceParticles::targets_at_sources(gpu, &targets)?,
+            slots: Slots::of_kernel(),
+            first: None,
+            regs,
+        })
+    }
+
+    /// Number of particles.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The particles copied back to the host.
+    pub fn download(&self) -> Result<VortexParticles, VortexError> {
+        let y = self.regs.download(&self.y, 6 * self.n)?;
+        let (x, alpha) = from_blocks(&y, self.n);
+        Ok(VortexParticles {
+            x,
+            alpha,
+            sigma: self.regs.download(&self.sigma, self.n)?,
+            volume: self.volume.clone(),
+        })
+    }
+
+    /// One step of `dt` by `stepper`'s scheme, the rates by `solver`'s
+    /// method (its backend and precision are this set's: the GPU, `R`).
+    pub fn step(
+        &mut self,
+        stepper: &mut Stepper<CudaSlice<f64>>,
+        solver: &Solver,
+        dt: f64,
+    ) -> Result<StepReport, VortexError> {
+        check_dt(dt)?;
+        let t = Instant::now();
+        let mut report = StepReport::default();
+        let mut first = None;
+        let DeviceVortex {
+            regs,
+            n,
+            y,
+            sigma,
+            sources,
+            targets,
+            slots,
+            ..
+        } = self;
+        stepper.step_in(&*regs, y, dt, |stage| {
+            let (k, achieved) = evaluate(regs, *n, slots, stage, sigma, sources, targets, solver)?;
+            report.evaluations += 1;
+            merge(&mut report.achieved, achieved);
+            if first.is_none() {
+                first = Some(regs.copy(&k)?);
+            }
+            Ok(k)
+        })?;
+        self.first = first;
+        self.check_finite()?;
+        report.seconds = t.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// The rates of the particles as they are now (one evaluation, copied
+    /// to the host).
+    pub fn rates(&mut self, solver: &Solver) -> Result<Rates, VortexError> {
+        let t = Instant::now();
+        let (k, achieved) = evaluate(
+            &self.regs,
+            self.n,
+            &self.slots,
+            &self.y,
+            &self.sigma,
+            &mut self.sources,
+            &mut self.targets,
+            solver,
+        )?;
+        let mut r = self.host_rates(&k)?;
+        r.achieved = achieved;
+        r.seconds = t.elapsed().as_secs_f64();
+        Ok(r)
+    }
+
+    /// The rates at the start of the last step (its first evaluation),
+    /// copied to the host: what diagnostics and the time-step check read.
+    pub fn rates_at_step_start(&self) -> Result<Option<Rates>, VortexError> {
+        self.first.as_ref().map(|k| self.host_rates(k)).transpose()
+    }
+
+    fn host_rates(&self, k: &CudaSlice<f64>) -> Result<Rates, VortexError> {
+        let k = self.regs.download(k, 6 * self.n)?;
+        let (u, dalpha) = from_blocks(&k, self.n);
+        Ok(Rates {
+            u,
+            dalpha,
+            seconds: 0.0,
+            achieved: None,
+            device: format!("CUDA on {}", self.regs.gpu.info()),
+        })
+    }
+
+    /// Spreads every core over `dt` at viscosity `nu` (as
+    /// [`crate::spread_cores`] does on the host).
+    pub fn spread_cores(&mut self, nu: f64, dt: f64) -> Result<(), VortexError> {
+        let grow = core_growth(nu, dt)?;
+        if self.n == 0 {
+            return Ok(());
+        }
+        let n = self.n as u32;
+        let mut b = self.regs.stream().launch_builder(&self.regs.spread);
+        b.arg(&n).arg(&mut self.sigma).arg(&grow);
+        // SAFETY: `vortex_spread(n, sigma, grow)`, `sigma` n long.
+        unsafe { b.launch(items(self.n)) }.map_err(cuda("launching vortex_spread"))?;
+        Ok(())
+    }
+
+    /// A stepper of `scheme` whose registers live on this GPU, carrying
+    /// what `host` carries (Adams-Bashforth's last rates, in the host's
+    /// layout: a checkpoint's).
+    pub fn stepper_from(&self, host: &Stepper) -> Result<Stepper<CudaSlice<f64>>, VortexError> {
+        let mut s = Stepper::new(host.scheme);
+        if let Some((k, dt)) = &host.last {
+            let n = self.n;
+            let blocks: Vec<f64> = (0..6)
+                .flat_map(|c| (0..n).map(move |i| k[6 * i + c]))
+                .collect();
+            s.last = Some((self.regs.upload(&blocks)?, *dt));
+        }
+        Ok(s)
+    }
+
+    /// The host's copy of `stepper` (a checkpoint's).
+    pub fn stepper_to_host(
+        &self,
+        stepper: &Stepper<CudaSlice<f64>>,
+    ) -> Result<Stepper, VortexError> {
+        let mut s = Stepper::new(stepper.scheme);
+        if let Some((k, dt)) = &stepper.last {
+            let k = self.regs.download(k, 6 * self.n)?;
+            let n = self.n;
+            s.last = Some(((0..6 * n).map(|j| k[(j % 6) * n + j / 6]).collect(), *dt));
+        }
+        Ok(s)
+    }
+
+    /// An error naming the first particle whose position or strength is no
+    /// longer finite (a step too long for the flow).
+    fn check_finite(&self) -> Result<(), VortexError> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        let s = self.regs.stream();
+        let mut first = s
+            .clone_htod(&[u32::MAX])
+            .map_err(cuda("copy to the device"))?;
+        let m = 6 * self.n as u32;
+        let mut b = s.launch_builder(&self.regs.first_bad);
+        b.arg(&m).arg(&self.y).arg(&mut first);
+        // SAFETY: `vortex_first_bad(n, y, first)`, `y` 6 n long, `first` one.
+        unsafe { b.launch(items(6 * self.n)) }.map_err(cuda("launching vortex_first_bad"))?;
+        let got = s.clone_dtoh(&first).map_err(cuda("copy from the device"))?[0];
+        if got == u32::MAX {
+            return Ok(());
+        }
+        let (block, i) = (got as usize / self.n, got as usize % self.n);
+        let at = got as usize;
+        let value = s
+            .clone_dtoh(&self.y.slice(at..at + 1))
+            .map_or(f64::NAN, |v| v[0]);
+        Err(VortexError::BadParticle {
+            index: i,
+            what: if block < 3 { "a position" } else { "alpha" },
+            value,
+            why: "not finite after a step (shorten the step)",
+        })
+    }
+}
+
+/// The rates of the state `y` (a register): published into the front
+/// door's sets, evaluated, gathered back into a register.
+#[allow(clippy::too_many_arguments)]
+fn evaluate<R: Real>(
+    regs: &DeviceRegisters<'_>,
+    n: usize,
+    slots: &Slots,
+    y: &CudaSlice<f64>,
+    sigma: &CudaSlice<f64>,
+    sources: &mut DeviceParticles<R>,
+    targets: &mut DeviceParticles<R>,
+    solver: &Solver,
+) -> Result<(CudaSlice<f64>, Option<Achieved>), VortexError> {
+    let s = regs.stream();
+    if n > 0 {
+        let m = n as u32;
+        let mut b = s.launch_builder(&regs.publish);
+        b.arg(&m).arg(y).arg(sigma);
+        let (pos, fields) = sources.parts_mut();
+        let pos = pos.unwrap_or_else(|| unreachable!("sources carry their positions"));
+        for x in pos.iter_mut() {
+            b.arg(x);
+        }
+        let (a, rest) = fields.split_at_mut(slots.alpha + 3);
+        debug_assert!(slots.sigma >= slots.alpha + 3, "sigma follows alpha");
+        for x in &mut a[slots.alpha..] {
+            b.arg(x);
+        }
+        b.arg(&mut rest[slots.sigma - slots.alpha - 3]);
+        for x in &mut targets.slots_mut()[slots.alpha_i..slots.alpha_i + 3] {
+            b.arg(x);
+        }
+        // SAFETY: `vortex_publish`'s signature: `y` 6 n long, the rest n.
+        unsafe { b.launch(items(n)) }.map_err(cuda("launching vortex_publish"))?;
+    }
+    let ev = evaluate_resident::<VelocityStretching, R>(
+        regs.gpu,
+        &solver.method,
+        &[],
+        targets,
+        sources,
+    )?;
+    let mut k = s
+        .alloc_zeros::<f64>(6 * n.max(1))
+        .map_err(cuda("a register on the device"))?;
+    if n > 0 {
+        let m = n as u32;
+        let o = ev.outputs.slots();
+        let mut b = s.launch_builder(&regs.rates);
+        b.arg(&m);
+        for x in o[slots.u..slots.u + 3]
+            .iter()
+            .chain(&o[slots.s..slots.s + 3])
+        {
+            b.arg(x);
+        }
+        b.arg(&mut k);
+        // SAFETY: `vortex_rates`'s signature: the outputs n long, `k` 6 n.
+        unsafe { b.launch(items(n)) }.map_err(cuda("launching vortex_rates"))?;
+    }
+    Ok((k, ev.achieved))
+}
+
+/// Keeps the largest estimated error of a step's evaluations, with the
+/// last one's settings.
+fn merge(into: &mut Option<Achieved>, got: Option<Achieved>) {
+    if let Some(mut a) = got {
+        if let Some(prev) = into {
+            a.estimated_error = a.estimated_error.max(prev.estimated_error);
+        }
+        *into = Some(a);
+    }
+}
+
+/// Positions and strengths as six blocks of `n`.
+fn to_blocks(x: &[[f64; 3]], alpha: &[[f64; 3]]) -> Vec<f64> {
+    (0..3)
+        .flat_map(|c| x.iter().map(move |v| v[c]))
+        .chain((0..3).flat_map(|c| alpha.iter().map(move |v| v[c])))
+        .collect()
+}
+
+/// The six blocks of `n` back as two arrays of triples.
+fn from_blocks(y: &[f64], n: usize) -> (Vec<[f64; 3]>, Vec<[f64; 3]>) {
+    let at = |b: usize, i: usize| y[b * n + i];
+    (
+        (0..n).map(|i| [at(0, i), at(1, i), at(2, i)]).collect(),
+        (0..n).map(|i| [at(3, i), at(4, i), at(5, i)]).collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_round_trip() {
+        let x = vec![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+        let a = vec![[7.0, 8.0, 9.0], [10.0, 11.0, 12.0]];
+        let y = to_blocks(&x, &a);
+        assert_eq!(
+            y,
+            vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0, 7.0, 10.0, 8.0, 11.0, 9.0, 12.0]
+        );
+        assert_eq!(from_blocks(&y, 2), (x, a));
+    }
+}

@@ -1,0 +1,200 @@
+//! GPU tests of the vortex layer's resident particles
+//! (`fmm_vortex::DeviceVortex`): steps on the device give what steps
+//! through the host give, for every scheme, with the cores spreading; f32
+//! sums at a tolerance stay near the f64 ones; a run carried over to the
+//! host's stepper (a checkpoint) and back resumes bit for bit; a state
+//! that stops being finite is an error naming the particle.
+//!
+//! Run on the GPU host: `.gpu/suite --ignored gpu_vortex::`.
+
+use fmm_core::cuda::Gpu;
+use fmm_core::{Backend, Method};
+use fmm_vortex::*;
+use rand::{Rng, SeedableRng};
+
+fn gpu() -> &'static Gpu {
+    Gpu::shared().expect("these tests need a CUDA GPU")
+}
+
+/// A ring with its core resolved, moved and turned at random a little
+/// (fresh inputs each run: the seed is printed).
+fn jittered_ring() -> VortexParticles {
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut p = Ring::resolved(1.0, 1.0, 0.15, 2, 1.0).particles().unwrap();
+    for i in 0..p.len() {
+        for c in 0..3 {
+            p.x[i][c] += 0.01 * rng.gen_range(-1.0..1.0);
+            p.alpha[i][c] *= 1.0 + 0.05 * rng.gen_range(-1.0..1.0);
+        }
+        p.sigma[i] *= 1.0 + 0.1 * rng.gen_range(0.0..1.0);
+    }
+    p
+}
+
+fn solver(backend: Backend, method: Method, precision: Precision) -> Solver {
+    Solver {
+        backend,
+        method,
+        precision,
+    }
+}
+
+/// The largest difference of positions, strengths and cores, relative to
+/// the largest value of each.
+fn worst(a: &VortexParticles, b: &VortexParticles) -> f64 {
+    let rel = |x: &[f64], y: &[f64]| {
+        let scale = y.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        x.iter()
+            .zip(y)
+            .fold(0.0f64, |m, (u, v)| m.max((u - v).abs() / scale))
+    };
+    let flat = |v: &[[f64; 3]]| v.iter().flatten().copied().collect::<Vec<_>>();
+    rel(&flat(&a.x), &flat(&b.x))
+        .max(rel(&flat(&a.alpha), &flat(&b.alpha)))
+        .max(rel(&a.sigma, &b.sigma))
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn resident_steps_give_the_host_steps_for_every_scheme() {
+    let p = jittered_ring();
+    let (dt, nu, steps) = (0.05, 0.002, 3);
+    let host = solver(Backend::Cpu, Method::direct(), Precision::F64);
+    let device = solver(Backend::Cuda, Method::direct(), Precision::F64);
+    for scheme in [Scheme::Ab2, Scheme::Rk2, Scheme::Rk3, Scheme::Rk4] {
+        let mut q = p.clone();
+        let mut hs = Stepper::new(scheme);
+        let mut first_host = None;
+        for _ in 0..steps {
+            first_host = Some(hs.step_particles(&mut q, dt, |s| host.rates(s)).unwrap());
+            spread_cores(&mut q, nu, dt).unwrap();
+        }
+        let mut d = DeviceVortex::<f64>::upload(gpu(), &p).unwrap();
+        let mut ds = d.stepper_from(&Stepper::new(scheme)).unwrap();
+        for step in 0..steps {
+            let r = d.step(&mut ds, &device, dt).unwrap();
+            // Adams-Bashforth starts by Heun.
+            let want = if scheme == Scheme::Ab2 && step == 0 {
+                2
+            } else {
+                scheme.stages()
+            };
+            assert_eq!(r.evaluations, want, "{scheme:?} step {step}");
+            d.spread_cores(nu, dt).unwrap();
+        }
+        let got = d.download().unwrap();
+        let e = worst(&got, &q);
+        println!(
+            "{scheme:?}: {} particles, {steps} steps: worst relative difference {e:.2e}",
+            p.len()
+        );
+        assert!(e < 1e-11, "{scheme:?}: {e}");
+        // The rates at the last step's start, as the host's.
+        let (rd, rh) = (
+            d.rates_at_step_start().unwrap().unwrap(),
+            first_host.unwrap(),
+        );
+        let ue =
+            rd.u.iter()
+                .zip(&rh.u)
+                .flat_map(|(a, b)| (0..3).map(move |c| (a[c] - b[c]).abs()))
+                .fold(0.0f64, f64::max);
+        assert!(
+            ue < 1e-11,
+            "{scheme:?}: rates at the step's start differ by {ue}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_resident_steps_at_a_tolerance_stay_near_the_f64_steps() {
+    let p = Ring::resolved(1.0, 1.0, 0.1, 3, 1.0).particles().unwrap();
+    let dt = 0.02;
+    let exact = solver(Backend::Cuda, Method::direct(), Precision::F64);
+    let fast = solver(Backend::Cuda, Method::tolerance(1e-4), Precision::F32);
+    let mut q = p.clone();
+    let mut hs = Stepper::new(Scheme::Ab2);
+    let mut d = DeviceVortex::<f32>::upload(gpu(), &p).unwrap();
+    let mut ds = d.stepper_from(&hs).unwrap();
+    for _ in 0..5 {
+        hs.step_particles(&mut q, dt, |s| exact.rates(s)).unwrap();
+        let r = d.step(&mut ds, &fast, dt).unwrap();
+        let a = r.achieved.expect("a tolerance says what it met");
+        assert!(a.estimated_error <= 1e-4, "{a:?}");
+    }
+    let got = d.download().unwrap();
+    // The displacement's error, relative to the displacement.
+    let (mut num, mut den) = (0.0, 0.0);
+    for i in 0..p.len() {
+        for c in 0..3 {
+            let (a, b) = (got.x[i][c] - p.x[i][c], q.x[i][c] - p.x[i][c]);
+            num += (a - b) * (a - b);
+            den += b * b;
+        }
+    }
+    let e = (num / den).sqrt();
+    println!(
+        "{} particles, 5 AB2 steps, f32 at 1e-4 against f64 direct: displacement off by {e:.2e}",
+        p.len()
+    );
+    assert!(e < 1e-3, "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_resident_run_resumes_from_the_hosts_copy_bit_for_bit() {
+    let p = jittered_ring();
+    let s = solver(Backend::Cuda, Method::direct(), Precision::F64);
+    let dt = 0.05;
+    let mut whole = DeviceVortex::<f64>::upload(gpu(), &p).unwrap();
+    let mut ws = whole.stepper_from(&Stepper::new(Scheme::Ab2)).unwrap();
+    for _ in 0..4 {
+        whole.step(&mut ws, &s, dt).unwrap();
+    }
+    let mut a = DeviceVortex::<f64>::upload(gpu(), &p).unwrap();
+    let mut sa = a.stepper_from(&Stepper::new(Scheme::Ab2)).unwrap();
+    for _ in 0..2 {
+        a.step(&mut sa, &s, dt).unwrap();
+    }
+    // What a checkpoint holds, written and read back.
+    let dir = std::env::temp_dir().join(format!("gpu_vortex_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.ckpt");
+    Checkpoint {
+        step: 2,
+        time: 2.0 * dt,
+        particles: a.download().unwrap(),
+        stepper: a.stepper_to_host(&sa).unwrap(),
+    }
+    .save(&path)
+    .unwrap();
+    let c = Checkpoint::load(&path).unwrap();
+    let mut b = DeviceVortex::<f64>::upload(gpu(), &c.particles).unwrap();
+    let mut sb = b.stepper_from(&c.stepper).unwrap();
+    for _ in 0..2 {
+        b.step(&mut sb, &s, dt).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(b.download().unwrap(), whole.download().unwrap());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_state_that_overflows_is_an_error_naming_the_particle() {
+    // Strengths near f32's largest: the stretching overflows the f32 sums
+    // and the state stops being finite.
+    let mut p = Ring::line(1.0, 1.0, 0.1, 64).particles().unwrap();
+    for a in &mut p.alpha {
+        *a = a.map(|c| c * 1e37);
+    }
+    let mut d = DeviceVortex::<f32>::upload(gpu(), &p).unwrap();
+    let mut st = d.stepper_from(&Stepper::new(Scheme::Rk2)).unwrap();
+    let s = solver(Backend::Cuda, Method::direct(), Precision::F32);
+    let e = d.step(&mut st, &s, 1.0).unwrap_err();
+    assert!(e.to_string().contains("not finite after a step"), "{e}");
+    let e = d.step(&mut st, &s, 0.0).unwrap_err();
+    assert!(e.to_string().contains("time step"), "{e}");
+}
