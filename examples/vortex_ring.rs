@@ -150,6 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         thin_ring_speed(r.circulation, r.radius, (w * w + 2.0 * args.nu * t).sqrt())
     };
     let first = Invariants::of(&p);
+    let integrals_at_start = solver.integrals(&p)?;
     println!(
         "Vortex ring: R = 1, circulation 1, core {} ({} spacings across, particles' sigma {:.4}), N = {}, {scheme:?}, dt = {}, {steps} steps, tolerance {:e}",
         args.core,
@@ -260,6 +261,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "linear impulse within {worst_drift:.1e} of its start; {evaluations} evaluations on {device}, {seconds:.1} s, {:.3} s each, largest estimated error {worst_error:.1e}",
         seconds / evaluations.max(1) as f64
+    );
+    // The energy: kept by an inviscid flow, spent at `dE/dt = -nu Z`.
+    let (a, b) = (integrals_at_start, solver.integrals(&p)?);
+    let change = b.energy - a.energy;
+    let predicted = -args.nu * 0.5 * (a.enstrophy + b.enstrophy) * span;
+    println!(
+        "energy {:.6} to {:.6} ({:+.2e}; -nu x enstrophy over the run, trapezoid: {predicted:+.2e}), enstrophy {:.4} to {:.4}, helicity {:.1e}",
+        a.energy, b.energy, change, a.enstrophy, b.enstrophy, b.helicity
     );
     write_whole(&args.csv, |f| f.write_all(csv.as_bytes()))?;
     println!("time series in {}", args.csv.display());

@@ -18,6 +18,7 @@
 pub mod checkpoint;
 pub mod diagnostics;
 pub mod error;
+pub mod integrals;
 pub mod integrate;
 pub mod output;
 pub mod particles;
@@ -31,6 +32,7 @@ pub mod vtk;
 pub use checkpoint::Checkpoint;
 pub use diagnostics::Invariants;
 pub use error::VortexError;
+pub use integrals::FieldIntegrals;
 pub use integrate::{Scheme, Stepper};
 pub use particles::VortexParticles;
 pub use rates::{Precision, Rates, Solver};

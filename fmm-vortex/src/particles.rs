@@ -2,6 +2,8 @@
 //! vorticity a particle carries times its volume), Gaussian core radii
 //! `sigma` and volumes, in f64 on the host between steps.
 
+use std::collections::HashMap;
+
 use crate::error::VortexError;
 
 /// Vortex particles (structure of arrays, one entry a particle).
@@ -98,4 +100,22 @@ impl VortexParticles {
         }
         Ok(())
     }
+}
+
+/// The pairs `(j, i)` of a source `j` at exactly the point `at[i]`: where
+/// a kernel of the DSL adds nothing (zero separation) and what needs a
+/// blob's value there adds it itself.
+pub(crate) fn coincident(sources: &[[f64; 3]], at: &[[f64; 3]]) -> Vec<(usize, usize)> {
+    let key = |v: &[f64; 3]| v.map(f64::to_bits);
+    let mut points: HashMap<[u64; 3], Vec<usize>> = HashMap::new();
+    for (i, y) in at.iter().enumerate() {
+        points.entry(key(y)).or_default().push(i);
+    }
+    let mut pairs = Vec::new();
+    for (j, x) in sources.iter().enumerate() {
+        if let Some(on) = points.get(&key(x)) {
+            pairs.extend(on.iter().map(|&i| (j, i)));
+        }
+    }
+    pairs
 }

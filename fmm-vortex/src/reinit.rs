@@ -17,12 +17,10 @@
 //! is the naive remeshing `beta = w h^3`. Lattice points where the
 //! vorticity is below `cull` of its largest are dropped.
 
-use std::collections::HashMap;
-
 use fmm_core::{evaluate, kernel, Particles, Real};
 
 use crate::error::VortexError;
-use crate::particles::VortexParticles;
+use crate::particles::{coincident, VortexParticles};
 use crate::rates::{Precision, Solver};
 
 kernel! {
@@ -139,19 +137,10 @@ impl Solver {
             .collect();
         // The blobs of the sources that sit exactly on a point (the
         // kernel, as every kernel of the DSL, adds nothing there).
-        let key = |v: &[f64; 3]| v.map(f64::to_bits);
-        let mut points: HashMap<[u64; 3], Vec<usize>> = HashMap::new();
-        for (i, y) in at.iter().enumerate() {
-            points.entry(key(y)).or_default().push(i);
-        }
-        for j in 0..p.len() {
-            if let Some(on) = points.get(&key(&p.x[j])) {
-                let g = blob_at_centre(p.sigma[j]);
-                for &i in on {
-                    for (wc, ac) in w[i].iter_mut().zip(p.alpha[j]) {
-                        *wc += g * ac;
-                    }
-                }
+        for (j, i) in coincident(&p.x, at) {
+            let g = blob_at_centre(p.sigma[j]);
+            for (wc, ac) in w[i].iter_mut().zip(p.alpha[j]) {
+                *wc += g * ac;
             }
         }
         Ok(w)
