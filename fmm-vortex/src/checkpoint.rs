@@ -71,6 +71,16 @@ impl Checkpoint {
         b.extend(self.time.to_le_bytes());
         b.push(scheme_tag(self.stepper.scheme));
         match &self.stepper.last {
+            Some((rates, _)) if rates.len() != 6 * n => {
+                return Err(VortexError::Checkpoint {
+                    path: path.display().to_string(),
+                    why: format!(
+                        "the stepper carries {} values of state, not the {} of the particles' positions and strengths (a stepper that moves passive particles too: checkpoints hold the vortex particles only)",
+                        rates.len(),
+                        6 * n
+                    ),
+                });
+            }
             Some((rates, dt)) => {
                 b.push(1);
                 b.extend(dt.to_le_bytes());

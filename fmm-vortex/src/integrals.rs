@@ -22,11 +22,11 @@
 //! the velocity's 0. An inviscid flow keeps `E` and `H`; viscosity takes
 //! energy away at `dE/dt = -nu Z`.
 
-use fmm_core::{evaluate, kernel, Particles, Real};
+use fmm_core::{evaluate, kernel, Particles};
 
 use crate::error::VortexError;
 use crate::particles::{coincident, VortexParticles};
-use crate::rates::{Precision, Solver};
+use crate::rates::Solver;
 
 kernel! {
     /// Pairs of Gaussian blobs of widths `sigma` (the source's) and
@@ -64,30 +64,23 @@ pub struct FieldIntegrals {
 }
 
 impl Solver {
-    /// The integrals of the particles' vorticity field (one evaluation).
+    /// The integrals of the particles' vorticity field (one evaluation,
+    /// by this solver's backend and method, in f64 whatever its
+    /// precision: a diagnostic, and one precision instantiates every
+    /// method for this kernel once, not twice).
     pub fn integrals(&self, p: &VortexParticles) -> Result<FieldIntegrals, VortexError> {
-        match self.precision {
-            Precision::F32 => self.integrals_in::<f32>(p),
-            Precision::F64 => self.integrals_in::<f64>(p),
-        }
-    }
-
-    fn integrals_in<R: Real>(&self, p: &VortexParticles) -> Result<FieldIntegrals, VortexError> {
         p.check()?;
         let n = p.len();
-        let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
-        let x = to(&p.x);
-        let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
-        let mut sources = Particles::sources::<BlobIntegrals>(&x)?;
+        let mut sources = Particles::sources::<BlobIntegrals>(&p.x)?;
         sources
-            .set_vec3("alpha", &to(&p.alpha))?
-            .set("sigma", &sigma)?;
-        let mut targets = Particles::targets::<BlobIntegrals>(&x)?;
-        targets.set("sigma_i", &sigma)?;
-        let e = evaluate::<BlobIntegrals, R>(self.backend, &self.method, &[], &targets, &sources)?;
-        let dot = |v: [&[R]; 3], i: usize| -> f64 {
-            (0..3).map(|c| v[c][i].to_f64() * p.alpha[i][c]).sum()
-        };
+            .set_vec3("alpha", &p.alpha)?
+            .set("sigma", &p.sigma)?;
+        let mut targets = Particles::targets::<BlobIntegrals>(&p.x)?;
+        targets.set("sigma_i", &p.sigma)?;
+        let e =
+            evaluate::<BlobIntegrals, f64>(self.backend, &self.method, &[], &targets, &sources)?;
+        let dot =
+            |v: [&[f64]; 3], i: usize| -> f64 { (0..3).map(|c| v[c][i] * p.alpha[i][c]).sum() };
         let (psi, w, u) = (
             e.outputs.vec3("psi")?,
             e.outputs.vec3("w")?,

@@ -234,32 +234,46 @@ impl Stepper {
         check_dt(dt)?;
         let n = p.len();
         let mut y = Vec::with_capacity(6 * n);
-        for i in 0..n {
-            y.extend(p.x[i]);
-            y.extend(p.alpha[i]);
-        }
+        pack(p, &mut y);
         let mut work = p.clone();
         let mut first = None;
         self.step(&mut y, dt, |s: &Vec<f64>| {
-            for i in 0..n {
-                work.x[i] = [s[6 * i], s[6 * i + 1], s[6 * i + 2]];
-                work.alpha[i] = [s[6 * i + 3], s[6 * i + 4], s[6 * i + 5]];
-            }
+            unpack(s, &mut work);
             let r = rates(&work)?;
             let mut k = Vec::with_capacity(6 * n);
-            for i in 0..n {
-                k.extend(r.u[i]);
-                k.extend(r.dalpha[i]);
-            }
+            pack_rates(&r, &mut k);
             first.get_or_insert(r);
             Ok(k)
         })?;
-        for i in 0..n {
-            p.x[i] = [y[6 * i], y[6 * i + 1], y[6 * i + 2]];
-            p.alpha[i] = [y[6 * i + 3], y[6 * i + 4], y[6 * i + 5]];
-        }
+        unpack(&y, p);
         p.check()?;
         Ok(first.expect("a step evaluates the rates"))
+    }
+}
+
+/// The particles' positions and strengths appended to `y`, six values a
+/// particle (the state a step integrates).
+pub(crate) fn pack(p: &VortexParticles, y: &mut Vec<f64>) {
+    for (x, a) in p.x.iter().zip(&p.alpha) {
+        y.extend(x);
+        y.extend(a);
+    }
+}
+
+/// The positions and strengths of `p` from the state `y` (as [`pack`]
+/// laid it out; `y` may run on past them).
+pub(crate) fn unpack(y: &[f64], p: &mut VortexParticles) {
+    for (i, (x, a)) in p.x.iter_mut().zip(p.alpha.iter_mut()).enumerate() {
+        *x = [y[6 * i], y[6 * i + 1], y[6 * i + 2]];
+        *a = [y[6 * i + 3], y[6 * i + 4], y[6 * i + 5]];
+    }
+}
+
+/// The rates `r` appended to `k` in [`pack`]'s layout.
+pub(crate) fn pack_rates(r: &Rates, k: &mut Vec<f64>) {
+    for (u, d) in r.u.iter().zip(&r.dalpha) {
+        k.extend(u);
+        k.extend(d);
     }
 }
 

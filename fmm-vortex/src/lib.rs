@@ -22,6 +22,7 @@ pub mod integrals;
 pub mod integrate;
 pub mod output;
 pub mod particles;
+pub mod passive;
 pub mod rates;
 pub mod reinit;
 pub mod resident;
@@ -35,6 +36,7 @@ pub use error::VortexError;
 pub use integrals::FieldIntegrals;
 pub use integrate::{Scheme, Stepper};
 pub use particles::VortexParticles;
+pub use passive::{Motion, Passive};
 pub use rates::{Precision, Rates, Solver};
 pub use resident::{DeviceVortex, StepReport};
 pub use ring::{

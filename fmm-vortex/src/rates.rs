@@ -69,37 +69,56 @@ impl Rates {
 impl Solver {
     /// The rates of `p`.
     pub fn rates(&self, p: &VortexParticles) -> Result<Rates, VortexError> {
+        Ok(self.rates_with(p, &[])?.0)
+    }
+
+    /// The rates of `p` and the velocity the particles induce at the
+    /// points `at` (passive particles: targets that are not sources), in
+    /// one evaluation.
+    pub fn rates_with(
+        &self,
+        p: &VortexParticles,
+        at: &[[f64; 3]],
+    ) -> Result<(Rates, Vec<[f64; 3]>), VortexError> {
         match self.precision {
-            Precision::F32 => self.rates_in::<f32>(p),
-            Precision::F64 => self.rates_in::<f64>(p),
+            Precision::F32 => self.rates_in::<f32>(p, at),
+            Precision::F64 => self.rates_in::<f64>(p, at),
         }
     }
 
-    fn rates_in<R: Real>(&self, p: &VortexParticles) -> Result<Rates, VortexError> {
+    fn rates_in<R: Real>(
+        &self,
+        p: &VortexParticles,
+        at: &[[f64; 3]],
+    ) -> Result<(Rates, Vec<[f64; 3]>), VortexError> {
         let t = Instant::now();
         let n = p.len();
-        let (targets, sources) = front_door_sets::<R>(p)?;
+        let (targets, sources) = front_door_sets::<R>(p, at)?;
         let e =
             evaluate::<VelocityStretching, R>(self.backend, &self.method, &[], &targets, &sources)?;
-        let back = |v: [&[R]; 3]| -> Vec<[f64; 3]> {
-            (0..n)
+        let back = |v: [&[R]; 3], range: std::ops::Range<usize>| -> Vec<[f64; 3]> {
+            range
                 .map(|i| [v[0][i].to_f64(), v[1][i].to_f64(), v[2][i].to_f64()])
                 .collect()
         };
-        Ok(Rates {
-            u: back(e.outputs.vec3("u")?),
-            dalpha: back(e.outputs.vec3("s")?),
+        let u = e.outputs.vec3("u")?;
+        let rates = Rates {
+            u: back(u, 0..n),
+            dalpha: back(e.outputs.vec3("s")?, 0..n),
             seconds: t.elapsed().as_secs_f64(),
             achieved: e.achieved,
             device: e.device,
-        })
+        };
+        Ok((rates, back(u, n..n + at.len())))
     }
 }
 
-/// The front door's targets (at the particles, carrying `alpha_i`) and
-/// sources (`alpha`, `sigma`) of the particles `p`, in precision `R`.
+/// The front door's targets (at the particles, carrying `alpha_i`, then
+/// at the points `at`, carrying none) and sources (`alpha`, `sigma`) of
+/// the particles `p`, in precision `R`.
 pub(crate) fn front_door_sets<R: Real>(
     p: &VortexParticles,
+    at: &[[f64; 3]],
 ) -> Result<(Particles<R>, Particles<R>), VortexError> {
     let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
     let x = to(&p.x);
@@ -107,7 +126,16 @@ pub(crate) fn front_door_sets<R: Real>(
     let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
     let mut sources = Particles::sources::<VelocityStretching>(&x)?;
     sources.set_vec3("alpha", &alpha)?.set("sigma", &sigma)?;
-    let mut targets = Particles::targets::<VelocityStretching>(&x)?;
-    targets.set_vec3("alpha_i", &alpha)?;
+    let (tx, talpha) = if at.is_empty() {
+        (x, alpha)
+    } else {
+        let mut tx = x;
+        tx.extend(to(at));
+        let mut talpha = alpha;
+        talpha.resize(tx.len(), [R::zero(); 3]);
+        (tx, talpha)
+    };
+    let mut targets = Particles::targets::<VelocityStretching>(&tx)?;
+    targets.set_vec3("alpha_i", &talpha)?;
     Ok((targets, sources))
 }

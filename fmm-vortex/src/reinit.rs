@@ -17,11 +17,11 @@
 //! is the naive remeshing `beta = w h^3`. Lattice points where the
 //! vorticity is below `cull` of its largest are dropped.
 
-use fmm_core::{evaluate, kernel, Particles, Real};
+use fmm_core::{evaluate, kernel, Particles};
 
 use crate::error::VortexError;
 use crate::particles::{coincident, VortexParticles};
-use crate::rates::{Precision, Solver};
+use crate::rates::Solver;
 
 kernel! {
     /// The vorticity of Gaussian blobs: `w(x) = sum_j alpha_j
@@ -105,36 +105,29 @@ pub struct Reinitialised {
 
 impl Solver {
     /// The vorticity of the particles `p` at the points `at`, a particle
-    /// on a point included.
+    /// on a point included, by this solver's backend and method in f64
+    /// whatever its precision (the interpolation's conjugate gradients
+    /// stall at the products' rounding; and one precision instantiates
+    /// every method for this kernel once, not twice).
     pub fn vorticity(
         &self,
         p: &VortexParticles,
         at: &[[f64; 3]],
     ) -> Result<Vec<[f64; 3]>, VortexError> {
-        match self.precision {
-            Precision::F32 => self.vorticity_in::<f32>(p, at),
-            Precision::F64 => self.vorticity_in::<f64>(p, at),
-        }
-    }
-
-    fn vorticity_in<R: Real>(
-        &self,
-        p: &VortexParticles,
-        at: &[[f64; 3]],
-    ) -> Result<Vec<[f64; 3]>, VortexError> {
-        let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
-        let mut sources = Particles::sources::<GaussianVorticity>(&to(&p.x))?;
-        let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
+        let mut sources = Particles::sources::<GaussianVorticity>(&p.x)?;
         sources
-            .set_vec3("alpha", &to(&p.alpha))?
-            .set("sigma", &sigma)?;
-        let targets = Particles::targets::<GaussianVorticity>(&to(at))?;
-        let e =
-            evaluate::<GaussianVorticity, R>(self.backend, &self.method, &[], &targets, &sources)?;
+            .set_vec3("alpha", &p.alpha)?
+            .set("sigma", &p.sigma)?;
+        let targets = Particles::targets::<GaussianVorticity>(at)?;
+        let e = evaluate::<GaussianVorticity, f64>(
+            self.backend,
+            &self.method,
+            &[],
+            &targets,
+            &sources,
+        )?;
         let [x, y, z] = e.outputs.vec3("w")?;
-        let mut w: Vec<[f64; 3]> = (0..at.len())
-            .map(|i| [x[i].to_f64(), y[i].to_f64(), z[i].to_f64()])
-            .collect();
+        let mut w: Vec<[f64; 3]> = (0..at.len()).map(|i| [x[i], y[i], z[i]]).collect();
         // The blobs of the sources that sit exactly on a point (the
         // kernel, as every kernel of the DSL, adds nothing there).
         for (j, i) in coincident(&p.x, at) {
