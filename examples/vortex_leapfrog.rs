@@ -104,12 +104,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             backend: args.backend.core(),
             method: Method::direct(),
             precision: Precision::F64,
+            ..Solver::default()
         }
     } else {
         Solver {
             backend: args.backend.core(),
             method: Method::tolerance(args.tol),
             precision: Precision::F32,
+            ..Solver::default()
         }
     };
     // The interpolation's products by the f64 direct sum (the conjugate

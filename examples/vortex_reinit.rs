@@ -59,6 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         backend: args.backend.core(),
         method: Method::direct(),
         precision: Precision::F64,
+        ..Solver::default()
     };
     println!(
         "{:>7} {:>6} {:>8} {:>7} {:>8} {:>6} {:>9} {:>10} {:>10}",

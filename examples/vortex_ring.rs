@@ -96,6 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         backend: args.backend.core(),
         method: Method::tolerance(args.tol),
         precision: Precision::F32,
+        ..Solver::default()
     };
     if !args.no_convergence {
         println!("The speed at the start against the core's resolution (Saffman: the thin-ring formula for the same vorticity):");

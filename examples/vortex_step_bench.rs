@@ -44,6 +44,10 @@ struct Args {
     /// Sum in f64 rather than f32.
     #[arg(long)]
     f64: bool,
+    /// A ground plane this far below the ring's centre (its images double
+    /// the sources); none where absent.
+    #[arg(long)]
+    ground: Option<f64>,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -59,15 +63,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             Precision::F32
         },
+        domain: match args.ground {
+            Some(h) => fmm_vortex::ground_plane(-h),
+            None => fmm_core::Domain::FreeSpace,
+        },
     };
     println!(
-        "ring, core {} by {} spacings: N = {}, {scheme:?}, dt = {}, tolerance {:e}, {} sums, on {}",
+        "ring, core {} by {} spacings: N = {}, {scheme:?}, dt = {}, tolerance {:e}, {} sums, {}, on {}",
         args.core,
         args.layers,
         p.len(),
         args.dt,
         args.tol,
         if args.f64 { "f64" } else { "f32" },
+        solver.domain.name(),
         gpu.info()
     );
     let (resident, snapshot) = if args.f64 {

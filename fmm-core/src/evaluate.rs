@@ -134,6 +134,23 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
     }
     method.check::<K>()?;
     check_domain::<K>(method, &problem)?;
+    if let Some(w) = problem.domain.wall() {
+        // The sources and their images in free space, at targets with
+        // positions of their own (the images are not target points).
+        // (Targets at the sources' points are checked with them.)
+        sources.check_side(gpu, w, "source")?;
+        targets.check_side(gpu, w, "target")?;
+        let images = sources.with_images(gpu, w)?;
+        let placed;
+        let targets = if targets.at_sources() {
+            placed = targets.placed_at(gpu, sources)?;
+            &placed
+        } else {
+            targets
+        };
+        let free = Problem::new(problem.params);
+        return evaluate_resident::<K, R>(gpu, method, free, targets, &images);
+    }
     if problem.domain.periodic().is_some() && !gpu_runs_periodic(method) {
         return Err(on_gpu(&problem));
     }
@@ -304,17 +321,26 @@ fn check<K: Kernel, R: Real>(
     check_requirements::<K, R>(problem.params, targets, sources)?;
     method.check::<K>()?;
     check_domain::<K>(method, problem)?;
+    if let Some(w) = problem.domain.wall() {
+        w.check_side("source", sources.positions()[w.axis])?;
+        w.check_side("target", targets.positions()[w.axis])?;
+    }
     Ok(p)
 }
 
-/// The domain's own checks, and whether `method` runs in it: a periodic
-/// box runs by the direct sum (Ewald) on the CPU, and the treecode and
+/// The domain's own checks, and whether `method` runs in it: a wall runs
+/// every method (its images are sources), for a kernel with the source
+/// fields it names odd; a periodic box runs by the direct sum (Ewald) on the CPU, and the treecode and
 /// the FMM (every far field; a tolerance by the FMM's Laplace
 /// expansions) on the CPU and the GPU ([`gpu_runs_periodic`]), the images
 /// past the nearest by Laplace expansions, for kernels that declare a
 /// Laplace far field; the rest say so, naming what does.
 fn check_domain<K: Kernel>(method: &Method, problem: &Problem<'_>) -> Result<(), Error> {
     problem.domain.check()?;
+    // A wall runs every method: its images are sources in free space.
+    if let Some(w) = problem.domain.wall() {
+        return w.check_kernel::<K>();
+    }
     let Some(pbox) = problem.domain.periodic() else {
         return Ok(());
     };
@@ -401,6 +427,13 @@ fn evaluate_checked<K: Kernel, R: Real>(
     targets: &Particles<R>,
     sources: &Particles<R>,
 ) -> Result<Evaluation<R>, Error> {
+    if let Some(w) = problem.domain.wall() {
+        // Checked on the wall's side: the sources and their images in
+        // free space.
+        let free = Problem::new(problem.params);
+        let images = w.with_images(sources);
+        return evaluate_checked::<K, R>(device, method, &free, params, targets, &images);
+    }
     let name = device.to_string();
     let mut stats = Stats::default();
     let no = K::def().n_outputs();

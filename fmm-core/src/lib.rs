@@ -47,7 +47,7 @@ pub use cuda::resident::{DeviceOutputs, DeviceParticles};
 /// The CUDA driver bindings the GPU path is built on, for integrators of
 /// the caller's own that update [`DeviceParticles`] in place.
 pub use cudarc;
-pub use domain::{Boundary, Domain, PeriodicBox};
+pub use domain::{Boundary, Domain, PeriodicBox, Wall};
 pub use error::Error;
 pub use evaluate::{evaluate, evaluate_on, evaluate_resident, Evaluation, ResidentEvaluation};
 pub use far::FarField;

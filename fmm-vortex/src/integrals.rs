@@ -22,7 +22,7 @@
 //! the velocity's 0. An inviscid flow keeps `E` and `H`; viscosity takes
 //! energy away at `dE/dt = -nu Z`.
 
-use fmm_core::{evaluate, kernel, Particles};
+use fmm_core::{kernel, Particles};
 
 use crate::error::VortexError;
 use crate::particles::{coincident, VortexParticles};
@@ -77,8 +77,7 @@ impl Solver {
             .set("sigma", &p.sigma)?;
         let mut targets = Particles::targets::<BlobIntegrals>(&p.x)?;
         targets.set("sigma_i", &p.sigma)?;
-        let e =
-            evaluate::<BlobIntegrals, f64>(self.backend, &self.method, &[], &targets, &sources)?;
+        let e = self.evaluate::<BlobIntegrals, f64>(&targets, &sources)?;
         let dot =
             |v: [&[f64]; 3], i: usize| -> f64 { (0..3).map(|c| v[c][i] * p.alpha[i][c]).sum() };
         let (psi, w, u) = (

@@ -5,10 +5,11 @@
 //! fused `VelocityStretching` kernel at a method the caller picks (a
 //! tolerance by default, on any backend), time integration (second-order
 //! Adams-Bashforth, the papers' choice; Runge-Kutta 2, a low-storage RK3,
-//! RK4), viscous diffusion by core spreading, the invariants an inviscid
-//! run keeps (total circulation, linear and angular impulse), checkpoints
-//! a run resumes from bit for bit, and the thin vortex ring: its
-//! particles and the classical speed it moves at.
+//! RK4), viscous diffusion by core spreading, a ground plane by mirror
+//! images (`ground_plane`), the invariants an inviscid run keeps (total
+//! circulation, linear and angular impulse), checkpoints a run resumes
+//! from bit for bit, and the thin vortex ring: its particles and the
+//! classical speed it moves at.
 //!
 //! A crate of its own rather than a module of `fmm-core`: an application
 //! above the front door (`shared/STYLE.md`), which the core never imports,
@@ -37,10 +38,11 @@ pub use integrals::FieldIntegrals;
 pub use integrate::{Scheme, Stepper};
 pub use particles::VortexParticles;
 pub use passive::{Motion, Passive};
-pub use rates::{Precision, Rates, Solver};
+pub use rates::{ground_plane, Precision, Rates, Solver};
 pub use resident::{DeviceVortex, StepReport};
 pub use ring::{
-    impulse_centre, impulse_centre_speed, line_ring_speed, ring_radius, thin_ring_speed, Ring,
+    filament_velocity, impulse_centre, impulse_centre_speed, line_ring_over_ground,
+    line_ring_speed, ring_radius, thin_ring_speed, Ring,
 };
 pub use viscous::spread_cores;
 pub use vtk::write_vtp;

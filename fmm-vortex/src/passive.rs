@@ -10,6 +10,12 @@
 //! without the added-mass, pressure and history terms, which a particle
 //! much denser than the air does not feel); in still air it falls at
 //! `g tau`.
+//!
+//! Over a ground plane ([`Passive::over_ground`]) a particle that reaches
+//! the plane is deposited: it stays on it, at rest (the velocity there is
+//! the plane's, so a stage that would take it below evaluates it on the
+//! plane). Picking deposited dust up again (saltation, a threshold
+//! friction velocity) is a model of its own, not made here.
 
 use crate::error::VortexError;
 use crate::integrate::{check_dt, pack, pack_rates, unpack, Stepper};
@@ -36,6 +42,8 @@ pub struct Passive {
     /// Their own velocities (inertial particles; tracers keep none).
     pub v: Vec<[f64; 3]>,
     pub motion: Motion,
+    /// The ground plane `z = z0` the particles settle on, if any.
+    pub ground: Option<f64>,
 }
 
 impl Passive {
@@ -45,6 +53,7 @@ impl Passive {
             v: Vec::new(),
             x,
             motion: Motion::Tracer,
+            ground: None,
         };
         p.check()?;
         Ok(p)
@@ -64,9 +73,46 @@ impl Passive {
                 response_time,
                 gravity,
             },
+            ground: None,
         };
         p.check()?;
         Ok(p)
+    }
+
+    /// The same particles over the ground plane `z = z0`: those on or
+    /// below it are put on it (at rest, if inertial).
+    pub fn over_ground(mut self, z0: f64) -> Result<Self, VortexError> {
+        if !z0.is_finite() {
+            return Err(VortexError::BadSetting {
+                what: "the ground plane's height",
+                value: z0,
+                why: "must be finite",
+            });
+        }
+        self.ground = Some(z0);
+        self.deposit();
+        Ok(self)
+    }
+
+    /// The particles that reached the ground put on it, at rest.
+    fn deposit(&mut self) {
+        let Some(z0) = self.ground else { return };
+        for i in 0..self.x.len() {
+            if self.x[i][2] <= z0 {
+                self.x[i][2] = z0;
+                if let Some(v) = self.v.get_mut(i) {
+                    *v = [0.0; 3];
+                }
+            }
+        }
+    }
+
+    /// How many particles lie on the ground.
+    pub fn deposited(&self) -> usize {
+        match self.ground {
+            Some(z0) => self.x.iter().filter(|x| x[2] <= z0).count(),
+            None => 0,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -152,6 +198,18 @@ impl Stepper {
     ) -> Result<Rates, VortexError> {
         check_dt(dt)?;
         q.check()?;
+        if let Motion::Inertial { response_time, .. } = q.motion {
+            // Explicit drag is stable to dt = 2 tau (Heun, AB2) or 2.8 tau
+            // (RK4), and accurate only well below: refuse a step past tau.
+            if dt > response_time {
+                return Err(VortexError::BadSetting {
+                    what: "the step for the passive particles' response time",
+                    value: dt,
+                    why: "must be at most the response time: the drag would be unstable \
+                          (take a shorter step or a longer response time)",
+                });
+            }
+        }
         let (n, m, w) = (p.len(), q.len(), q.width());
         let mut y = Vec::with_capacity(6 * n + w * m);
         pack(p, &mut y);
@@ -164,11 +222,18 @@ impl Stepper {
         let mut work = p.clone();
         let mut first = None;
         let mut at = vec![[0.0; 3]; m];
+        let grounded: Vec<bool> = (0..m)
+            .map(|i| q.ground.is_some_and(|z0| q.x[i][2] <= z0))
+            .collect();
         self.step(&mut y, dt, |s: &Vec<f64>| {
             unpack(s, &mut work);
             let passive = &s[6 * n..];
             for (i, a) in at.iter_mut().enumerate() {
                 *a = [passive[w * i], passive[w * i + 1], passive[w * i + 2]];
+                // A stage below the ground is evaluated on it.
+                if let Some(z0) = q.ground {
+                    a[2] = a[2].max(z0);
+                }
             }
             let (r, u) = solver.rates_with(&work, &at)?;
             let mut k = Vec::with_capacity(s.len());
@@ -176,6 +241,9 @@ impl Stepper {
             for i in 0..m {
                 match q.motion {
                     Motion::Tracer => k.extend(u[i]),
+                    // Deposited at the step's start: at rest on the
+                    // ground, whatever the flow above it does.
+                    Motion::Inertial { .. } if grounded[i] => k.extend([0.0; 6]),
                     Motion::Inertial {
                         response_time,
                         gravity,
@@ -199,6 +267,7 @@ impl Stepper {
                 q.v[i] = [passive[w * i + 3], passive[w * i + 4], passive[w * i + 5]];
             }
         }
+        q.deposit();
         p.check()?;
         q.check()?;
         Ok(first.expect("a step evaluates the rates"))

@@ -6,7 +6,9 @@
 use std::time::Instant;
 
 use fmm_core::kernels::VelocityStretching;
-use fmm_core::{evaluate, Achieved, Backend, Method, Particles, Real};
+use fmm_core::{
+    evaluate, Achieved, Backend, Domain, Evaluation, Kernel, Method, Particles, Problem, Real, Wall,
+};
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
@@ -18,14 +20,18 @@ pub enum Precision {
     F64,
 }
 
-/// How the rates are summed: a backend, a method of the front door and a
-/// precision. The default: a relative tolerance of 1e-4 (the papers'
-/// accuracy), on the GPU where there is one, in f32.
+/// How the rates are summed: a backend, a method of the front door, a
+/// precision and the domain. The default: a relative tolerance of 1e-4
+/// (the papers' accuracy), on the GPU where there is one, in f32, in free
+/// space.
 #[derive(Clone, Debug)]
 pub struct Solver {
     pub backend: Backend,
     pub method: Method,
     pub precision: Precision,
+    /// Free space, or the half-space above a ground plane
+    /// ([`ground_plane`]): the front door adds the particles' images.
+    pub domain: Domain,
 }
 
 impl Default for Solver {
@@ -34,8 +40,22 @@ impl Default for Solver {
             backend: Backend::Auto,
             method: Method::tolerance(1e-4),
             precision: Precision::F32,
+            domain: Domain::FreeSpace,
         }
     }
+}
+
+/// The half-space `z >= z0` above a ground plane: each particle's image
+/// is its reflection in the plane with its strength an axial vector
+/// (`(-alpha_x, -alpha_y, alpha_z)`) and its core kept, which makes the
+/// normal velocity vanish on the plane (no flow through it; the flow
+/// slips along it: the images make no boundary layer). Every kernel of
+/// this crate names its strength `alpha`, so one domain serves the rates,
+/// the vorticity and the field's integrals (which are then the
+/// half-space's: the images' share of each sum is the particles' by
+/// symmetry).
+pub fn ground_plane(z0: f64) -> Domain {
+    Domain::Wall(Wall::new(2, z0).with_odd(&["alpha"]))
 }
 
 /// The rates of every particle, and what their evaluation took.
@@ -67,6 +87,32 @@ impl Rates {
 }
 
 impl Solver {
+    /// The same solver in `domain`.
+    pub fn in_domain(self, domain: Domain) -> Self {
+        Solver { domain, ..self }
+    }
+
+    /// The front door's problem: no parameters, this solver's domain.
+    pub(crate) fn problem(&self) -> Problem<'static> {
+        Problem::new(&[]).in_domain(self.domain)
+    }
+
+    /// Kernel `K` (of no parameters) from `sources` at `targets` by this
+    /// solver's backend, method and domain.
+    pub(crate) fn evaluate<K: Kernel, R: Real>(
+        &self,
+        targets: &Particles<R>,
+        sources: &Particles<R>,
+    ) -> Result<Evaluation<R>, VortexError> {
+        Ok(evaluate::<K, R>(
+            self.backend,
+            &self.method,
+            self.problem(),
+            targets,
+            sources,
+        )?)
+    }
+
     /// The rates of `p`.
     pub fn rates(&self, p: &VortexParticles) -> Result<Rates, VortexError> {
         Ok(self.rates_with(p, &[])?.0)
@@ -94,8 +140,7 @@ impl Solver {
         let t = Instant::now();
         let n = p.len();
         let (targets, sources) = front_door_sets::<R>(p, at)?;
-        let e =
-            evaluate::<VelocityStretching, R>(self.backend, &self.method, &[], &targets, &sources)?;
+        let e = self.evaluate::<VelocityStretching, R>(&targets, &sources)?;
         let back = |v: [&[R]; 3], range: std::ops::Range<usize>| -> Vec<[f64; 3]> {
             range
                 .map(|i| [v[0][i].to_f64(), v[1][i].to_f64(), v[2][i].to_f64()])

@@ -17,7 +17,7 @@
 //! is the naive remeshing `beta = w h^3`. Lattice points where the
 //! vorticity is below `cull` of its largest are dropped.
 
-use fmm_core::{evaluate, kernel, Particles};
+use fmm_core::{kernel, Particles};
 
 use crate::error::VortexError;
 use crate::particles::{coincident, VortexParticles};
@@ -119,13 +119,7 @@ impl Solver {
             .set_vec3("alpha", &p.alpha)?
             .set("sigma", &p.sigma)?;
         let targets = Particles::targets::<GaussianVorticity>(at)?;
-        let e = evaluate::<GaussianVorticity, f64>(
-            self.backend,
-            &self.method,
-            &[],
-            &targets,
-            &sources,
-        )?;
+        let e = self.evaluate::<GaussianVorticity, f64>(&targets, &sources)?;
         let [x, y, z] = e.outputs.vec3("w")?;
         let mut w: Vec<[f64; 3]> = (0..at.len()).map(|i| [x[i], y[i], z[i]]).collect();
         // The blobs of the sources that sit exactly on a point (the

@@ -491,7 +491,7 @@ fn evaluate<R: Real>(
     let ev = evaluate_resident::<VelocityStretching, R>(
         regs.gpu,
         &solver.method,
-        &[],
+        solver.problem(),
         targets,
         sources,
     )?;

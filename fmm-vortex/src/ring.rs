@@ -205,3 +205,38 @@ pub fn line_ring_speed(gamma: f64, radius: f64, sigma: f64) -> f64 {
     let delta = 2f64.sqrt() * sigma;
     gamma / (4.0 * PI * radius) * ((8.0 * radius / delta).ln() - 1.0 + EULER_GAMMA / 2.0)
 }
+
+/// The velocity `[u_r, u_z]` a circular line vortex of circulation
+/// `gamma` and radius `a`, about the z axis in the plane `z = 0`,
+/// induces at distance `r` from the axis and height `z`: the Biot-Savart
+/// integral around the circle by the trapezoid rule on `m` points (for a
+/// periodic smooth integrand, exact to round-off once `m` resolves the
+/// point's distance from the line).
+pub fn filament_velocity(gamma: f64, a: f64, r: f64, z: f64, m: usize) -> [f64; 2] {
+    let (mut ur, mut uz) = (0.0, 0.0);
+    let dphi = 2.0 * PI / m as f64;
+    for k in 0..m {
+        let (s, c) = (k as f64 * dphi).sin_cos();
+        // dl = a (-sin, cos, 0) dphi; x - y = (r - a cos, -a sin, z).
+        let d = [r - a * c, -a * s, z];
+        let dl = [-a * s, a * c, 0.0];
+        let r3 = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).powf(1.5);
+        // (dl x d): x and z components (the point lies in the x-z plane).
+        ur += (dl[1] * d[2] - dl[2] * d[1]) / r3;
+        uz += (dl[0] * d[1] - dl[1] * d[0]) / r3;
+    }
+    let f = gamma / (4.0 * PI) * dphi;
+    [f * ur, f * uz]
+}
+
+/// The thin-ring model of a ring of one line of particles (core `sigma`,
+/// circulation `gamma`) of radius `radius` at height `height` above a
+/// ground plane `z = 0`: `[dR/dt, dh/dt]`, its own speed
+/// ([`line_ring_speed`]) plus the velocity its image (the ring reflected,
+/// circulation `-gamma`) induces on its centre line. Good while the ring
+/// is a few cores from the plane; nearer, the cores deform, which the
+/// model does not see.
+pub fn line_ring_over_ground(gamma: f64, radius: f64, height: f64, sigma: f64) -> [f64; 2] {
+    let [ur, uz] = filament_velocity(-gamma, radius, radius, 2.0 * height, 4096);
+    [ur, line_ring_speed(gamma, radius, sigma) + uz]
+}

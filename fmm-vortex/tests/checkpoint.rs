@@ -9,6 +9,7 @@ fn solver() -> Solver {
         backend: Backend::Cpu,
         method: Method::direct(),
         precision: Precision::F64,
+        ..Solver::default()
     }
 }
 

@@ -13,6 +13,7 @@ fn direct() -> Solver {
         backend: Backend::Cpu,
         method: Method::direct(),
         precision: Precision::F64,
+        ..Solver::default()
     }
 }
 

@@ -14,6 +14,7 @@ fn direct() -> Solver {
         backend: Backend::Cpu,
         method: Method::direct(),
         precision: Precision::F64,
+        ..Solver::default()
     }
 }
 

@@ -11,6 +11,7 @@ fn direct() -> Solver {
         backend: Backend::Cpu,
         method: Method::direct(),
         precision: Precision::F64,
+        ..Solver::default()
     }
 }
 

@@ -122,8 +122,40 @@ __device__ void widen(long long n, const T* in, double* out) {
         widen<T>(n, in, out);                                                                  \
     }
 
+// A wall's images (domain/wall.rs): the n values of `in` followed by
+// `scale * in + shift` (a reflected coordinate, or a field times its
+// parity), 2n in all.
+template <typename T>
+__device__ void mirror(long long n, const T* in, T scale, T shift, T* out) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) {
+        const T v = in[i];
+        out[i] = v;
+        out[n + i] = scale * v + shift;
+    }
+}
+
+// The least index whose value is below `at` (or not a number) into
+// `first` (set to n before): a point below a wall.
+template <typename T>
+__device__ void first_below(long long n, const T* x, double at, long long* first) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n && !((double)x[i] >= at)) atomicMin((unsigned long long*)first, (unsigned long long)i);
+}
+
+#define WALLS(T, S)                                                                            \
+    extern "C" __global__ void mirror_##S(long long n, const T* in, T scale, T shift, T* out) { \
+        mirror<T>(n, in, scale, shift, out);                                                   \
+    }                                                                                          \
+    extern "C" __global__ void first_below_##S(long long n, const T* x, double at,            \
+                                               long long* first) {                             \
+        first_below<T>(n, x, at, first);                                                       \
+    }
+
 MOVES(float, f32)
 MOVES(double, f64)
+WALLS(float, f32)
+WALLS(double, f64)
 
 // Indices picked from an index array (the error estimate's samples from
 // a Morton order).

@@ -38,6 +38,8 @@ entry_points! {
         gather_i32 = "gather_i32",
         scatter = "scatter" per_precision,
         widen = "widen" per_precision,
+        mirror = "mirror" per_precision,
+        first_below = "first_below" per_precision,
     }
 }
 
@@ -194,4 +196,43 @@ pub(crate) fn widen<R: Real>(
         launch!(s, p.widen, blocks(n, BLOCK as usize), "widen"; &ni, x, &mut out)?;
     }
     Ok(out)
+}
+
+/// The `n` values of `x` followed by `scale * x + shift`: a wall's
+/// images of a coordinate or a field.
+pub(crate) fn mirror<R: Real>(
+    gpu: &Gpu,
+    x: &CudaSlice<R>,
+    n: usize,
+    scale: f64,
+    shift: f64,
+) -> Result<CudaSlice<R>, Error> {
+    let p = Primitives::get::<R>(gpu)?;
+    let s = gpu.stream();
+    let mut out = alloc::<R>(s, 2 * n)?;
+    if n > 0 {
+        let (ni, scale, shift) = (n as i64, R::c(scale), R::c(shift));
+        launch!(s, p.mirror, blocks(n, BLOCK as usize), "mirror"; &ni, x, &scale, &shift, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The least index of the first `n` values of `x` below `at` (or not a
+/// number), if any: a point below a wall.
+pub(crate) fn first_below<R: Real>(
+    gpu: &Gpu,
+    x: &CudaSlice<R>,
+    n: usize,
+    at: f64,
+) -> Result<Option<usize>, Error> {
+    if n == 0 {
+        return Ok(None);
+    }
+    let p = Primitives::get::<R>(gpu)?;
+    let s = gpu.stream();
+    let ni = n as i64;
+    let mut first = super::device::upload(s, &[ni])?;
+    launch!(s, p.first_below, blocks(n, BLOCK as usize), "first_below"; &ni, x, &at, &mut first)?;
+    let i = super::device::download(s, &first, 1)?[0];
+    Ok((i < ni).then_some(i as usize))
 }

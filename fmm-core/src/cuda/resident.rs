@@ -16,6 +16,7 @@
 use cudarc::driver::CudaSlice;
 
 use super::Gpu;
+use crate::domain::Wall;
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::outputs::Outputs;
@@ -149,6 +150,97 @@ impl<R: Real> DeviceParticles<R> {
             layout: self.layout.clone(),
             pos: [take(&pos[0])?, take(&pos[1])?, take(&pos[2])?],
             slots: self.slots.iter().map(take).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// These sources followed by their mirror images in `wall`: `2n`
+    /// sources in free space (`Wall::with_images` on the device).
+    pub(crate) fn with_images(&self, gpu: &Gpu, wall: &Wall) -> Result<Self, Error> {
+        let n = self.n;
+        let pos = self.placed_positions()?;
+        let mirror = |x: &CudaSlice<R>, scale: f64, shift: f64| {
+            super::primitives::mirror(gpu, x, n, scale, shift)
+        };
+        let mut images = Vec::with_capacity(3);
+        for (a, x) in pos.iter().enumerate() {
+            images.push(if a == wall.axis {
+                mirror(x, -1.0, 2.0 * wall.at)?
+            } else {
+                mirror(x, 1.0, 0.0)?
+            });
+        }
+        let signs = wall.slot_signs(&self.layout);
+        let slots = self
+            .slots
+            .iter()
+            .zip(signs)
+            .map(|(x, c)| mirror(x, c, 0.0))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DeviceParticles {
+            kernel: self.kernel,
+            role: self.role,
+            layout: self.layout.clone(),
+            n: 2 * n,
+            pos: Some(
+                images
+                    .try_into()
+                    .unwrap_or_else(|_| unreachable!("three axes")),
+            ),
+            slots,
+        })
+    }
+
+    /// These targets with positions of their own: where they sit at the
+    /// sources' points, a copy of `sources`' positions (and of the
+    /// fields), for an evaluation whose sources are not those points.
+    pub(crate) fn placed_at(&self, gpu: &Gpu, sources: &DeviceParticles<R>) -> Result<Self, Error> {
+        let s = gpu.stream();
+        let copy = |x: &CudaSlice<R>| {
+            s.clone_dtod(x)
+                .map_err(super::device::cuda_err("copy on the device"))
+        };
+        let pos = match &self.pos {
+            Some(p) => p,
+            None => sources.placed_positions()?,
+        };
+        Ok(DeviceParticles {
+            kernel: self.kernel,
+            role: self.role,
+            layout: self.layout.clone(),
+            n: self.n,
+            pos: Some([copy(&pos[0])?, copy(&pos[1])?, copy(&pos[2])?]),
+            slots: self.slots.iter().map(copy).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Checks that these particles (a `what` set) lie on `wall`'s side;
+    /// targets at the sources' points have no positions of their own to
+    /// check.
+    pub(crate) fn check_side(&self, gpu: &Gpu, wall: &Wall, what: &str) -> Result<(), Error> {
+        let Some(pos) = self.pos.as_ref() else {
+            return Ok(());
+        };
+        let x = &pos[wall.axis];
+        match super::primitives::first_below(gpu, x, self.n, wall.at)? {
+            None => Ok(()),
+            Some(i) => {
+                let v = gpu
+                    .stream()
+                    .clone_dtoh(&x.slice(i..i + 1))
+                    .map_err(super::device::cuda_err("copy from the device"))?[0];
+                Err(wall.below(what, i, v.to_f64()))
+            }
+        }
+    }
+
+    /// The positions, which a set at the sources' points does not have.
+    fn placed_positions(&self) -> Result<&[CudaSlice<R>; 3], Error> {
+        self.pos.as_ref().ok_or_else(|| {
+            Error::BadOption(format!(
+                "{}s of {} at the sources' points have no positions of their own",
+                self.role.name(),
+                self.kernel
+            ))
         })
     }
 

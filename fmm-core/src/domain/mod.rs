@@ -1,8 +1,9 @@
 //! The domain floor: where the particles live, and what that asks of every
-//! method. Free space, or a periodic box (periodic along all three axes, two
-//! (a slab) or one (a wire)); the box's checks, the wrapping of positions
-//! into it, its lattice of images and the statement of the boundary at
-//! infinity are here once, below every method.
+//! method. Free space, a periodic box (periodic along all three axes, two
+//! (a slab) or one (a wire)), or the half-space above a plane wall
+//! ([`Wall`], by mirror images); the box's checks, the wrapping of
+//! positions into it, its lattice of images and the statement of the
+//! boundary at infinity are here once, below every method.
 //!
 //! Conventions (the README's "Periodic boxes" says them to users):
 //! - The box is a cube `[origin, origin + side)^3`. Along a periodic axis a
@@ -28,7 +29,9 @@ use rayon::prelude::*;
 use crate::error::Error;
 
 mod moments;
+mod wall;
 pub use moments::{Moments, NEUTRAL};
+pub use wall::Wall;
 
 /// The region the particles live in.
 ///
@@ -42,14 +45,25 @@ pub enum Domain {
     FreeSpace,
     /// A periodic box: every source and all its lattice images.
     Periodic(PeriodicBox),
+    /// The half-space above a plane wall: every source and its mirror
+    /// image, each source field's image even or odd as the wall says.
+    Wall(Wall),
 }
 
 impl Domain {
     /// The box, where the domain is periodic.
     pub fn periodic(&self) -> Option<&PeriodicBox> {
         match self {
-            Domain::FreeSpace => None,
             Domain::Periodic(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The wall, where the domain is a half-space.
+    pub fn wall(&self) -> Option<&Wall> {
+        match self {
+            Domain::Wall(w) => Some(w),
+            _ => None,
         }
     }
 
@@ -58,6 +72,7 @@ impl Domain {
         match self {
             Domain::FreeSpace => Ok(()),
             Domain::Periodic(b) => b.check(),
+            Domain::Wall(w) => w.check(),
         }
     }
 
@@ -66,6 +81,7 @@ impl Domain {
         match self {
             Domain::FreeSpace => "free space".into(),
             Domain::Periodic(b) => b.name(),
+            Domain::Wall(w) => format!("half-space above the {}", w.name()),
         }
     }
 }

@@ -38,6 +38,7 @@ fn solver(backend: Backend, method: Method, precision: Precision) -> Solver {
         backend,
         method,
         precision,
+        ..Solver::default()
     }
 }
 
@@ -197,4 +198,62 @@ fn a_state_that_overflows_is_an_error_naming_the_particle() {
     assert!(e.to_string().contains("not finite after a step"), "{e}");
     let e = d.step(&mut st, &s, 0.0).unwrap_err();
     assert!(e.to_string().contains("time step"), "{e}");
+}
+
+/// The jittered ring lifted to sit `h` above the ground `z = 0`.
+fn ring_over_ground(h: f64) -> VortexParticles {
+    let mut p = jittered_ring();
+    for x in &mut p.x {
+        x[2] += h;
+    }
+    p
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn over_the_ground_resident_steps_give_the_host_steps() {
+    // The images made on the device (a mirror kernel), the targets given
+    // positions of their own, the side checked by a reduction.
+    let p = ring_over_ground(0.5);
+    let (dt, steps) = (0.05, 3);
+    let ground = ground_plane(0.0);
+    let host = solver(Backend::Cpu, Method::direct(), Precision::F64).in_domain(ground);
+    let device = solver(Backend::Cuda, Method::direct(), Precision::F64).in_domain(ground);
+    let fast = solver(Backend::Cuda, Method::tolerance(1e-6), Precision::F64).in_domain(ground);
+    let mut q = p.clone();
+    let mut hs = Stepper::new(Scheme::Rk2);
+    for _ in 0..steps {
+        hs.step_particles(&mut q, dt, |s| host.rates(s)).unwrap();
+    }
+    for (name, s, tol) in [("direct", &device, 1e-11), ("tolerance 1e-6", &fast, 1e-5)] {
+        let mut d = DeviceVortex::<f64>::upload(gpu(), &p).unwrap();
+        let mut ds = d.stepper_from(&Stepper::new(Scheme::Rk2)).unwrap();
+        for _ in 0..steps {
+            d.step(&mut ds, s, dt).unwrap();
+        }
+        let e = worst(&d.download().unwrap(), &q);
+        println!("over the ground, {name}: worst relative difference {e:.2e}");
+        assert!(e < tol, "{name}: {e}");
+    }
+    // The GPU through the host path, and no flow through the ground.
+    let at: Vec<[f64; 3]> = (0..200)
+        .map(|k| [0.01 * k as f64 - 1.0, 0.3, 0.0])
+        .collect();
+    let (_, u) = device.rates_with(&p, &at).unwrap();
+    let (_, want) = host.rates_with(&p, &at).unwrap();
+    let (mut normal, mut along, mut diff) = (0.0f64, 0.0f64, 0.0f64);
+    for (v, w) in u.iter().zip(&want) {
+        normal = normal.max(v[2].abs());
+        along = along.max(v[0].hypot(v[1]));
+        diff = diff.max((0..3).map(|c| (v[c] - w[c]).abs()).fold(0.0, f64::max));
+    }
+    println!("on the ground: |u_z| <= {normal:.1e} of |u_t| {along:.3}; GPU vs CPU {diff:.1e}");
+    assert!(normal < 1e-13 * along && diff < 1e-12 * along);
+    // A particle pushed below the ground is named on the device too.
+    let mut below = p.clone();
+    below.x[5][2] = -0.1;
+    let mut d = DeviceVortex::<f64>::upload(gpu(), &below).unwrap();
+    let mut ds = d.stepper_from(&Stepper::new(Scheme::Rk2)).unwrap();
+    let e = d.step(&mut ds, &device, dt).unwrap_err().to_string();
+    assert!(e.contains("source 5 lies below the wall z = 0"), "{e}");
 }

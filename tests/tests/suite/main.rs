@@ -29,3 +29,4 @@ mod reference;
 mod runtime_errors;
 mod short_range;
 mod treecode;
+mod wall;
