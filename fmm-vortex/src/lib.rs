@@ -8,8 +8,10 @@
 //! RK4), viscous diffusion by core spreading, a ground plane by mirror
 //! images (`ground_plane`), the invariants an inviscid run keeps (total
 //! circulation, linear and angular impulse), checkpoints a run resumes
-//! from bit for bit, and the thin vortex ring: its particles and the
-//! classical speed it moves at.
+//! from bit for bit, the thin vortex ring: its particles and the
+//! classical speed it moves at, the velocity on a grid with its energy
+//! spectrum, and a pseudo-spectral Navier-Stokes solver to check the
+//! periodic cases against.
 //!
 //! A crate of its own rather than a module of `fmm-core`: an application
 //! above the front door (`shared/STYLE.md`), which the core never imports,
@@ -19,6 +21,7 @@
 pub mod checkpoint;
 pub mod diagnostics;
 pub mod error;
+pub mod grid;
 pub mod integrals;
 pub mod integrate;
 pub mod output;
@@ -28,6 +31,7 @@ pub mod rates;
 pub mod reinit;
 pub mod resident;
 pub mod ring;
+pub mod spectral;
 pub mod viscous;
 pub mod vtk;
 

@@ -168,9 +168,7 @@ pub(crate) fn front_door_sets<R: Real>(
     let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
     let x = to(&p.x);
     let alpha = to(&p.alpha);
-    let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
-    let mut sources = Particles::sources::<VelocityStretching>(&x)?;
-    sources.set_vec3("alpha", &alpha)?.set("sigma", &sigma)?;
+    let sources = sources_of::<R>(p)?;
     let (tx, talpha) = if at.is_empty() {
         (x, alpha)
     } else {
@@ -183,4 +181,16 @@ pub(crate) fn front_door_sets<R: Real>(
     let mut targets = Particles::targets::<VelocityStretching>(&tx)?;
     targets.set_vec3("alpha_i", &talpha)?;
     Ok((targets, sources))
+}
+
+/// The front door's sources (`alpha`, `sigma`) of the particles `p`, in
+/// precision `R`.
+pub(crate) fn sources_of<R: Real>(p: &VortexParticles) -> Result<Particles<R>, VortexError> {
+    let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
+    let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
+    let mut sources = Particles::sources::<VelocityStretching>(&to(&p.x))?;
+    sources
+        .set_vec3("alpha", &to(&p.alpha))?
+        .set("sigma", &sigma)?;
+    Ok(sources)
 }
