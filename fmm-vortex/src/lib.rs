@@ -29,6 +29,7 @@ pub mod particles;
 pub mod passive;
 pub mod rates;
 pub mod reinit;
+pub mod remesh;
 pub mod resident;
 pub mod ring;
 pub mod spectral;
