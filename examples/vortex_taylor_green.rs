@@ -30,7 +30,7 @@ use common::plot::{plot_panels, Panel};
 use fmm_core::{Domain, Method, PeriodicBox};
 use fmm_vortex::grid::{write_vti, Grid};
 use fmm_vortex::output::write_whole;
-use fmm_vortex::remesh::{remesh, Lattice};
+use fmm_vortex::remesh::{project_divergence_free, remesh, Lattice};
 use fmm_vortex::spectral::{spectrum_of, SpectralNs};
 use fmm_vortex::{spread_cores, Precision, Scheme, Solver, Stepper, VortexParticles};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -54,6 +54,10 @@ struct Args {
     /// (M4', `fmm_vortex::remesh`); 0: never.
     #[arg(long, default_value_t = 0)]
     remesh_every: usize,
+    /// At each remeshing, make the lattice's vorticity divergence-free
+    /// (`fmm_vortex::remesh::project_divergence_free`).
+    #[arg(long)]
+    project: bool,
     /// Steps between the diagnostics.
     #[arg(long, default_value_t = 5)]
     every: usize,
@@ -218,6 +222,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             done += 1;
             if args.remesh_every > 0 && done % args.remesh_every == 0 {
                 p = remesh(&p, &Lattice::Periodic { pbox, n }, 0.0)?;
+                if args.project {
+                    project_divergence_free(&mut p, &pbox, n)?;
+                }
                 // Adams-Bashforth's last rates belong to the old particles.
                 stepper.restart();
             }

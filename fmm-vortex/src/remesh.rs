@@ -180,6 +180,102 @@ pub fn remesh(
     Ok(q)
 }
 
+/// Makes the strengths of particles that fill the `n^3` cell centres of a
+/// periodic box (what [`remesh`] onto [`Lattice::Periodic`] gives, in
+/// any order) divergence-free: the lattice's vorticity projected by FFT,
+/// `w_k - k (k . w_k) / |k|^2`, its mean kept. The classical stretching
+/// lets the particles' vorticity stray from divergence-free (Cottet and
+/// Koumoutsakos 2000, section 5.3), which remeshing carries along; this
+/// takes it out. Returns the relative size of what was taken out.
+pub fn project_divergence_free(
+    p: &mut VortexParticles,
+    pbox: &PeriodicBox,
+    n: usize,
+) -> Result<f64, VortexError> {
+    use crate::spectral::Fft3;
+    use rustfft::num_complex::Complex64;
+    if p.len() != n * n * n {
+        return Err(VortexError::LengthMismatch {
+            what: "particles filling the remeshing lattice",
+            got: p.len(),
+            expected: n * n * n,
+        });
+    }
+    let h = pbox.side / n as f64;
+    // Each particle's cell.
+    let mut cell = vec![0; p.len()];
+    let mut seen = vec![false; p.len()];
+    for (i, x) in p.x.iter().enumerate() {
+        let idx = [0, 1, 2].map(|a| {
+            let s = (x[a] - pbox.origin[a]) / h - 0.5;
+            (s.round() as i64).rem_euclid(n as i64) as usize
+        });
+        let c = (idx[2] * n + idx[1]) * n + idx[0];
+        if seen[c] {
+            return Err(VortexError::BadParticle {
+                index: i,
+                what: "a particle's cell on the remeshing lattice",
+                value: c as f64,
+                why: "taken by another particle: the particles must fill the lattice, one a cell",
+            });
+        }
+        seen[c] = true;
+        cell[i] = c;
+    }
+    let fft = Fft3::new(n);
+    let mut w: [Vec<Complex64>; 3] = [(); 3].map(|_| vec![Complex64::default(); n * n * n]);
+    for (i, &c) in cell.iter().enumerate() {
+        for (wd, ad) in w.iter_mut().zip(p.alpha[i]) {
+            wd[c] = Complex64::new(ad, 0.0);
+        }
+    }
+    for a in &mut w {
+        fft.forward(a);
+    }
+    let m = |j: usize| {
+        if j < n / 2 {
+            j as f64
+        } else {
+            j as f64 - n as f64
+        }
+    };
+    let (mut removed, mut total) = (0.0, 0.0);
+    let [wx, wy, wz] = &mut w;
+    for (c, ((a, b), e)) in wx
+        .iter_mut()
+        .zip(wy.iter_mut())
+        .zip(wz.iter_mut())
+        .enumerate()
+    {
+        let k = [m(c % n), m((c / n) % n), m(c / (n * n))];
+        let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
+        total += a.norm_sqr() + b.norm_sqr() + e.norm_sqr();
+        if k2 == 0.0 {
+            continue;
+        }
+        let dot = (*a * k[0] + *b * k[1] + *e * k[2]) / k2;
+        for (v, kd) in [a, b, e].into_iter().zip(k) {
+            let g = dot * kd;
+            removed += g.norm_sqr();
+            *v -= g;
+        }
+    }
+    for a in &mut w {
+        fft.inverse(a);
+    }
+    let scale = 1.0 / (n * n * n) as f64;
+    for (i, &c) in cell.iter().enumerate() {
+        for (ad, wd) in p.alpha[i].iter_mut().zip(&w) {
+            *ad = wd[c].re * scale;
+        }
+    }
+    Ok(if total > 0.0 {
+        (removed / total).sqrt()
+    } else {
+        0.0
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

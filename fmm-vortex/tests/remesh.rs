@@ -7,7 +7,7 @@ use std::f64::consts::TAU;
 
 use fmm_core::{Backend, Domain, Method, PeriodicBox};
 use fmm_vortex::grid::Grid;
-use fmm_vortex::remesh::{remesh, Lattice};
+use fmm_vortex::remesh::{project_divergence_free, remesh, Lattice};
 use fmm_vortex::*;
 use rand::{Rng, SeedableRng};
 
@@ -147,4 +147,38 @@ fn bad_remeshing_settings_are_named() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("periodic along all three"), "{e}");
+}
+
+#[test]
+fn the_projection_takes_out_a_gradient_and_keeps_a_solenoidal_field() {
+    // Taylor-Green vorticity (divergence-free) plus a gradient on the
+    // cell centres: the projection gives back the first.
+    let (n, pbox) = (8, PeriodicBox::cube([0.0; 3], TAU));
+    let h = TAU / n as f64;
+    let (mut x, mut alpha, mut want) = (vec![], vec![], vec![]);
+    for i in 0..n * n * n {
+        let c = [i % n, (i / n) % n, i / (n * n)].map(|j| (j as f64 + 0.5) * h);
+        let ([sx, sy, sz], [cx, cy, cz]) = (c.map(f64::sin), c.map(f64::cos));
+        let w = [-cx * sy * sz, -sx * cy * sz, 2.0 * sx * sy * cz];
+        // grad of cos(x + 2y) sin z.
+        let (a, b) = ((c[0] + 2.0 * c[1]).sin(), (c[0] + 2.0 * c[1]).cos());
+        let g = [-a * sz, -2.0 * a * sz, b * cz];
+        x.push(c);
+        alpha.push([0, 1, 2].map(|d| (w[d] + 0.3 * g[d]) * h * h * h));
+        want.push(w.map(|v| v * h * h * h));
+    }
+    let m = x.len();
+    let mut p = VortexParticles::new(x, alpha, vec![h; m], vec![h * h * h; m]).unwrap();
+    let removed = project_divergence_free(&mut p, &pbox, n).unwrap();
+    let worst = p
+        .alpha
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (0..3).map(|d| (a[d] - b[d]).abs()).fold(0.0, f64::max))
+        .fold(0.0, f64::max);
+    println!("took out {removed:.3} of the field; off the solenoidal part by {worst:.1e}");
+    assert!(worst < 1e-14 && removed > 0.1, "{worst} {removed}");
+    // Particles that do not fill the lattice are refused.
+    let e = project_divergence_free(&mut p.range(0..10), &pbox, n).unwrap_err();
+    assert!(e.to_string().contains("lattice"), "{e}");
 }
