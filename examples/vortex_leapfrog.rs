@@ -100,19 +100,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let solver = if args.direct {
-        Solver {
-            backend: args.backend.core(),
-            method: Method::direct(),
-            precision: Precision::F64,
-            ..Solver::default()
-        }
+        Solver::direct_f64(args.backend.core())
     } else {
-        Solver {
-            backend: args.backend.core(),
-            method: Method::tolerance(args.tol),
-            precision: Precision::F32,
-            ..Solver::default()
-        }
+        Solver::f32_at(args.backend.core(), args.tol)
     };
     // The interpolation's products by the f64 direct sum (the conjugate
     // gradients stall at the products' own error).

@@ -27,12 +27,12 @@ use std::time::Instant;
 
 use clap::Parser;
 use common::plot::{plot_panels, Panel};
-use fmm_core::{Domain, Method, PeriodicBox};
+use fmm_core::{Domain, PeriodicBox};
 use fmm_vortex::grid::{write_vti, Grid};
 use fmm_vortex::output::write_whole;
 use fmm_vortex::remesh::{project_divergence_free, remesh, Lattice};
 use fmm_vortex::spectral::{spectrum_of, SpectralNs};
-use fmm_vortex::{spread_cores, Precision, Scheme, Solver, Stepper, VortexParticles};
+use fmm_vortex::{spread_cores, Scheme, Solver, Stepper, VortexParticles};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser, Debug)]
@@ -106,20 +106,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let count = x.len();
     let mut p = VortexParticles::new(x, alpha, vec![sigma; count], vec![h * h * h; count])?;
     let pbox = PeriodicBox::cube([0.0; 3], side);
-    let solver = Solver {
-        backend: args.backend.core(),
-        method: if args.f64 {
-            Method::direct()
-        } else {
-            Method::tolerance(args.tol)
-        },
-        precision: if args.f64 {
-            Precision::F64
-        } else {
-            Precision::F32
-        },
-        domain: Domain::Periodic(pbox),
-    };
+    let solver = if args.f64 {
+        Solver::direct_f64(args.backend.core())
+    } else {
+        Solver::f32_at(args.backend.core(), args.tol)
+    }
+    .in_domain(Domain::Periodic(pbox));
     let grid = Grid {
         origin: [0.0; 3],
         side,

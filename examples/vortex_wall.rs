@@ -25,11 +25,10 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use common::plot::{plot_panels, Panel};
-use fmm_core::Method;
 use fmm_vortex::output::write_whole;
 use fmm_vortex::{
-    ground_plane, impulse_centre, line_ring_over_ground, ring_radius, Passive, Precision, Ring,
-    Scheme, Solver, Stepper, VortexParticles,
+    ground_plane, impulse_centre, line_ring_over_ground, ring_radius, Passive, Ring, Scheme,
+    Solver, Stepper, VortexParticles,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
@@ -97,19 +96,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Ring::line(1.0, gamma, args.sigma, n)
     }
     .particles()?;
-    let solver = Solver {
-        backend: args.backend.core(),
-        method: if args.direct {
-            Method::direct()
-        } else {
-            Method::tolerance(args.tol)
-        },
-        precision: if args.direct {
-            Precision::F64
-        } else {
-            Precision::F32
-        },
-        ..Solver::default()
+    let solver = if args.direct {
+        Solver::direct_f64(args.backend.core())
+    } else {
+        Solver::f32_at(args.backend.core(), args.tol)
     }
     .in_domain(ground_plane(0.0));
     // Dust in a cloud about the ring's path down, settling at tau (a

@@ -87,6 +87,28 @@ impl Rates {
 }
 
 impl Solver {
+    /// The f64 direct sum on `backend`, in free space: the reference the
+    /// fast sums are checked against.
+    pub fn direct_f64(backend: Backend) -> Self {
+        Solver {
+            backend,
+            method: Method::direct(),
+            precision: Precision::F64,
+            domain: Domain::FreeSpace,
+        }
+    }
+
+    /// f32 sums at the relative tolerance `tol` on `backend`, in free
+    /// space (the default's method at another tolerance).
+    pub fn f32_at(backend: Backend, tol: f64) -> Self {
+        Solver {
+            backend,
+            method: Method::tolerance(tol),
+            precision: Precision::F32,
+            domain: Domain::FreeSpace,
+        }
+    }
+
     /// The same solver in `domain`.
     pub fn in_domain(self, domain: Domain) -> Self {
         Solver { domain, ..self }

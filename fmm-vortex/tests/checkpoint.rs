@@ -1,16 +1,11 @@
 //! A run stopped at a checkpoint and resumed ends where the run that went
 //! on ends, to the bit; a bad checkpoint is refused by name.
 
-use fmm_core::{Backend, Method};
+use fmm_core::Backend;
 use fmm_vortex::*;
 
 fn solver() -> Solver {
-    Solver {
-        backend: Backend::Cpu,
-        method: Method::direct(),
-        precision: Precision::F64,
-        ..Solver::default()
-    }
+    Solver::direct_f64(Backend::Cpu)
 }
 
 fn steps(c: &mut Checkpoint, k: usize, dt: f64) {

@@ -6,16 +6,11 @@
 
 use std::f64::consts::PI;
 
-use fmm_core::{Backend, Method};
+use fmm_core::Backend;
 use fmm_vortex::*;
 
 fn direct() -> Solver {
-    Solver {
-        backend: Backend::Cpu,
-        method: Method::direct(),
-        precision: Precision::F64,
-        ..Solver::default()
-    }
+    Solver::direct_f64(Backend::Cpu)
 }
 
 /// A straight tube of blobs along z, circulation 1, cores `sigma`,

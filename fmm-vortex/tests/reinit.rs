@@ -5,17 +5,12 @@
 //! compared by naive f64 loops written here; the sums are the CPU's f64
 //! direct sum.
 
-use fmm_core::{Backend, Method};
+use fmm_core::Backend;
 use fmm_vortex::reinit::{blob_at_centre, reinitialise, Lattice};
 use fmm_vortex::*;
 
 fn direct() -> Solver {
-    Solver {
-        backend: Backend::Cpu,
-        method: Method::direct(),
-        precision: Precision::F64,
-        ..Solver::default()
-    }
+    Solver::direct_f64(Backend::Cpu)
 }
 
 /// The vorticity of `p` at `y`, blob by blob (its own blob included).

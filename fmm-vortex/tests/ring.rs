@@ -7,12 +7,7 @@ use fmm_core::{Backend, Method};
 use fmm_vortex::*;
 
 fn direct() -> Solver {
-    Solver {
-        backend: Backend::Cpu,
-        method: Method::direct(),
-        precision: Precision::F64,
-        ..Solver::default()
-    }
+    Solver::direct_f64(Backend::Cpu)
 }
 
 #[test]

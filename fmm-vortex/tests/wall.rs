@@ -6,17 +6,11 @@
 //! dust settles onto it and stays; particles below it are refused. The
 //! sums: the CPU's f64 direct sum.
 
-use fmm_core::{Backend, Method};
+use fmm_core::Backend;
 use fmm_vortex::*;
 
 fn over_ground() -> Solver {
-    Solver {
-        backend: Backend::Cpu,
-        method: Method::direct(),
-        precision: Precision::F64,
-        ..Solver::default()
-    }
-    .in_domain(ground_plane(0.0))
+    Solver::direct_f64(Backend::Cpu).in_domain(ground_plane(0.0))
 }
 
 /// A ring of one line of particles, radius 1, circulation -1 (moving
