@@ -185,8 +185,9 @@ pub fn remesh(
 /// any order) divergence-free: the lattice's vorticity projected by FFT,
 /// `w_k - k (k . w_k) / |k|^2`, its mean kept. The classical stretching
 /// lets the particles' vorticity stray from divergence-free (Cottet and
-/// Koumoutsakos 2000, section 5.3), which remeshing carries along; this
-/// takes it out. Returns the relative size of what was taken out.
+/// Koumoutsakos, Vortex Methods, 2000), which remeshing carries along;
+/// this takes it out (the Taylor-Green runs of docs/VORTEX.md: without
+/// it their energy grew after t = 3). Returns the relative size of what was taken out.
 pub fn project_divergence_free(
     p: &mut VortexParticles,
     pbox: &PeriodicBox,
