@@ -15,7 +15,10 @@
 //! Without remeshing (`--remesh-every 0`, the default) the particles
 //! distort as the flow turns to small scales and the comparison degrades;
 //! `--remesh-every k` puts them back on the cell centres every `k` steps
-//! (M4'; van Rees, Leonard and Pullin 2011, JCP 230, remeshed every step).
+//! (M4'; van Rees, Leonard and Pullin 2011, JCP 230, remeshed every step),
+//! `--project` makes the lattice's vorticity divergence-free there, and
+//! `--viscous lattice` diffuses it there exactly instead of spreading the
+//! cores (the cores stay one size: the resolution is kept to t = 10).
 //!
 //! `cargo run --release --example vortex_taylor_green -- --n 16 --t-end 2`
 
@@ -30,9 +33,9 @@ use common::plot::{plot_panels, Panel};
 use fmm_core::{Domain, PeriodicBox};
 use fmm_vortex::grid::{write_vti, Grid};
 use fmm_vortex::output::write_whole;
-use fmm_vortex::remesh::{project_divergence_free, remesh, Lattice};
+use fmm_vortex::remesh::{filter_lattice, remesh, Lattice, LatticeFilter};
 use fmm_vortex::spectral::{spectrum_of, SpectralNs};
-use fmm_vortex::{spread_cores, Scheme, Solver, Stepper, VortexParticles};
+use fmm_vortex::{spread_cores, Checkpoint, Precision, Scheme, Solver, Stepper, VortexParticles};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser, Debug)]
@@ -58,11 +61,19 @@ struct Args {
     /// (`fmm_vortex::remesh::project_divergence_free`).
     #[arg(long)]
     project: bool,
+    /// Viscosity by core spreading (the cores widen as sqrt(2 nu t)) or,
+    /// remeshing, by diffusing the lattice's vorticity exactly at each
+    /// remeshing (`fmm_vortex::remesh::LatticeFilter`), the cores kept.
+    #[arg(long, value_enum, default_value = "spread")]
+    viscous: Viscous,
     /// Steps between the diagnostics.
     #[arg(long, default_value_t = 5)]
     every: usize,
     #[arg(long, default_value_t = 1e-4)]
     tol: f64,
+    /// The particles' precision in the sums at `--tol`.
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Prec,
     /// Sum by the f64 direct sum of the periodic box (the Ewald sum)
     /// instead: small `n` only.
     #[arg(long)]
@@ -77,6 +88,22 @@ struct Args {
     /// Write the particles' velocity on the grid at the end here.
     #[arg(long)]
     vti: Option<PathBuf>,
+    /// Write the particles where the run ended (or stopped) here, as a
+    /// checkpoint (`fmm_vortex::Checkpoint`).
+    #[arg(long)]
+    save: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum Prec {
+    F32,
+    F64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum Viscous {
+    Spread,
+    Lattice,
 }
 
 /// The Taylor-Green velocity and its vorticity.
@@ -92,6 +119,9 @@ fn vorticity(x: [f64; 3]) -> [f64; 3] {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    if args.viscous == Viscous::Lattice && args.remesh_every == 0 {
+        return Err("--viscous lattice diffuses at the remeshings: give --remesh-every".into());
+    }
     let (n, side) = (args.n, std::f64::consts::TAU);
     let nu = 1.0 / args.re;
     let h = side / n as f64;
@@ -109,7 +139,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let solver = if args.f64 {
         Solver::direct_f64(args.backend.core())
     } else {
-        Solver::f32_at(args.backend.core(), args.tol)
+        let s = Solver::f32_at(args.backend.core(), args.tol);
+        match args.precision {
+            Prec::F32 => s,
+            Prec::F64 => Solver {
+                precision: Precision::F64,
+                ..s
+            },
+        }
     }
     .in_domain(Domain::Periodic(pbox));
     let grid = Grid {
@@ -127,19 +164,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let steps = (args.t_end / args.dt).round() as usize;
     println!(
-        "Taylor-Green, Re {}, {n}^3 particles (cores {} spacings, remeshed every {} steps) against a {n}^3 spectral solver, AB2 and RK4, dt {}, {steps} steps, sums {}",
+        "Taylor-Green, Re {}, {n}^3 particles (cores {} spacings, remeshed every {} steps, viscosity by {:?}) against a {n}^3 spectral solver, AB2 and RK4, dt {}, {steps} steps, sums {}",
         args.re,
         args.overlap,
         args.remesh_every,
+        args.viscous,
         args.dt,
         if args.f64 {
             "f64 direct (Ewald)".to_string()
         } else {
-            format!("at {:e}", args.tol)
+            format!("at {:e} ({:?})", args.tol, args.precision)
         }
     );
     println!(
-        "{:>6} {:>10} {:>10} {:>9} {:>10} {:>11} {:>11} {:>11}",
+        "{:>6} {:>10} {:>10} {:>9} {:>10} {:>11} {:>11} {:>11}  sums (last step)",
         "t", "K vortex", "K spec*", "dK/K", "K spectral", "-dK/dt vtx", "-dK*/dt", "eps spec"
     );
     println!("(* the spectral field smoothed by the particles' Gaussian cores: what they represent of it)");
@@ -155,6 +193,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut kv, mut ks, mut kt, mut ev, mut es, mut et) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     let (mut last, mut worst, mut device) = (None::<(f64, f64, f64)>, 0.0f64, String::new());
+    // The last step's sums: their estimated error and settings.
+    let mut achieved = String::new();
     let (mut t_vortex, mut t_spectral) = (0.0, 0.0);
     let mut u = solver.velocity_on(&p, &grid)?;
     // An evaluation that cannot meet the tolerance (the particles distort
@@ -197,7 +237,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             csv.push_str(&format!("{t},{k_v},{k_s},{k_t},{eps_v},{eps_s},{eps_t}\n"));
             bar.suspend(|| {
                 println!(
-                    "{t:6.2} {k_v:10.6} {k_s:10.6} {rel:9.1e} {k_t:10.6} {eps_v:11.3e} {eps_s:11.3e} {eps_t:11.3e}"
+                    "{t:6.2} {k_v:10.6} {k_s:10.6} {rel:9.1e} {k_t:10.6} {eps_v:11.3e} {eps_s:11.3e} {eps_t:11.3e}  {achieved}"
                 )
             });
         }
@@ -210,18 +250,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     break;
                 }
             };
-            spread_cores(&mut p, nu, args.dt)?;
+            if args.viscous == Viscous::Spread {
+                spread_cores(&mut p, nu, args.dt)?;
+            }
             done += 1;
             if args.remesh_every > 0 && done % args.remesh_every == 0 {
                 p = remesh(&p, &Lattice::Periodic { pbox, n }, 0.0)?;
-                if args.project {
-                    project_divergence_free(&mut p, &pbox, n)?;
-                }
+                let filter = LatticeFilter {
+                    project: args.project,
+                    diffuse: match args.viscous {
+                        Viscous::Spread => 0.0,
+                        Viscous::Lattice => nu * args.dt * args.remesh_every as f64,
+                    },
+                };
+                filter_lattice(&mut p, &pbox, n, filter)?;
                 // Adams-Bashforth's last rates belong to the old particles.
                 stepper.restart();
             }
             t_vortex += clock.elapsed().as_secs_f64();
             device.clone_from(&r.device);
+            if let Some(a) = &r.achieved {
+                achieved = format!(
+                    "{:.1e} {} p {} theta {}",
+                    a.estimated_error, a.method, a.settings.p, a.settings.theta
+                );
+            }
             let clock = Instant::now();
             spectral.step(args.dt)?;
             t_spectral += clock.elapsed().as_secs_f64();
@@ -286,6 +339,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         plot_panels(&args.plot, &title, &panels)?;
         println!("plot in {}", args.plot.display());
+    }
+    if let Some(path) = &args.save {
+        let at = Checkpoint {
+            step: done as u64,
+            time: done as f64 * args.dt,
+            particles: p.clone(),
+            stepper: stepper.clone(),
+        };
+        at.save(path)?;
+        println!("the particles at t = {} in {}", at.time, path.display());
     }
     match stopped {
         Some((t, e)) => {

@@ -180,21 +180,45 @@ pub fn remesh(
     Ok(q)
 }
 
-/// Makes the strengths of particles that fill the `n^3` cell centres of a
-/// periodic box (what [`remesh`] onto [`Lattice::Periodic`] gives, in
-/// any order) divergence-free: the lattice's vorticity projected by FFT,
-/// `w_k - k (k . w_k) / |k|^2`, its mean kept. The classical stretching
-/// lets the particles' vorticity stray from divergence-free (Cottet and
-/// Koumoutsakos, Vortex Methods, 2000), which remeshing carries along;
-/// this takes it out (the Taylor-Green runs of docs/VORTEX.md: without
-/// it their energy grew after t = 3). Returns the relative size of what was taken out.
-pub fn project_divergence_free(
+/// What [`filter_lattice`] does to the vorticity of a periodic lattice,
+/// mode by mode in Fourier space.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LatticeFilter {
+    /// Make it divergence-free: `w_k - k (k . w_k) / |k|^2`, its mean
+    /// kept. The classical stretching lets the particles' vorticity stray
+    /// from divergence-free (Cottet and Koumoutsakos, Vortex Methods,
+    /// 2000), which remeshing carries along; this takes it out (the
+    /// Taylor-Green runs of docs/VORTEX.md: without it their energy grew
+    /// after t = 3).
+    pub project: bool,
+    /// Diffuse it exactly over a viscosity times a time, `nu t`: each mode
+    /// times `exp(-nu t |k|^2)`. Viscous splitting on the lattice (the
+    /// remeshed vortex methods' way: van Rees et al. 2011 diffuse on
+    /// their mesh), the cores kept as they are; where core spreading
+    /// widens them without end, this keeps the resolution.
+    pub diffuse: f64,
+}
+
+/// Applies `filter` to the strengths of particles that fill the `n^3`
+/// cell centres of a periodic box (what [`remesh`] onto
+/// [`Lattice::Periodic`] gives, in any order), the lattice's vorticity
+/// taken to Fourier space and back once. Returns the relative size of what
+/// the projection took out.
+pub fn filter_lattice(
     p: &mut VortexParticles,
     pbox: &PeriodicBox,
     n: usize,
+    filter: LatticeFilter,
 ) -> Result<f64, VortexError> {
     use crate::spectral::Fft3;
     use rustfft::num_complex::Complex64;
+    if !(filter.diffuse.is_finite() && filter.diffuse >= 0.0) {
+        return Err(VortexError::BadSetting {
+            what: "the lattice's diffusion (viscosity times time)",
+            value: filter.diffuse,
+            why: "must be finite and at least 0",
+        });
+    }
     if p.len() != n * n * n {
         return Err(VortexError::LengthMismatch {
             what: "particles filling the remeshing lattice",
@@ -233,6 +257,8 @@ pub fn project_divergence_free(
     for a in &mut w {
         fft.forward(a);
     }
+    // The wavenumbers in the box's units.
+    let unit = std::f64::consts::TAU / pbox.side;
     let m = |j: usize| {
         if j < n / 2 {
             j as f64
@@ -248,17 +274,25 @@ pub fn project_divergence_free(
         .zip(wz.iter_mut())
         .enumerate()
     {
-        let k = [m(c % n), m((c / n) % n), m(c / (n * n))];
+        let k = [m(c % n), m((c / n) % n), m(c / (n * n))].map(|j| j * unit);
         let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
         total += a.norm_sqr() + b.norm_sqr() + e.norm_sqr();
         if k2 == 0.0 {
             continue;
         }
-        let dot = (*a * k[0] + *b * k[1] + *e * k[2]) / k2;
-        for (v, kd) in [a, b, e].into_iter().zip(k) {
-            let g = dot * kd;
-            removed += g.norm_sqr();
-            *v -= g;
+        if filter.project {
+            let dot = (*a * k[0] + *b * k[1] + *e * k[2]) / k2;
+            for (v, kd) in [&mut *a, &mut *b, &mut *e].into_iter().zip(k) {
+                let g = dot * kd;
+                removed += g.norm_sqr();
+                *v -= g;
+            }
+        }
+        if filter.diffuse > 0.0 {
+            let decay = (-filter.diffuse * k2).exp();
+            for v in [a, b, e] {
+                *v *= decay;
+            }
         }
     }
     for a in &mut w {
@@ -275,6 +309,19 @@ pub fn project_divergence_free(
     } else {
         0.0
     })
+}
+
+/// [`filter_lattice`] making the vorticity divergence-free, nothing else.
+pub fn project_divergence_free(
+    p: &mut VortexParticles,
+    pbox: &PeriodicBox,
+    n: usize,
+) -> Result<f64, VortexError> {
+    let filter = LatticeFilter {
+        project: true,
+        diffuse: 0.0,
+    };
+    filter_lattice(p, pbox, n, filter)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 #[test]
 fn dsl_mistakes_are_compile_errors_with_spans() {
     let t = trybuild::TestCases::new();
+    // No pass cases (valid kernels are the suite's `custom_kernels`):
+    // with none, trybuild checks without generating code.
     t.compile_fail("ui/*.rs");
-    t.pass("ui/pass/*.rs");
 }

@@ -11,6 +11,7 @@
 mod accuracy;
 mod backend;
 mod conformance;
+mod custom_kernels;
 mod far_field;
 mod flops;
 mod fmm;
