@@ -5,6 +5,7 @@
 //! Each example compiles this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod periodic_flow;
 pub mod plot;
 
 use clap::ValueEnum;

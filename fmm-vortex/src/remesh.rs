@@ -15,6 +15,7 @@
 //! same way (so equal cores stay equal), their volumes `h^3`.
 
 use fmm_core::PeriodicBox;
+use rayon::prelude::*;
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
@@ -96,51 +97,81 @@ pub fn remesh(
             (h, first, [0, 1, 2].map(|a| hi[a] - lo[a] + 1), false)
         }
     };
-    let cells = (size[0] * size[1] * size[2]) as usize;
+    // Each particle's stencil: its first lattice index along each axis
+    // (wrapped where the lattice is) and the M4' weights of its four
+    // points there.
+    let stencils: Vec<([i64; 3], [[f64; 4]; 3])> =
+        p.x.par_iter()
+            .map(|x| {
+                let mut base = [0i64; 3];
+                let mut w = [[0.0; 4]; 3];
+                for a in 0..3 {
+                    let s = (x[a] - origin[a]) / h - 0.5;
+                    let c = s.floor() as i64;
+                    base[a] = if wrap {
+                        (c - 1).rem_euclid(size[a])
+                    } else {
+                        c - 1
+                    };
+                    for (k, wk) in w[a].iter_mut().enumerate() {
+                        *wk = m4p(s - (c - 1 + k as i64) as f64);
+                    }
+                }
+                (base, w)
+            })
+            .collect();
+    // The particles by the layer (z) their stencil starts at: a layer of
+    // the lattice receives from the four layers' particles below it and
+    // its own, so the layers fill in parallel, each by one thread.
+    let mut by_layer: Vec<Vec<usize>> = vec![Vec::new(); size[2] as usize];
+    for (i, (base, _)) in stencils.iter().enumerate() {
+        by_layer[base[2] as usize].push(i);
+    }
+    let layer = (size[0] * size[1]) as usize;
     // alpha (3), sum of weights x sigma^2, sum of weights.
-    let mut acc = vec![[0.0f64; 5]; cells];
-    for i in 0..p.len() {
-        // The stencil: the four points about the particle along each axis.
-        let mut base = [0i64; 3];
-        let mut w = [[0.0; 4]; 3];
-        for a in 0..3 {
-            let s = (p.x[i][a] - origin[a]) / h - 0.5;
-            let c = s.floor() as i64;
-            base[a] = c - 1;
-            for (k, wk) in w[a].iter_mut().enumerate() {
-                *wk = m4p(s - (c - 1 + k as i64) as f64);
-            }
-        }
-        let index = |a: usize, k: usize| -> i64 {
-            let j = base[a] + k as i64;
-            if wrap {
-                j.rem_euclid(size[a])
+    let mut acc = vec![[0.0f64; 5]; layer * size[2] as usize];
+    acc.par_chunks_mut(layer).enumerate().for_each(|(iz, out)| {
+        let iz = iz as i64;
+        for kz in 0..4i64 {
+            let from = if wrap {
+                (iz - kz).rem_euclid(size[2])
+            } else if iz - kz < 0 {
+                continue;
             } else {
-                j
-            }
-        };
-        let s2 = p.sigma[i] * p.sigma[i];
-        for kz in 0..4 {
-            for ky in 0..4 {
-                for kx in 0..4 {
-                    let wt = w[0][kx] * w[1][ky] * w[2][kz];
-                    // A particle on a lattice point weighs 0 at the
-                    // others but for rounding: no particles made of that.
-                    if wt.abs() < 1e-12 {
-                        continue;
+                iz - kz
+            };
+            for &i in &by_layer[from as usize] {
+                let (base, w) = &stencils[i];
+                let s2 = p.sigma[i] * p.sigma[i];
+                for ky in 0..4 {
+                    for kx in 0..4 {
+                        let wt = w[0][kx] * w[1][ky] * w[2][kz as usize];
+                        // A particle on a lattice point weighs 0 at
+                        // the others but for rounding: no particles
+                        // made of that.
+                        if wt.abs() < 1e-12 {
+                            continue;
+                        }
+                        let index = |a: usize, k: usize| -> i64 {
+                            let j = base[a] + k as i64;
+                            if wrap {
+                                j.rem_euclid(size[a])
+                            } else {
+                                j
+                            }
+                        };
+                        let cell = (index(1, ky) * size[0] + index(0, kx)) as usize;
+                        let c = &mut out[cell];
+                        for (cd, ad) in c.iter_mut().zip(p.alpha[i]) {
+                            *cd += wt * ad;
+                        }
+                        c[3] += wt * s2;
+                        c[4] += wt;
                     }
-                    let (ix, iy, iz) = (index(0, kx), index(1, ky), index(2, kz));
-                    let cell = ((iz * size[1] + iy) * size[0] + ix) as usize;
-                    let c = &mut acc[cell];
-                    for (cd, ad) in c.iter_mut().zip(p.alpha[i]) {
-                        *cd += wt * ad;
-                    }
-                    c[3] += wt * s2;
-                    c[4] += wt;
                 }
             }
         }
-    }
+    });
     let strength = |c: &[f64; 5]| (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt();
     let largest = acc.iter().map(strength).fold(0.0, f64::max);
     let mut q = VortexParticles {
@@ -184,8 +215,8 @@ pub fn remesh(
 /// mode by mode in Fourier space.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LatticeFilter {
-    /// Make it divergence-free: `w_k - k (k . w_k) / |k|^2`, its mean
-    /// kept. The classical stretching lets the particles' vorticity stray
+    /// Make it the curl of a periodic velocity: divergence-free, `w_k - k
+    /// (k . w_k) / |k|^2`, and of zero mean. The classical stretching lets the particles' vorticity stray
     /// from divergence-free (Cottet and Koumoutsakos, Vortex Methods,
     /// 2000), which remeshing carries along; this takes it out (the
     /// Taylor-Green runs of docs/VORTEX.md: without it their energy grew
@@ -219,34 +250,7 @@ pub fn filter_lattice(
             why: "must be finite and at least 0",
         });
     }
-    if p.len() != n * n * n {
-        return Err(VortexError::LengthMismatch {
-            what: "particles filling the remeshing lattice",
-            got: p.len(),
-            expected: n * n * n,
-        });
-    }
-    let h = pbox.side / n as f64;
-    // Each particle's cell.
-    let mut cell = vec![0; p.len()];
-    let mut seen = vec![false; p.len()];
-    for (i, x) in p.x.iter().enumerate() {
-        let idx = [0, 1, 2].map(|a| {
-            let s = (x[a] - pbox.origin[a]) / h - 0.5;
-            (s.round() as i64).rem_euclid(n as i64) as usize
-        });
-        let c = (idx[2] * n + idx[1]) * n + idx[0];
-        if seen[c] {
-            return Err(VortexError::BadParticle {
-                index: i,
-                what: "a particle's cell on the remeshing lattice",
-                value: c as f64,
-                why: "taken by another particle: the particles must fill the lattice, one a cell",
-            });
-        }
-        seen[c] = true;
-        cell[i] = c;
-    }
+    let cell = lattice_cells(p, pbox, n)?;
     let fft = Fft3::new(n);
     let mut w: [Vec<Complex64>; 3] = [(); 3].map(|_| vec![Complex64::default(); n * n * n]);
     for (i, &c) in cell.iter().enumerate() {
@@ -278,6 +282,13 @@ pub fn filter_lattice(
         let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
         total += a.norm_sqr() + b.norm_sqr() + e.norm_sqr();
         if k2 == 0.0 {
+            // The mean: zero for the curl of a periodic velocity, which
+            // the stretching's rounding and truncation let drift (the
+            // periodic sums refuse a net strength).
+            if filter.project {
+                removed += a.norm_sqr() + b.norm_sqr() + e.norm_sqr();
+                (*a, *b, *e) = Default::default();
+            }
             continue;
         }
         if filter.project {
@@ -309,6 +320,136 @@ pub fn filter_lattice(
     } else {
         0.0
     })
+}
+
+/// Replaces the strengths of particles that fill the `n^3` cell centres
+/// of a periodic box, taken as the vorticity at their points times the
+/// cell's volume (`alpha = w h^3`), with the strengths whose Gaussian
+/// blobs give that vorticity at every lattice point: the RBF
+/// interpolation of yokota2009 (section 5.1: "the strength of the vortex
+/// elements was calculated from the vorticity field on the grid by
+/// solving a system of equations"), which on a periodic lattice of equal
+/// cores is a circulant system, solved exactly by FFT (each mode divided
+/// by the blob's lattice sum). Without it the blobs carry the vorticity
+/// smoothed by their cores (for cores of one spacing, a mode of `k h =
+/// pi / 2` keeps 29% of its amplitude). Modes below `1e-13` of the
+/// largest are taken as empty (rounding, which the solve would multiply
+/// by up to `1e10`). Returns the largest factor a mode was multiplied by.
+pub fn interpolate_on_lattice(
+    p: &mut VortexParticles,
+    pbox: &PeriodicBox,
+    n: usize,
+) -> Result<f64, VortexError> {
+    use crate::spectral::Fft3;
+    use rustfft::num_complex::Complex64;
+    let sigma = p.sigma.first().copied().unwrap_or(0.0);
+    if let Some((i, &s)) = p.sigma.iter().enumerate().find(|(_, &s)| s != sigma) {
+        return Err(VortexError::BadParticle {
+            index: i,
+            what: "a core radius on the interpolating lattice",
+            value: s,
+            why: "must equal the first particle's: the FFT solve needs one core size",
+        });
+    }
+    let cell = lattice_cells(p, pbox, n)?;
+    let h = pbox.side / n as f64;
+    let fft = Fft3::new(n);
+    // The blob's values at the lattice points about one of them (its
+    // periodic images summed), times the cell's volume: the circulant's
+    // first column, whose transform is its eigenvalues.
+    let norm = h * h * h / ((std::f64::consts::TAU).powf(1.5) * sigma * sigma * sigma);
+    let images = (6.0 * sigma / pbox.side).ceil() as i64 + 1;
+    let mut column = vec![Complex64::default(); n * n * n];
+    for (c, v) in column.iter_mut().enumerate() {
+        let j = [c % n, (c / n) % n, c / (n * n)].map(|j| j as f64 * h);
+        let mut sum = 0.0;
+        for a in -images..=images {
+            for b in -images..=images {
+                for d in -images..=images {
+                    let r = [
+                        j[0] + a as f64 * pbox.side,
+                        j[1] + b as f64 * pbox.side,
+                        j[2] + d as f64 * pbox.side,
+                    ];
+                    let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+                    sum += (-0.5 * r2 / (sigma * sigma)).exp();
+                }
+            }
+        }
+        *v = Complex64::new(norm * sum, 0.0);
+    }
+    fft.forward(&mut column);
+    let mut w: [Vec<Complex64>; 3] = [(); 3].map(|_| vec![Complex64::default(); n * n * n]);
+    for (i, &c) in cell.iter().enumerate() {
+        for (wd, ad) in w.iter_mut().zip(p.alpha[i]) {
+            wd[c] = Complex64::new(ad, 0.0);
+        }
+    }
+    for a in &mut w {
+        fft.forward(a);
+    }
+    // Modes holding only rounding are dropped, not multiplied (by up to
+    // 1e10 for cores of 1.3 spacings at the lattice's corner modes).
+    let top = w
+        .iter()
+        .flat_map(|a| a.iter().map(|v| v.norm()))
+        .fold(0.0f64, f64::max);
+    let mut largest = 0.0f64;
+    for a in &mut w {
+        for (v, e) in a.iter_mut().zip(&column) {
+            if v.norm() <= 1e-13 * top {
+                *v = Complex64::default();
+            } else {
+                *v /= e.re;
+                largest = largest.max(1.0 / e.re);
+            }
+        }
+        fft.inverse(a);
+    }
+    let scale = 1.0 / (n * n * n) as f64;
+    for (i, &c) in cell.iter().enumerate() {
+        for (ad, wd) in p.alpha[i].iter_mut().zip(&w) {
+            *ad = wd[c].re * scale;
+        }
+    }
+    Ok(largest)
+}
+
+/// Each particle's cell on the `n^3` lattice of cell centres of `pbox`
+/// (index `(z n + y) n + x`), the particles filling it one a cell.
+fn lattice_cells(
+    p: &VortexParticles,
+    pbox: &PeriodicBox,
+    n: usize,
+) -> Result<Vec<usize>, VortexError> {
+    if p.len() != n * n * n {
+        return Err(VortexError::LengthMismatch {
+            what: "particles filling the remeshing lattice",
+            got: p.len(),
+            expected: n * n * n,
+        });
+    }
+    let h = pbox.side / n as f64;
+    let mut cell = vec![0; p.len()];
+    let mut seen = vec![false; p.len()];
+    for (i, x) in p.x.iter().enumerate() {
+        let idx = [0, 1, 2].map(|a| {
+            let s = (x[a] - pbox.origin[a]) / h - 0.5;
+            (s.round() as i64).rem_euclid(n as i64) as usize
+        });
+        let c = (idx[2] * n + idx[1]) * n + idx[0];
+        if seen[c] {
+            return Err(VortexError::BadParticle {
+                index: i,
+                what: "a particle's cell on the remeshing lattice",
+                value: c as f64,
+                why: "taken by another particle: the particles must fill the lattice, one a cell",
+            });
+        }
+        seen[c] = true;
+        cell[i] = c;
+    }
+    Ok(cell)
 }
 
 /// [`filter_lattice`] making the vorticity divergence-free, nothing else.

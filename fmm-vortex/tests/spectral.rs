@@ -8,7 +8,7 @@
 
 use std::f64::consts::TAU;
 
-use fmm_vortex::spectral::SpectralNs;
+use fmm_vortex::spectral::{passot_pouquet, spectrum_of, SpectralNs};
 
 fn max_diff(a: &[f64], b: &[f64]) -> f64 {
     a.iter()
@@ -157,4 +157,44 @@ fn bad_settings_are_named() {
     assert!(s.step(0.0).unwrap_err().to_string().contains("step"));
     let short = [vec![0.0; 10], vec![0.0; 512], vec![0.0; 512]];
     assert!(SpectralNs::from_velocity(8, TAU, 0.1, &short).is_err());
+}
+
+#[test]
+fn the_isotropic_field_has_the_spectrum_asked_for_and_is_real_and_solenoidal() {
+    // A box of side 3 (the wavenumbers' units checked), 16^3, the
+    // Passot-Pouquet spectrum peaked at kp = 3 (2 pi / 3 units).
+    let (n, side) = (16, 3.0);
+    let dk = TAU / side;
+    let want = |k: f64| 0.7 * passot_pouquet(k, 3.0 * dk);
+    let s = SpectralNs::isotropic(n, side, 0.01, want, 7).unwrap();
+    let e = s.spectrum();
+    let mut worst = 0.0f64;
+    for (j, &ej) in e.iter().enumerate() {
+        let target = if (1..n / 2).contains(&j) {
+            want(j as f64 * dk) * dk
+        } else {
+            0.0
+        };
+        worst = worst.max((ej - target).abs() / (want(3.0 * dk) * dk));
+    }
+    // Real: the grid's velocity has the coefficients' spectrum (an
+    // imaginary part dropped on the grid would take energy out).
+    let on_grid = spectrum_of(&s.velocity(), n).unwrap();
+    let real = max_diff(&on_grid, &e) / e.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "spectrum off by {worst:.1e} of its peak; the grid's by {real:.1e}; divergence {:.1e}",
+        s.divergence()
+    );
+    assert!(worst < 1e-12 && real < 1e-12 && s.divergence() < 1e-12);
+    // The same seed, the same field; another, another.
+    let again = SpectralNs::isotropic(n, side, 0.01, want, 7).unwrap();
+    let other = SpectralNs::isotropic(n, side, 0.01, want, 8).unwrap();
+    let (u, v, w) = (s.velocity(), again.velocity(), other.velocity());
+    assert_eq!(u, v);
+    assert!(max_diff(&u[0], &w[0]) > 0.1);
+    // A spectrum negative or not finite at a shell is named.
+    let e = SpectralNs::isotropic(n, side, 0.01, |k| 1.0 - k, 7)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("spectrum"), "{e}");
 }

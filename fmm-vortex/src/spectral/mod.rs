@@ -16,12 +16,14 @@
 //! `K = <|u|^2> / 2`, `epsilon = nu <|omega|^2>`.
 
 mod fft3;
+mod isotropic;
 
 use rayon::prelude::*;
 use rustfft::num_complex::Complex64;
 
 use crate::error::VortexError;
 pub use fft3::Fft3;
+pub use isotropic::passot_pouquet;
 
 /// A velocity field in a periodic box and its evolution.
 pub struct SpectralNs {

@@ -128,10 +128,24 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
     // nearer listed with their image.
     let (side, c) = (b.side, b.center());
     let near_images = b.near_images();
+    // Wrapped as the device wraps the targets it evaluates at (`fmm_wrap`:
+    // in f64, then rounded to R, the box's far face taken to its origin):
+    // the samples sit where the FMM's targets do. Wrapped in f64 only, a
+    // target that had left the box sat up to half an f32 rounding of the
+    // side from where the FMM evaluated it, which the stretching's
+    // cancellation made a floor of 2e-4 (vortex particles a few steps off
+    // their 64^3 lattice).
     let samples: Vec<[f64; 3]> = (0..ns)
         .map(|i| {
             [0, 1, 2].map(|a| match b.axes[a] {
-                true => wrap1(cols[a][i], b.origin[a], side),
+                true => {
+                    let w = R::c(wrap1(cols[a][i], b.origin[a], side)).to_f64();
+                    if w >= b.origin[a] + side {
+                        R::c(b.origin[a]).to_f64()
+                    } else {
+                        w
+                    }
+                }
                 false => cols[a][i],
             })
         })

@@ -1,0 +1,436 @@
+//! A flow in a periodic box by vortex particles, beside the spectral
+//! solver (`fmm_vortex::spectral`) started from the same field at the
+//! same resolution: the loop the Taylor-Green and the turbulence examples
+//! share.
+//!
+//! The particles sit on the spectral solver's `n^3` grid points (the
+//! cell centres of a box shifted by half a spacing), strengths the
+//! solver's vorticity times the cell's volume, cores of `--overlap`
+//! spacings, their sums by the front door in the periodic box. Every
+//! `--every` steps the particles' velocity on the grid (targets that are
+//! not sources) gives their kinetic energy `K`, set beside the spectral
+//! field's smoothed by the particles' Gaussian cores (what the blobs
+//! represent of it) and its own, and `-dK/dt` of each; at the end the
+//! energy spectra `E(k)`.
+//!
+//! By default the particles are remeshed onto the grid every step (M4';
+//! van Rees, Leonard and Pullin 2011 remesh every step), the lattice's
+//! vorticity made divergence-free there and diffused there exactly
+//! (`fmm_vortex::remesh::LatticeFilter`; the cores keep their size).
+//! `--remesh-every 0 --viscous spread --no-project` is the plain blob
+//! method with core spreading, which lasts only while the particles keep
+//! their lattice.
+
+use std::error::Error;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use fmm_core::{Domain, PeriodicBox};
+use fmm_vortex::grid::{write_vti, Grid};
+use fmm_vortex::output::write_whole;
+use fmm_vortex::remesh::{filter_lattice, interpolate_on_lattice, remesh, Lattice, LatticeFilter};
+use fmm_vortex::spectral::{spectrum_of, SpectralNs};
+use fmm_vortex::{spread_cores, Checkpoint, Precision, Scheme, Solver, Stepper, VortexParticles};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::plot::{plot_panels, Panel};
+use super::Backend;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum Prec {
+    F32,
+    F64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum Init {
+    /// Strengths whose blobs give the vorticity at the grid points
+    /// (`remesh::interpolate_on_lattice`; yokota2009): compared with the
+    /// spectral field itself.
+    Interpolate,
+    /// Strengths the vorticity times the cell's volume: the blobs carry
+    /// it smoothed by their cores, compared with the spectral field
+    /// smoothed the same way.
+    Sample,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum Viscous {
+    /// The cores widen as `sqrt(sigma^2 + 2 nu t)`.
+    Spread,
+    /// The lattice's vorticity diffused exactly at each remeshing.
+    Lattice,
+}
+
+/// The settings of a run, shared by the examples' command lines.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The particles' strengths from the spectral field's vorticity.
+    #[arg(long, value_enum, default_value = "interpolate")]
+    pub init: Init,
+    /// The particles' cores in grid spacings.
+    #[arg(long, default_value_t = 1.0)]
+    pub overlap: f64,
+    /// Remesh the particles onto the grid every this many steps (M4',
+    /// `fmm_vortex::remesh`); 0: never.
+    #[arg(long, default_value_t = 1)]
+    pub remesh_every: usize,
+    /// Leave the lattice's vorticity as the remeshing gives it (by
+    /// default it is made divergence-free there).
+    #[arg(long)]
+    pub no_project: bool,
+    /// Viscosity by diffusing the lattice's vorticity at each remeshing
+    /// (the cores kept) or by core spreading.
+    #[arg(long, value_enum, default_value = "lattice")]
+    pub viscous: Viscous,
+    /// The particles alone, the spectral solver not stepped (its columns
+    /// blank): a timing run.
+    #[arg(long)]
+    pub no_spectral: bool,
+    /// Steps between the diagnostics.
+    #[arg(long, default_value_t = 5)]
+    pub every: usize,
+    #[arg(long, default_value_t = 1e-4)]
+    pub tol: f64,
+    /// The particles' precision in the sums at `--tol`.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub precision: Prec,
+    /// Sum by the f64 direct sum of the periodic box (the Ewald sum)
+    /// instead: small `n` only.
+    #[arg(long)]
+    pub f64: bool,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: Backend,
+    /// PNG plot; `none` for no plot.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// The time series (CSV).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write the particles' velocity on the grid at the end here.
+    #[arg(long)]
+    pub vti: Option<PathBuf>,
+    /// Write the particles where the run ended (or stopped) here, as a
+    /// checkpoint (`fmm_vortex::Checkpoint`).
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+}
+
+/// What a run is: its name (the files' default stem), its title, the
+/// viscosity, the step and the end, and the unit its times are shown in
+/// (`(1.0, "t")`, or an eddy turnover time and `"t/T"`).
+pub struct Case {
+    pub name: &'static str,
+    pub title: String,
+    pub nu: f64,
+    pub dt: f64,
+    pub t_end: f64,
+    pub unit: (f64, &'static str),
+}
+
+/// Runs `case` from the spectral solver's field `spectral` (its grid, box
+/// and time zero).
+pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), Box<dyn Error>> {
+    if args.viscous == Viscous::Lattice && args.remesh_every == 0 {
+        return Err(
+            "--viscous lattice diffuses at the remeshings: give --remesh-every, or --viscous spread"
+                .into(),
+        );
+    }
+    let (n, side, nu) = (spectral.n(), spectral.side(), case.nu);
+    let h = side / n as f64;
+    // The spectral grid's points are this box's cell centres.
+    let pbox = PeriodicBox::cube([-0.5 * h; 3], side);
+    let grid = Grid {
+        origin: [0.0; 3],
+        side,
+        n,
+    };
+    let w = spectral.vorticity();
+    let volume = h * h * h;
+    let alpha: Vec<[f64; 3]> = (0..n * n * n)
+        .map(|i| [w[0][i] * volume, w[1][i] * volume, w[2][i] * volume])
+        .collect();
+    let count = alpha.len();
+    let mut p = VortexParticles::new(
+        grid.points(),
+        alpha,
+        vec![args.overlap * h; count],
+        vec![volume; count],
+    )?;
+    // The reference: the spectral field, or smoothed as the blobs are.
+    let smooth = match args.init {
+        Init::Interpolate => {
+            interpolate_on_lattice(&mut p, &pbox, n)?;
+            0.0
+        }
+        Init::Sample => args.overlap * h,
+    };
+    let solver = if args.f64 {
+        Solver::direct_f64(args.backend.core())
+    } else {
+        let s = Solver::f32_at(args.backend.core(), args.tol);
+        match args.precision {
+            Prec::F32 => s,
+            Prec::F64 => Solver {
+                precision: Precision::F64,
+                ..s
+            },
+        }
+    }
+    .in_domain(Domain::Periodic(pbox));
+    let energy = |u: &[Vec<f64>; 3]| -> f64 {
+        (0..u[0].len())
+            .map(|i| u[0][i] * u[0][i] + u[1][i] * u[1][i] + u[2][i] * u[2][i])
+            .sum::<f64>()
+            * 0.5
+            / u[0].len() as f64
+    };
+    let steps = (case.t_end / case.dt).round() as usize;
+    let (unit, tname) = case.unit;
+    println!(
+        "{}: {n}^3 particles (strengths by {:?}, cores {} spacings; remeshed every {} steps, {}projected; viscosity by {:?}) against a {n}^3 spectral solver, AB2 and RK4, dt {:.4}, {steps} steps, sums {}",
+        case.title,
+        args.init,
+        args.overlap,
+        args.remesh_every,
+        if args.no_project { "not " } else { "" },
+        args.viscous,
+        case.dt,
+        if args.f64 {
+            "f64 direct (Ewald)".to_string()
+        } else {
+            format!("at {:e} ({:?})", args.tol, args.precision)
+        }
+    );
+    println!(
+        "{tname:>6} {:>10} {:>10} {:>9} {:>10} {:>11} {:>11} {:>11}  sums (last step)",
+        "K vortex", "K ref", "dK/K", "K spectral", "-dK/dt vtx", "-dK/dt ref", "eps spec"
+    );
+    if smooth > 0.0 {
+        println!("(ref: the spectral field smoothed by the particles' Gaussian cores, what they represent of it)");
+    } else {
+        println!("(ref: the spectral field)");
+    }
+    let mut stepper = Stepper::new(Scheme::Ab2);
+    let bar = ProgressBar::new(steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, {eta} left")
+            .map_err(|e| e.to_string())?,
+    );
+    let mut csv =
+        String::from("t,k_vortex,k_reference,k_spectral,eps_vortex,eps_reference,eps_spectral\n");
+    let (mut kv, mut ks, mut kt, mut ev, mut es, mut et) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut last, mut worst, mut device) = (None::<(f64, f64, f64)>, 0.0f64, String::new());
+    // The last step's sums: their estimated error and settings.
+    let mut achieved = String::new();
+    let (mut t_vortex, mut t_spectral, mut t_remesh) = (0.0, 0.0, 0.0);
+    let mut u = solver.velocity_on(&p, &grid)?;
+    // An evaluation that cannot meet the tolerance stops the run: what
+    // was made is written, then the error said.
+    let mut stopped = None;
+    let mut done = 0;
+    for step in 0..=steps {
+        let t = step as f64 * case.dt;
+        if step % args.every == 0 || step == steps {
+            u = match solver.velocity_on(&p, &grid) {
+                Ok(u) => u,
+                Err(e) => {
+                    stopped = Some((t, e));
+                    break;
+                }
+            };
+            let (k_v, k_s, k_t, eps_t) = if args.no_spectral {
+                (energy(&u), f64::NAN, f64::NAN, f64::NAN)
+            } else {
+                (
+                    energy(&u),
+                    spectral.smoothed_energy(smooth),
+                    spectral.energy(),
+                    spectral.dissipation(),
+                )
+            };
+            let rel = k_v / k_s - 1.0;
+            if rel.is_finite() {
+                worst = worst.max(rel.abs());
+            }
+            // -dK/dt of both by the difference since the last.
+            let (eps_v, eps_s) = last.map_or((f64::NAN, f64::NAN), |(t0, v0, s0)| {
+                ((v0 - k_v) / (t - t0), (s0 - k_s) / (t - t0))
+            });
+            // The plot's times in the case's unit, its rates per unit.
+            let tu = t / unit;
+            if let Some((t0, _, _)) = last {
+                ev.push((0.5 * (t0 + t) / unit, eps_v));
+                es.push((0.5 * (t0 + t) / unit, eps_s));
+            }
+            last = Some((t, k_v, k_s));
+            kv.push((tu, k_v));
+            ks.push((tu, k_s));
+            kt.push((tu, k_t));
+            et.push((tu, eps_t));
+            csv.push_str(&format!("{t},{k_v},{k_s},{k_t},{eps_v},{eps_s},{eps_t}\n"));
+            bar.suspend(|| {
+                println!(
+                    "{tu:6.2} {k_v:10.6} {k_s:10.6} {rel:9.1e} {k_t:10.6} {eps_v:11.3e} {eps_s:11.3e} {eps_t:11.3e}  {achieved}"
+                )
+            });
+        }
+        if step < steps {
+            let clock = Instant::now();
+            let r = match stepper.step_particles(&mut p, case.dt, |s| solver.rates(s)) {
+                Ok(r) => r,
+                Err(e) => {
+                    stopped = Some((t, e));
+                    break;
+                }
+            };
+            if args.viscous == Viscous::Spread {
+                spread_cores(&mut p, nu, case.dt)?;
+            }
+            // The mean strength taken out: zero for a periodic velocity's
+            // curl (the periodic sums refuse a net strength), which the
+            // stretching's truncation lets drift between the remeshings'
+            // projections (by 1e-6 of the strengths in 10 steps of the
+            // Taylor-Green vortex at 64^3).
+            let mean = p
+                .alpha
+                .iter()
+                .fold([0.0; 3], |m, a| [m[0] + a[0], m[1] + a[1], m[2] + a[2]]);
+            let count = p.len().max(1) as f64;
+            for a in &mut p.alpha {
+                for d in 0..3 {
+                    a[d] -= mean[d] / count;
+                }
+            }
+            done += 1;
+            if args.remesh_every > 0 && done % args.remesh_every == 0 {
+                let clock = Instant::now();
+                p = remesh(&p, &Lattice::Periodic { pbox, n }, 0.0)?;
+                let filter = LatticeFilter {
+                    project: !args.no_project,
+                    diffuse: match args.viscous {
+                        Viscous::Spread => 0.0,
+                        Viscous::Lattice => nu * case.dt * args.remesh_every as f64,
+                    },
+                };
+                filter_lattice(&mut p, &pbox, n, filter)?;
+                // Adams-Bashforth's last rates belong to the old particles.
+                stepper.restart();
+                t_remesh += clock.elapsed().as_secs_f64();
+            }
+            t_vortex += clock.elapsed().as_secs_f64();
+            device.clone_from(&r.device);
+            if let Some(a) = &r.achieved {
+                achieved = format!(
+                    "{:.1e} {} p {} theta {}",
+                    a.estimated_error, a.method, a.settings.p, a.settings.theta
+                );
+            }
+            if !args.no_spectral {
+                let clock = Instant::now();
+                spectral.step(case.dt)?;
+                t_spectral += clock.elapsed().as_secs_f64();
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let reached = kv.last().map_or(0.0, |l| l.0);
+    println!(
+        "K within {worst:.1e} of the reference's to {tname} = {reached:.3}; {:.3} s a particle step ({:.3} s the rates, on {device}; {:.3} s the remeshing with its filter), {:.3} s a spectral step",
+        t_vortex / done.max(1) as f64,
+        (t_vortex - t_remesh) / done.max(1) as f64,
+        t_remesh / done.max(1) as f64,
+        t_spectral / done.max(1) as f64
+    );
+    let (e_v, e_s, e_t) = if args.no_spectral {
+        (spectrum_of(&u, n)?, vec![f64::NAN; n], vec![f64::NAN; n])
+    } else {
+        (
+            spectrum_of(&u, n)?,
+            spectral.smoothed_spectrum(smooth),
+            spectral.spectrum(),
+        )
+    };
+    println!("E(k) at {tname} = {reached:.3}:");
+    println!(
+        "{:>4} {:>11} {:>11} {:>8} {:>11}",
+        "k", "vortex", "ref", "ratio", "spectral"
+    );
+    for k in 1..n / 2 {
+        // Shells the spectral field leaves empty have no ratio.
+        let ratio = if e_s[k] > 1e-20 {
+            format!("{:8.4}", e_v[k] / e_s[k])
+        } else {
+            format!("{:>8}", "-")
+        };
+        println!(
+            "{k:4} {:11.4e} {:11.4e} {ratio} {:11.4e}",
+            e_v[k], e_s[k], e_t[k]
+        );
+    }
+    if let Some((t, e)) = &stopped {
+        // The series is whole to where the run stopped, and says so.
+        csv.push_str(&format!("# stopped at t = {t}: {e}\n"));
+    }
+    let stem = PathBuf::from(case.name);
+    let csv_path = args.csv.clone().unwrap_or(stem.with_extension("csv"));
+    write_whole(&csv_path, |f| f.write_all(csv.as_bytes()))?;
+    println!("time series in {}", csv_path.display());
+    if let Some(path) = &args.vti {
+        write_vti(path, &grid, &[("velocity", &u)])?;
+        println!("the particles' velocity on the grid in {}", path.display());
+    }
+    let plot = args.plot.clone().unwrap_or(stem.with_extension("png"));
+    if plot.as_os_str() != "none" {
+        let panels = [
+            Panel {
+                caption: format!("Kinetic energy against {tname}"),
+                y: "K".into(),
+                lines: if smooth > 0.0 {
+                    vec![
+                        ("vortex particles".into(), kv),
+                        ("spectral, smoothed by the cores".into(), ks),
+                        ("spectral".into(), kt),
+                    ]
+                } else {
+                    vec![("vortex particles".into(), kv), ("spectral".into(), kt)]
+                },
+            },
+            Panel {
+                caption: format!("Dissipation rate -dK/dt against {tname}"),
+                y: "epsilon".into(),
+                lines: vec![
+                    ("vortex particles".into(), ev),
+                    ("spectral (-dK/dt)".into(), es),
+                    ("spectral (nu <|omega|^2>)".into(), et),
+                ],
+            },
+        ];
+        plot_panels(&plot, &case.title, &panels)?;
+        println!("plot in {}", plot.display());
+    }
+    if let Some(path) = &args.save {
+        let at = Checkpoint {
+            step: done as u64,
+            time: done as f64 * case.dt,
+            particles: p.clone(),
+            stepper: stepper.clone(),
+        };
+        at.save(path)?;
+        println!("the particles at t = {} in {}", at.time, path.display());
+    }
+    match stopped {
+        Some((t, e)) => {
+            println!(
+                "the run stopped at t = {t:.3}, before its end at {}",
+                case.t_end
+            );
+            Err(e.into())
+        }
+        None => Ok(()),
+    }
+}
