@@ -242,7 +242,6 @@ pub fn filter_lattice(
     filter: LatticeFilter,
 ) -> Result<f64, VortexError> {
     use crate::spectral::Fft3;
-    use rustfft::num_complex::Complex64;
     if !(filter.diffuse.is_finite() && filter.diffuse >= 0.0) {
         return Err(VortexError::BadSetting {
             what: "the lattice's diffusion (viscosity times time)",
@@ -252,15 +251,7 @@ pub fn filter_lattice(
     }
     let cell = lattice_cells(p, pbox, n)?;
     let fft = Fft3::new(n);
-    let mut w: [Vec<Complex64>; 3] = [(); 3].map(|_| vec![Complex64::default(); n * n * n]);
-    for (i, &c) in cell.iter().enumerate() {
-        for (wd, ad) in w.iter_mut().zip(p.alpha[i]) {
-            wd[c] = Complex64::new(ad, 0.0);
-        }
-    }
-    for a in &mut w {
-        fft.forward(a);
-    }
+    let mut w = to_modes(p, &cell, &fft);
     // The wavenumbers in the box's units.
     let unit = std::f64::consts::TAU / pbox.side;
     let m = |j: usize| {
@@ -306,15 +297,7 @@ pub fn filter_lattice(
             }
         }
     }
-    for a in &mut w {
-        fft.inverse(a);
-    }
-    let scale = 1.0 / (n * n * n) as f64;
-    for (i, &c) in cell.iter().enumerate() {
-        for (ad, wd) in p.alpha[i].iter_mut().zip(&w) {
-            *ad = wd[c].re * scale;
-        }
-    }
+    from_modes(p, &cell, &fft, w);
     Ok(if total > 0.0 {
         (removed / total).sqrt()
     } else {
@@ -379,15 +362,7 @@ pub fn interpolate_on_lattice(
         *v = Complex64::new(norm * sum, 0.0);
     }
     fft.forward(&mut column);
-    let mut w: [Vec<Complex64>; 3] = [(); 3].map(|_| vec![Complex64::default(); n * n * n]);
-    for (i, &c) in cell.iter().enumerate() {
-        for (wd, ad) in w.iter_mut().zip(p.alpha[i]) {
-            wd[c] = Complex64::new(ad, 0.0);
-        }
-    }
-    for a in &mut w {
-        fft.forward(a);
-    }
+    let mut w = to_modes(p, &cell, &fft);
     // Modes holding only rounding are dropped, not multiplied (by up to
     // 1e10 for cores of 1.3 spacings at the lattice's corner modes).
     let top = w
@@ -404,15 +379,96 @@ pub fn interpolate_on_lattice(
                 largest = largest.max(1.0 / e.re);
             }
         }
+    }
+    from_modes(p, &cell, &fft, w);
+    Ok(largest)
+}
+
+/// The kinetic energy per unit volume, `<|u|^2> / 2`, of the periodic
+/// velocity whose curl is the vorticity of particles that fill the `n^3`
+/// cell centres of `pbox` (the strengths over the cells' volume, the
+/// lattice's modes, `u_k = i k x w_k / |k|^2`): the energy the lattice
+/// carries, before the blobs smooth it (their velocity's energy, on a
+/// grid, is that of the field smoothed by the cores). Its mean and
+/// divergence are left out, as a periodic velocity's curl has none.
+pub fn lattice_energy(
+    p: &VortexParticles,
+    pbox: &PeriodicBox,
+    n: usize,
+) -> Result<f64, VortexError> {
+    let cell = lattice_cells(p, pbox, n)?;
+    let fft = crate::spectral::Fft3::new(n);
+    let w = to_modes(p, &cell, &fft);
+    let h = pbox.side / n as f64;
+    let unit = std::f64::consts::TAU / pbox.side;
+    let m = |j: usize| {
+        if j < n / 2 {
+            j as f64
+        } else {
+            j as f64 - n as f64
+        }
+    };
+    // rustfft's sums over the n^3 cells, of strengths (h^3 times the
+    // vorticity): the Fourier series' coefficients times n^3 h^3.
+    let scale = 1.0 / ((n * n * n) as f64 * h * h * h);
+    let mut sum = 0.0;
+    let [wx, wy, wz] = &w;
+    for (c, ((a, b), e)) in wx.iter().zip(wy).zip(wz).enumerate() {
+        let k = [m(c % n), m((c / n) % n), m(c / (n * n))].map(|j| j * unit);
+        let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
+        if k2 == 0.0 {
+            continue;
+        }
+        let wk = [a, b, e].map(|z| z * scale);
+        // |k x w|^2 / |k|^4: the solenoidal part's energy.
+        let cross = [
+            wk[2] * k[1] - wk[1] * k[2],
+            wk[0] * k[2] - wk[2] * k[0],
+            wk[1] * k[0] - wk[0] * k[1],
+        ];
+        sum += cross.iter().map(|z| z.norm_sqr()).sum::<f64>() / (k2 * k2);
+    }
+    Ok(0.5 * sum)
+}
+
+/// The strengths of particles in the lattice's cells `cell`, each
+/// component taken to Fourier space (rustfft's unnormalised sums).
+fn to_modes(
+    p: &VortexParticles,
+    cell: &[usize],
+    fft: &crate::spectral::Fft3,
+) -> [Vec<rustfft::num_complex::Complex64>; 3] {
+    use rustfft::num_complex::Complex64;
+    let len = fft.n().pow(3);
+    let mut w: [Vec<Complex64>; 3] = [(); 3].map(|_| vec![Complex64::default(); len]);
+    for (i, &c) in cell.iter().enumerate() {
+        for (wd, ad) in w.iter_mut().zip(p.alpha[i]) {
+            wd[c] = Complex64::new(ad, 0.0);
+        }
+    }
+    for a in &mut w {
+        fft.forward(a);
+    }
+    w
+}
+
+/// [`to_modes`] undone: the modes `w` back to the lattice, the particles
+/// of `cell` given their values.
+fn from_modes(
+    p: &mut VortexParticles,
+    cell: &[usize],
+    fft: &crate::spectral::Fft3,
+    mut w: [Vec<rustfft::num_complex::Complex64>; 3],
+) {
+    for a in &mut w {
         fft.inverse(a);
     }
-    let scale = 1.0 / (n * n * n) as f64;
+    let scale = 1.0 / fft.n().pow(3) as f64;
     for (i, &c) in cell.iter().enumerate() {
         for (ad, wd) in p.alpha[i].iter_mut().zip(&w) {
             *ad = wd[c].re * scale;
         }
     }
-    Ok(largest)
 }
 
 /// Each particle's cell on the `n^3` lattice of cell centres of `pbox`

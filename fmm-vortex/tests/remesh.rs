@@ -8,7 +8,8 @@ use std::f64::consts::TAU;
 use fmm_core::{Backend, Domain, Method, PeriodicBox};
 use fmm_vortex::grid::Grid;
 use fmm_vortex::remesh::{
-    filter_lattice, interpolate_on_lattice, project_divergence_free, remesh, Lattice, LatticeFilter,
+    filter_lattice, interpolate_on_lattice, lattice_energy, project_divergence_free, remesh,
+    Lattice, LatticeFilter,
 };
 use fmm_vortex::*;
 use rand::{Rng, SeedableRng};
@@ -16,6 +17,19 @@ use rand::{Rng, SeedableRng};
 fn rel(a: [f64; 3], b: [f64; 3]) -> f64 {
     let d = diagnostics::norm([a[0] - b[0], a[1] - b[1], a[2] - b[2]]);
     d / diagnostics::norm(b)
+}
+
+/// The `n^3` cell centres of `[0, 2 pi)^3` and the Taylor-Green vorticity
+/// there.
+fn taylor_green_lattice(n: usize) -> (Vec<[f64; 3]>, Vec<[f64; 3]>) {
+    let h = TAU / n as f64;
+    (0..n * n * n)
+        .map(|i| {
+            let c = [i % n, (i / n) % n, i / (n * n)].map(|j| (j as f64 + 0.5) * h);
+            let ([sx, sy, sz], [cx, cy, cz]) = (c.map(f64::sin), c.map(f64::cos));
+            (c, [-cx * sy * sz, -sx * cy * sz, 2.0 * sx * sy * cz])
+        })
+        .unzip()
 }
 
 #[test]
@@ -157,15 +171,12 @@ fn the_projection_takes_out_a_gradient_and_keeps_a_solenoidal_field() {
     // constant on the cell centres: the projection gives back the first.
     let (n, pbox) = (8, PeriodicBox::cube([0.0; 3], TAU));
     let h = TAU / n as f64;
-    let (mut x, mut alpha, mut want) = (vec![], vec![], vec![]);
-    for i in 0..n * n * n {
-        let c = [i % n, (i / n) % n, i / (n * n)].map(|j| (j as f64 + 0.5) * h);
-        let ([sx, sy, sz], [cx, cy, cz]) = (c.map(f64::sin), c.map(f64::cos));
-        let w = [-cx * sy * sz, -sx * cy * sz, 2.0 * sx * sy * cz];
+    let (x, w) = taylor_green_lattice(n);
+    let (mut alpha, mut want) = (vec![], vec![]);
+    for (c, w) in x.iter().zip(&w) {
         // grad of cos(x + 2y) sin z.
         let (a, b) = ((c[0] + 2.0 * c[1]).sin(), (c[0] + 2.0 * c[1]).cos());
-        let g = [-a * sz, -2.0 * a * sz, b * cz];
-        x.push(c);
+        let g = [-a * c[2].sin(), -2.0 * a * c[2].sin(), b * c[2].cos()];
         // And a mean, which a periodic velocity's curl has not.
         let mean = [0.2, -0.1, 0.05];
         alpha.push([0, 1, 2].map(|d| (w[d] + 0.3 * g[d] + mean[d]) * h * h * h));
@@ -240,15 +251,8 @@ fn interpolated_blobs_give_the_lattice_vorticity_at_its_points() {
     let (n, pbox) = (12, PeriodicBox::cube([0.0; 3], TAU));
     let h = TAU / n as f64;
     let sigma = 1.3 * h;
-    let (mut x, mut alpha, mut want) = (vec![], vec![], vec![]);
-    for i in 0..n * n * n {
-        let c = [i % n, (i / n) % n, i / (n * n)].map(|j| (j as f64 + 0.5) * h);
-        let ([sx, sy, sz], [cx, cy, cz]) = (c.map(f64::sin), c.map(f64::cos));
-        let w = [-cx * sy * sz, -sx * cy * sz, 2.0 * sx * sy * cz];
-        x.push(c);
-        alpha.push(w.map(|v| v * h * h * h));
-        want.push(w);
-    }
+    let (x, want) = taylor_green_lattice(n);
+    let alpha = want.iter().map(|w| w.map(|v| v * h * h * h)).collect();
     let m = x.len();
     let mut p = VortexParticles::new(x, alpha, vec![sigma; m], vec![h * h * h; m]).unwrap();
     let blobs = |p: &VortexParticles, at: [f64; 3]| -> [f64; 3] {
@@ -281,4 +285,21 @@ fn interpolated_blobs_give_the_lattice_vorticity_at_its_points() {
     p.sigma[5] *= 1.1;
     let e = interpolate_on_lattice(&mut p, &pbox, n).unwrap_err();
     assert!(e.to_string().contains("core"), "{e}");
+}
+
+#[test]
+fn the_lattice_carries_the_taylor_green_energy() {
+    // The Taylor-Green vorticity on the cell centres is one mode: the
+    // velocity it is the curl of has K = 1/8 (at any lattice size).
+    let pbox = PeriodicBox::cube([0.0; 3], TAU);
+    for n in [8, 12] {
+        let h = TAU / n as f64;
+        let (x, w) = taylor_green_lattice(n);
+        let alpha = w.iter().map(|w| w.map(|v| v * h * h * h)).collect();
+        let m = x.len();
+        let p = VortexParticles::new(x, alpha, vec![h; m], vec![h * h * h; m]).unwrap();
+        let k = lattice_energy(&p, &pbox, n).unwrap();
+        println!("{n}^3: K {k:.15}");
+        assert!((k - 0.125).abs() < 1e-14, "{k}");
+    }
 }
