@@ -311,21 +311,6 @@ pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), 
             if args.viscous == Viscous::Spread {
                 spread_cores(&mut p, nu, case.dt)?;
             }
-            // The mean strength taken out: zero for a periodic velocity's
-            // curl (the periodic sums refuse a net strength), which the
-            // stretching's truncation lets drift between the remeshings'
-            // projections (by 1e-6 of the strengths in 10 steps of the
-            // Taylor-Green vortex at 64^3).
-            let mean = p
-                .alpha
-                .iter()
-                .fold([0.0; 3], |m, a| [m[0] + a[0], m[1] + a[1], m[2] + a[2]]);
-            let count = p.len().max(1) as f64;
-            for a in &mut p.alpha {
-                for d in 0..3 {
-                    a[d] -= mean[d] / count;
-                }
-            }
             done += 1;
             on_lattice = false;
             if args.remesh_every > 0 && done % args.remesh_every == 0 {

@@ -80,7 +80,8 @@ impl Solver {
         let at: Vec<[R; 3]> = grid.points().iter().map(|x| x.map(|c| R::c(c))).collect();
         // The targets carry no strength: the stretching there is zero.
         let targets = Particles::targets::<VelocityStretching>(&at)?;
-        let e = self.evaluate::<VelocityStretching, R>(&targets, &sources_of::<R>(p)?)?;
+        let sources = sources_of::<R>(p, &self.strengths(p))?;
+        let e = self.evaluate::<VelocityStretching, R>(&targets, &sources)?;
         let u = e.outputs.vec3("u")?;
         Ok(u.map(|c| c.iter().map(|v| v.to_f64()).collect()))
     }

@@ -264,7 +264,7 @@ impl<'g, R: Real> DeviceVortex<'g, R> {
         p.check()?;
         let regs = DeviceRegisters::new::<R>(gpu)?;
         let n = p.len();
-        let (targets, sources) = front_door_sets::<R>(p, &[])?;
+        let (targets, sources) = front_door_sets::<R>(p, &p.alpha, &[])?;
         let y = regs.upload(&to_blocks(&p.x, &p.alpha))?;
         let sigma = regs.upload(&p.sigma)?;
         Ok(DeviceVortex {
