@@ -185,12 +185,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let before = Invariants::of(&p).linear_impulse;
                 let r = reinitialise(&p, &lattice, &interpolation)?;
                 let after = Invariants::of(&r.particles).linear_impulse;
-                let jump = norm([
-                    after[0] - before[0],
-                    after[1] - before[1],
-                    after[2] - before[2],
-                ]) / norm(first);
-                worst_jump = worst_jump.max(jump);
+                worst_jump = worst_jump.max(change(before, after, first));
                 iterations += r.iterations;
                 reinits += 1;
                 let q = r.particles;
@@ -218,12 +213,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let before = Invariants::of(&p).linear_impulse;
                 let (q, h) = remeshed(&p, half, sigma, args.remesh_cull)?;
                 let after = Invariants::of(&q).linear_impulse;
-                let jump = norm([
-                    after[0] - before[0],
-                    after[1] - before[1],
-                    after[2] - before[2],
-                ]) / norm(first);
-                worst_jump = worst_jump.max(jump);
+                worst_jump = worst_jump.max(change(before, after, first));
                 p = q;
                 half = h;
                 remeshes += 1;
@@ -331,4 +321,13 @@ fn remeshed(
         volume: vec![h * h * h; all.len()],
     };
     Ok((q, count))
+}
+
+/// How far the impulse moved from `before` to `after`, relative to `first`.
+fn change(before: [f64; 3], after: [f64; 3], first: [f64; 3]) -> f64 {
+    norm([
+        after[0] - before[0],
+        after[1] - before[1],
+        after[2] - before[2],
+    ]) / norm(first)
 }

@@ -254,13 +254,7 @@ pub fn filter_lattice(
     let mut w = to_modes(p, &cell, &fft);
     // The wavenumbers in the box's units.
     let unit = std::f64::consts::TAU / pbox.side;
-    let m = |j: usize| {
-        if j < n / 2 {
-            j as f64
-        } else {
-            j as f64 - n as f64
-        }
-    };
+    let m = |j: usize| signed(j, n);
     let (mut removed, mut total) = (0.0, 0.0);
     let [wx, wy, wz] = &mut w;
     for (c, ((a, b), e)) in wx
@@ -401,13 +395,7 @@ pub fn lattice_energy(
     let w = to_modes(p, &cell, &fft);
     let h = pbox.side / n as f64;
     let unit = std::f64::consts::TAU / pbox.side;
-    let m = |j: usize| {
-        if j < n / 2 {
-            j as f64
-        } else {
-            j as f64 - n as f64
-        }
-    };
+    let m = |j: usize| signed(j, n);
     // rustfft's sums over the n^3 cells, of strengths (h^3 times the
     // vorticity): the Fourier series' coefficients times n^3 h^3.
     let scale = 1.0 / ((n * n * n) as f64 * h * h * h);
@@ -429,6 +417,16 @@ pub fn lattice_energy(
         sum += cross.iter().map(|z| z.norm_sqr()).sum::<f64>() / (k2 * k2);
     }
     Ok(0.5 * sum)
+}
+
+/// The signed wavenumber (in whole waves a side) of index `j` of an
+/// `n`-point FFT.
+fn signed(j: usize, n: usize) -> f64 {
+    if j < n / 2 {
+        j as f64
+    } else {
+        j as f64 - n as f64
+    }
 }
 
 /// The strengths of particles in the lattice's cells `cell`, each
