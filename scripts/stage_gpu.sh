@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 stage=target/gpu-stage
 rm -rf .gpu "$stage" && mkdir -p .gpu "$stage"
-bins="direct_bench custom_kernel tree_bench fmm_bench vortex_ring vortex_step_bench vortex_wall vortex_taylor_green vortex_turbulence"
+bins="direct_bench custom_kernel tree_bench fmm_bench vortex_ring vortex_step_bench vortex_wall vortex_taylor_green vortex_turbulence vortex_brownout"
 cargo build --release $(for b in $bins; do echo --example $b; done)
 for b in $bins; do cp target/release/examples/$b "$stage/"; done
 # The test suite (one executable: the GPU tests are modules of it, run by

@@ -409,3 +409,61 @@ pub fn plot_panels(path: &Path, title: &str, panels: &[Panel]) -> Result<(), Box
     }
     write_png(path, &rgb, w, h)
 }
+
+/// One panel of [`plot_points`]: its caption, its axes' names and ranges,
+/// and its sets of points (a label and the points of each, drawn as
+/// single pixels, later sets over earlier).
+pub struct PointPanel {
+    pub caption: String,
+    pub x: (String, std::ops::Range<f64>),
+    pub y: (String, std::ops::Range<f64>),
+    pub sets: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Panels of points stacked in one PNG at `path` (snapshots of particles:
+/// the brown-out's dust and wake), `title` on top.
+pub fn plot_points(path: &Path, title: &str, panels: &[PointPanel]) -> Result<(), Box<dyn Error>> {
+    register()?;
+    let (w, h) = (WIDTH, 450 * panels.len() as u32);
+    let mut rgb = vec![255u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 20))?;
+        let areas = root.split_evenly((panels.len(), 1));
+        let colours = [ORANGE, BLUE_, GREEN_, GREY];
+        let labels = ("sans-serif", 15);
+        for (panel, area) in panels.iter().zip(&areas) {
+            let mut chart = ChartBuilder::on(area)
+                .caption(&panel.caption, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(panel.x.1.clone(), panel.y.1.clone())?;
+            chart
+                .configure_mesh()
+                .x_desc(&panel.x.0)
+                .y_desc(&panel.y.0)
+                .label_style(labels)
+                .axis_desc_style(labels)
+                .bold_line_style(GRID)
+                .light_line_style(LIGHT_GRID)
+                .draw()?;
+            for ((label, set), &c) in panel.sets.iter().zip(colours.iter().cycle()) {
+                chart
+                    .draw_series(set.iter().map(|&p| Pixel::new(p, c)))?
+                    .label(label.as_str())
+                    .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 8, y + 4)], c.filled()));
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .label_font(labels)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    write_png(path, &rgb, w, h)
+}

@@ -7,13 +7,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use fmm_core::kernels::VelocityStretching;
-use fmm_core::{Particles, Real};
-
 use crate::error::VortexError;
 use crate::output::write_whole;
 use crate::particles::VortexParticles;
-use crate::rates::{sources_of, Precision, Solver};
+use crate::rates::Solver;
 
 /// `n^3` points `origin + side (i, j, l) / n` (x fastest): a periodic
 /// box's grid when `origin` and `side` are the box's, the spectral
@@ -66,24 +63,8 @@ impl Solver {
         grid: &Grid,
     ) -> Result<[Vec<f64>; 3], VortexError> {
         grid.check()?;
-        match self.precision {
-            Precision::F32 => self.velocity_in::<f32>(p, grid),
-            Precision::F64 => self.velocity_in::<f64>(p, grid),
-        }
-    }
-
-    fn velocity_in<R: Real>(
-        &self,
-        p: &VortexParticles,
-        grid: &Grid,
-    ) -> Result<[Vec<f64>; 3], VortexError> {
-        let at: Vec<[R; 3]> = grid.points().iter().map(|x| x.map(|c| R::c(c))).collect();
-        // The targets carry no strength: the stretching there is zero.
-        let targets = Particles::targets::<VelocityStretching>(&at)?;
-        let sources = sources_of::<R>(p, &self.strengths(p))?;
-        let e = self.evaluate::<VelocityStretching, R>(&targets, &sources)?;
-        let u = e.outputs.vec3("u")?;
-        Ok(u.map(|c| c.iter().map(|v| v.to_f64()).collect()))
+        let u = self.velocity_at(p, &grid.points())?.u;
+        Ok([0, 1, 2].map(|c| u.iter().map(|v| v[c]).collect()))
     }
 }
 

@@ -9,7 +9,8 @@
 //! images (`ground_plane`), the invariants an inviscid run keeps (total
 //! circulation, linear and angular impulse), checkpoints a run resumes
 //! from bit for bit, the thin vortex ring: its particles and the
-//! classical speed it moves at, the velocity on a grid with its energy
+//! classical speed it moves at, a hovering rotor's trailed wake with dust
+//! picked up from the ground, the velocity on a grid with its energy
 //! spectrum, and a pseudo-spectral Navier-Stokes solver to check the
 //! periodic cases against.
 //!
@@ -19,6 +20,7 @@
 //! files, checkpoints) that the core's users need not build.
 
 pub mod checkpoint;
+pub mod device_dust;
 pub mod diagnostics;
 pub mod error;
 pub mod grid;
@@ -32,22 +34,25 @@ pub mod reinit;
 pub mod remesh;
 pub mod resident;
 pub mod ring;
+pub mod rotor;
 pub mod spectral;
 pub mod viscous;
 pub mod vtk;
 
 pub use checkpoint::Checkpoint;
+pub use device_dust::DeviceDust;
 pub use diagnostics::Invariants;
 pub use error::VortexError;
 pub use integrals::FieldIntegrals;
 pub use integrate::{Scheme, Stepper};
 pub use particles::VortexParticles;
-pub use passive::{Motion, Passive};
-pub use rates::{ground_plane, Precision, Rates, Solver};
+pub use passive::{Motion, Passive, Pickup};
+pub use rates::{ground_plane, Precision, Rates, Solver, Velocities};
 pub use resident::{DeviceVortex, StepReport};
 pub use ring::{
     filament_velocity, impulse_centre, impulse_centre_speed, line_ring_over_ground,
     line_ring_speed, ring_radius, thin_ring_speed, Ring,
 };
+pub use rotor::{Dust, Rotor, Trailer, Wake, WakeStep};
 pub use viscous::spread_cores;
 pub use vtk::write_vtp;

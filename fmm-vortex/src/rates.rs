@@ -180,6 +180,53 @@ impl Solver {
     }
 }
 
+/// The velocity the particles induce at points that are not sources,
+/// and what its evaluation took.
+#[derive(Clone, Debug)]
+pub struct Velocities {
+    pub u: Vec<[f64; 3]>,
+    pub seconds: f64,
+    pub achieved: Option<Achieved>,
+    pub device: String,
+}
+
+impl Solver {
+    /// The velocity the particles `p` induce at the points `at` (targets
+    /// that are not sources: nothing is evaluated at `p`).
+    pub fn velocity_at(
+        &self,
+        p: &VortexParticles,
+        at: &[[f64; 3]],
+    ) -> Result<Velocities, VortexError> {
+        match self.precision {
+            Precision::F32 => self.velocity_at_in::<f32>(p, at),
+            Precision::F64 => self.velocity_at_in::<f64>(p, at),
+        }
+    }
+
+    fn velocity_at_in<R: Real>(
+        &self,
+        p: &VortexParticles,
+        at: &[[f64; 3]],
+    ) -> Result<Velocities, VortexError> {
+        let t = Instant::now();
+        let points: Vec<[R; 3]> = at.iter().map(|x| x.map(|c| R::c(c))).collect();
+        // The targets carry no strength: the stretching there is zero.
+        let targets = Particles::targets::<VelocityStretching>(&points)?;
+        let sources = sources_of::<R>(p, &self.strengths(p))?;
+        let e = self.evaluate::<VelocityStretching, R>(&targets, &sources)?;
+        let u = e.outputs.vec3("u")?;
+        Ok(Velocities {
+            u: (0..at.len())
+                .map(|i| [u[0][i].to_f64(), u[1][i].to_f64(), u[2][i].to_f64()])
+                .collect(),
+            seconds: t.elapsed().as_secs_f64(),
+            achieved: e.achieved,
+            device: e.device,
+        })
+    }
+}
+
 /// The front door's targets (at the particles, carrying `alpha_i`, then
 /// at the points `at`, carrying none) and sources (`alpha`, `sigma`) of
 /// the particles `p`, in precision `R`.

@@ -77,10 +77,62 @@ extern "C" __global__ void vortex_first_bad(unsigned n, const double* y, unsigne
     if (i >= n) return;
     if (!isfinite(y[i])) atomicMin(first, i);
 }
+
+// Dust (`crate::device_dust`): state y = positions then velocities, six
+// blocks of n. Where a step by the flow at its middle evaluates it: see
+// `Passive::midpoints`.
+extern "C" __global__ void dust_points(unsigned n, const double* y, double half_dt, double z0,
+    double lift, real* p0, real* p1, real* p2) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double x = y[i], yy = y[n + i], z = y[2 * n + i];
+    if (z <= z0) {
+        p0[i] = (real)x; p1[i] = (real)yy; p2[i] = (real)(z0 + lift);
+        return;
+    }
+    double zm = z + half_dt * y[5 * n + i];
+    p0[i] = (real)(x + half_dt * y[3 * n + i]);
+    p1[i] = (real)(yy + half_dt * y[4 * n + i]);
+    p2[i] = (real)(zm > z0 ? zm : z0);
+}
+
+// One step of the drag's exact solution under the flow u held over it,
+// deposits and lifts: see `Passive::advance_by`.
+extern "C" __global__ void dust_advance(unsigned n, double* y, const real* u0, const real* u1,
+    const real* u2, double dt, double tau, double e, double g0, double g1, double g2,
+    double z0, int pickup, double lift, double friction_per_speed, double threshold,
+    double launch, unsigned* lifted) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double u[3] = {(double)u0[i], (double)u1[i], (double)u2[i]};
+    if (y[2 * n + i] <= z0) {
+        if (!pickup) return;
+        double friction = friction_per_speed * hypot(u[0], u[1]);
+        if (friction > threshold) {
+            y[2 * n + i] = z0 + lift;
+            y[3 * n + i] = u[0]; y[4 * n + i] = u[1]; y[5 * n + i] = launch * friction;
+            atomicAdd(lifted, 1u);
+        }
+        return;
+    }
+    double g[3] = {g0, g1, g2};
+    for (int c = 0; c < 3; ++c) {
+        double w = u[c] + g[c] * tau;
+        double dv = y[(3 + c) * n + i] - w;
+        y[c * n + i] += w * dt + dv * tau * (1.0 - e);
+        y[(3 + c) * n + i] = w + dv * e;
+    }
+    if (y[2 * n + i] <= z0) {
+        y[2 * n + i] = z0;
+        y[3 * n + i] = 0.0; y[4 * n + i] = 0.0; y[5 * n + i] = 0.0;
+    }
+}
 "#;
 
 /// The entry points of [`cuda_source`].
-pub const ENTRY_POINTS: [&str; 5] = [
+pub const ENTRY_POINTS: [&str; 7] = [
+    "dust_advance",
+    "dust_points",
     "vortex_combine",
     "vortex_first_bad",
     "vortex_publish",
@@ -96,11 +148,13 @@ pub fn cuda_source<R: Real>() -> String {
 
 const THREADS: u32 = 256;
 
-fn cuda(what: &'static str) -> impl Fn(fmm_core::cudarc::driver::DriverError) -> VortexError {
+pub(crate) fn cuda(
+    what: &'static str,
+) -> impl Fn(fmm_core::cudarc::driver::DriverError) -> VortexError {
     move |e| VortexError::Fmm(fmm_core::Error::Cuda(format!("{what}: {e}")))
 }
 
-fn items(n: usize) -> LaunchConfig {
+pub(crate) fn items(n: usize) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(THREADS as usize).max(1) as u32, 1, 1),
         block_dim: (THREADS, 1, 1),
@@ -110,16 +164,18 @@ fn items(n: usize) -> LaunchConfig {
 
 /// The device's registers: arrays of `f64` on `gpu`'s stream.
 pub struct DeviceRegisters<'g> {
-    gpu: &'g Gpu,
+    pub(crate) gpu: &'g Gpu,
     combine: CudaFunction,
     publish: CudaFunction,
     rates: CudaFunction,
     spread: CudaFunction,
     first_bad: CudaFunction,
+    pub(crate) dust_points: CudaFunction,
+    pub(crate) dust_advance: CudaFunction,
 }
 
 impl<'g> DeviceRegisters<'g> {
-    fn new<R: Real>(gpu: &'g Gpu) -> Result<Self, VortexError> {
+    pub(crate) fn new<R: Real>(gpu: &'g Gpu) -> Result<Self, VortexError> {
         let name = format!("vortex_state_{}", R::NAME);
         let (module, _) = gpu.module(&name, &cuda_source::<R>())?;
         let f = |entry| gpu.function(&module, entry);
@@ -130,14 +186,16 @@ impl<'g> DeviceRegisters<'g> {
             rates: f("vortex_rates")?,
             spread: f("vortex_spread")?,
             first_bad: f("vortex_first_bad")?,
+            dust_points: f("dust_points")?,
+            dust_advance: f("dust_advance")?,
         })
     }
 
-    fn stream(&self) -> &Arc<CudaStream> {
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         self.gpu.stream()
     }
 
-    fn upload(&self, v: &[f64]) -> Result<CudaSlice<f64>, VortexError> {
+    pub(crate) fn upload(&self, v: &[f64]) -> Result<CudaSlice<f64>, VortexError> {
         let one = [0.0];
         let v = if v.is_empty() { &one[..] } else { v };
         self.stream()
@@ -145,13 +203,52 @@ impl<'g> DeviceRegisters<'g> {
             .map_err(cuda("copy to the device"))
     }
 
-    fn download(&self, v: &CudaSlice<f64>, n: usize) -> Result<Vec<f64>, VortexError> {
+    pub(crate) fn download(&self, v: &CudaSlice<f64>, n: usize) -> Result<Vec<f64>, VortexError> {
         if n == 0 {
             return Ok(Vec::new());
         }
         self.stream()
             .clone_dtoh(&v.slice(0..n))
             .map_err(cuda("copy from the device"))
+    }
+}
+
+impl DeviceRegisters<'_> {
+    /// An error naming the first particle of the six blocks of `n` in `y`
+    /// with a value no longer finite (a step too long for the flow): its
+    /// position or its `what[1]` (strength, velocity).
+    pub(crate) fn check_blocks(
+        &self,
+        y: &CudaSlice<f64>,
+        n: usize,
+        what: [&'static str; 2],
+    ) -> Result<(), VortexError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let s = self.stream();
+        let mut first = s
+            .clone_htod(&[u32::MAX])
+            .map_err(cuda("copy to the device"))?;
+        let m = 6 * n as u32;
+        let mut b = s.launch_builder(&self.first_bad);
+        b.arg(&m).arg(y).arg(&mut first);
+        // SAFETY: `vortex_first_bad(n, y, first)`, `y` 6 n long, `first` one.
+        unsafe { b.launch(items(6 * n)) }.map_err(cuda("launching vortex_first_bad"))?;
+        let got = s.clone_dtoh(&first).map_err(cuda("copy from the device"))?[0];
+        if got == u32::MAX {
+            return Ok(());
+        }
+        let (block, at) = (got as usize / n, got as usize);
+        let value = s
+            .clone_dtoh(&y.slice(at..at + 1))
+            .map_or(f64::NAN, |v| v[0]);
+        Err(VortexError::BadParticle {
+            index: at % n,
+            what: what[usize::from(block >= 3)],
+            value,
+            why: "not finite after a step (shorten the step)",
+        })
     }
 }
 
@@ -201,16 +298,16 @@ impl Registers for DeviceRegisters<'_> {
 
 /// The slots of `alpha`, `sigma`, `alpha_i`, `u` and `s` in the fused
 /// kernel's layouts.
-struct Slots {
+pub(crate) struct Slots {
     alpha: usize,
     sigma: usize,
     alpha_i: usize,
-    u: usize,
+    pub(crate) u: usize,
     s: usize,
 }
 
 impl Slots {
-    fn of_kernel() -> Self {
+    pub(crate) fn of_kernel() -> Self {
         let def = VelocityStretching::def();
         let at = |fields: &[fmm_core::fmm_codegen::Field], name: &str| {
             fields
@@ -423,33 +520,8 @@ impl<'g, R: Real> DeviceVortex<'g, R> {
     /// An error naming the first particle whose position or strength is no
     /// longer finite (a step too long for the flow).
     fn check_finite(&self) -> Result<(), VortexError> {
-        if self.n == 0 {
-            return Ok(());
-        }
-        let s = self.regs.stream();
-        let mut first = s
-            .clone_htod(&[u32::MAX])
-            .map_err(cuda("copy to the device"))?;
-        let m = 6 * self.n as u32;
-        let mut b = s.launch_builder(&self.regs.first_bad);
-        b.arg(&m).arg(&self.y).arg(&mut first);
-        // SAFETY: `vortex_first_bad(n, y, first)`, `y` 6 n long, `first` one.
-        unsafe { b.launch(items(6 * self.n)) }.map_err(cuda("launching vortex_first_bad"))?;
-        let got = s.clone_dtoh(&first).map_err(cuda("copy from the device"))?[0];
-        if got == u32::MAX {
-            return Ok(());
-        }
-        let (block, i) = (got as usize / self.n, got as usize % self.n);
-        let at = got as usize;
-        let value = s
-            .clone_dtoh(&self.y.slice(at..at + 1))
-            .map_or(f64::NAN, |v| v[0]);
-        Err(VortexError::BadParticle {
-            index: i,
-            what: if block < 3 { "a position" } else { "alpha" },
-            value,
-            why: "not finite after a step (shorten the step)",
-        })
+        self.regs
+            .check_blocks(&self.y, self.n, ["a position", "alpha"])
     }
 }
 
@@ -527,8 +599,8 @@ fn merge(into: &mut Option<Achieved>, got: Option<Achieved>) {
     }
 }
 
-/// Positions and strengths as six blocks of `n`.
-fn to_blocks(x: &[[f64; 3]], alpha: &[[f64; 3]]) -> Vec<f64> {
+/// Positions and strengths (or velocities) as six blocks of `n`.
+pub(crate) fn to_blocks(x: &[[f64; 3]], alpha: &[[f64; 3]]) -> Vec<f64> {
     (0..3)
         .flat_map(|c| x.iter().map(move |v| v[c]))
         .chain((0..3).flat_map(|c| alpha.iter().map(move |v| v[c])))
@@ -536,7 +608,7 @@ fn to_blocks(x: &[[f64; 3]], alpha: &[[f64; 3]]) -> Vec<f64> {
 }
 
 /// The six blocks of `n` back as two arrays of triples.
-fn from_blocks(y: &[f64], n: usize) -> (Vec<[f64; 3]>, Vec<[f64; 3]>) {
+pub(crate) fn from_blocks(y: &[f64], n: usize) -> (Vec<[f64; 3]>, Vec<[f64; 3]>) {
     let at = |b: usize, i: usize| y[b * n + i];
     (
         (0..n).map(|i| [at(0, i), at(1, i), at(2, i)]).collect(),

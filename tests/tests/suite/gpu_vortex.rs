@@ -257,3 +257,117 @@ fn over_the_ground_resident_steps_give_the_host_steps() {
     let e = d.step(&mut ds, &device, dt).unwrap_err().to_string();
     assert!(e.contains("source 5 lies below the wall z = 0"), "{e}");
 }
+
+/// A rotor's wake a revolution old and dust over the ground, some of it
+/// resting on the bed below the rotor, some airborne (fresh each run).
+fn wake_and_dust(n: usize) -> (Wake, Passive) {
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    // The hub low, so that a revolution's wake blows over the bed.
+    let rotor = Rotor::hover(
+        4,
+        1.0,
+        std::f64::consts::TAU,
+        0.008,
+        [0.0, 0.0, 0.5],
+        0.1,
+        2,
+    )
+    .unwrap();
+    let mut wake = Wake::new(rotor).unwrap();
+    let cpu = solver(Backend::Cpu, Method::direct(), Precision::F64).in_domain(ground_plane(0.0));
+    let mut none = Passive::inertial(vec![], vec![], 0.088, [0.0, 0.0, -0.065])
+        .unwrap()
+        .over_ground(0.0)
+        .unwrap();
+    for _ in 0..36 {
+        wake.step_with_dust(&mut none, 1.0 / 36.0, &cpu).unwrap();
+    }
+    let x: Vec<[f64; 3]> = (0..n)
+        .map(|i| {
+            let z = if i % 2 == 0 {
+                0.0
+            } else {
+                rng.gen_range(0.01..1.5)
+            };
+            [rng.gen_range(-2.5..2.5), rng.gen_range(-2.5..2.5), z]
+        })
+        .collect();
+    let v = (0..n)
+        .map(|i| match x[i][2] > 0.0 {
+            true => [0, 1, 2].map(|_| rng.gen_range(-0.3..0.3)),
+            false => [0.0; 3],
+        })
+        .collect();
+    let dust = Passive::inertial(x, v, 0.088, [0.0, 0.0, -0.065])
+        .unwrap()
+        .over_ground(0.0)
+        .unwrap()
+        .with_pickup(Pickup {
+            reference_height: 0.01,
+            roughness: 1.25e-5,
+            threshold: 0.003,
+            launch: 1.0,
+        })
+        .unwrap();
+    (wake, dust)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn resident_dust_steps_give_the_host_dust_steps() {
+    let (wake, dust) = wake_and_dust(20_000);
+    let dt = 1.0 / 36.0;
+    for (precision, method, tol) in [
+        (Precision::F64, Method::direct(), 1e-11),
+        (Precision::F32, Method::tolerance(1e-4), 1e-4),
+    ] {
+        // The host's dust evaluated on the GPU through host copies.
+        let s = solver(Backend::Cuda, method.clone(), precision).in_domain(ground_plane(0.0));
+        let (mut host_wake, mut host) = (wake.clone(), dust.clone());
+        let mut dev_wake = wake.clone();
+        let dev = match precision {
+            Precision::F64 => {
+                let mut d = DeviceDust::<f64>::upload(gpu(), &dust).unwrap();
+                for _ in 0..5 {
+                    host_wake.step_with_dust(&mut host, dt, &s).unwrap();
+                    dev_wake.step_with_dust(&mut d, dt, &s).unwrap();
+                }
+                d.download().unwrap()
+            }
+            Precision::F32 => {
+                let mut d = DeviceDust::<f32>::upload(gpu(), &dust).unwrap();
+                for _ in 0..5 {
+                    host_wake.step_with_dust(&mut host, dt, &s).unwrap();
+                    dev_wake.step_with_dust(&mut d, dt, &s).unwrap();
+                }
+                d.download().unwrap()
+            }
+        };
+        // Positions against the distance each particle moved.
+        let moved = host
+            .x
+            .iter()
+            .zip(&dust.x)
+            .map(|(a, b)| (0..3).map(|c| (a[c] - b[c]).abs()).fold(0.0, f64::max))
+            .fold(0.0, f64::max);
+        let diff = host
+            .x
+            .iter()
+            .zip(&dev.x)
+            .map(|(a, b)| (0..3).map(|c| (a[c] - b[c]).abs()).fold(0.0, f64::max))
+            .fold(0.0, f64::max);
+        println!(
+            "{precision:?}: dust moved up to {moved:.3}, device against host {diff:.1e}; lifts {} and {}",
+            host.lifted, dev.lifted
+        );
+        assert!(host.lifted > 0, "the wake lifts some of the bed");
+        assert!(moved > 1e-3, "the dust moves");
+        assert!(diff <= tol * moved, "{precision:?}: {diff:e} of {moved:e}");
+        if precision == Precision::F64 {
+            assert_eq!(host.lifted, dev.lifted);
+            assert_eq!(host.deposited(), dev.deposited());
+        }
+    }
+}

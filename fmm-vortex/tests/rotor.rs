@@ -1,0 +1,216 @@
+//! The rotor's wake and the dust it lifts: the wake blows down through
+//! the disk at momentum theory's speed scale; the filaments' strengths
+//! are their segments (the circulation kept along each trailer);
+//! Stokes-drag dust under a uniform flow against the closed form; the
+//! pickup's threshold; bad settings named.
+
+use std::f64::consts::TAU;
+
+use fmm_core::{Backend, Method};
+use fmm_vortex::*;
+
+fn direct() -> Solver {
+    Solver {
+        backend: Backend::Cpu,
+        method: Method::direct(),
+        precision: Precision::F64,
+        domain: fmm_core::Domain::FreeSpace,
+    }
+}
+
+fn rotor() -> Rotor {
+    Rotor::hover(4, 1.0, TAU, 0.008, [0.0, 0.0, 0.0], 0.1, 2).unwrap()
+}
+
+#[test]
+fn the_thrust_sets_the_circulation_and_the_inflow() {
+    let r = rotor();
+    // Gamma = 2 pi C_T Omega R^2 / blades; v_h = Omega R sqrt(C_T / 2).
+    assert!((r.circulation - TAU * 0.008 * TAU / 4.0).abs() < 1e-15);
+    assert!((r.thrust_coefficient() - 0.008).abs() < 1e-15);
+    assert!((r.hover_inflow() - TAU * 0.004f64.sqrt()).abs() < 1e-15);
+    assert!((r.period() - 1.0).abs() < 1e-15);
+}
+
+#[test]
+fn the_wake_blows_down_through_the_disk() {
+    // Four revolutions of wake in free space, no dust: the flow through
+    // the disk's centre region is downward, of the order of v_h.
+    let mut wake = Wake::new(rotor()).unwrap();
+    let mut none = Passive::inertial(vec![], vec![], 0.1, [0.0; 3]).unwrap();
+    for _ in 0..4 * 24 {
+        wake.step_with_dust(&mut none, 1.0 / 24.0, &direct())
+            .unwrap();
+    }
+    let p = wake.particles(wake.time).unwrap();
+    let at: Vec<[f64; 3]> = (0..8)
+        .map(|k| {
+            let phi = TAU * k as f64 / 8.0;
+            [0.5 * phi.cos(), 0.5 * phi.sin(), -0.05]
+        })
+        .collect();
+    let u = direct().velocity_at(&p, &at).unwrap().u;
+    let mean = u.iter().map(|u| u[2]).sum::<f64>() / u.len() as f64;
+    let vh = wake.rotor.hover_inflow();
+    println!("mean w at r = 0.5 below the disk: {mean:.4} (v_h {vh:.4})");
+    assert!(
+        mean < -0.5 * vh && mean > -2.5 * vh,
+        "{mean} against v_h {vh}"
+    );
+    // Each trailer's segments carry its circulation: alpha = Gamma times
+    // the segment, from the blade into the wake.
+    let tip = &wake.trailers[0];
+    let k = tip.nodes.len() - 1;
+    let (a, b) = (tip.nodes[k - 1], tip.nodes[k]);
+    let alpha = p.alpha[k - 1];
+    for c in 0..3 {
+        assert!((alpha[c] - tip.circulation * (a[c] - b[c])).abs() < 1e-15);
+    }
+}
+
+#[test]
+fn dust_in_a_uniform_flow_follows_the_drag_solution() {
+    // No vortices near: u = 0; dust thrown at v0 slows as exp(-t/tau)
+    // and falls at g tau, to round-off for any step.
+    let (tau, g, v0) = (0.1, [0.0, 0.0, -2.0], [1.0, 0.5, 3.0]);
+    let mut wake = Wake::new(Rotor {
+        circulation: 0.0,
+        ..rotor()
+    })
+    .unwrap();
+    let mut q = Passive::inertial(vec![[0.0, 0.0, 10.0]], vec![v0], tau, g).unwrap();
+    let (dt, steps) = (0.3, 5);
+    for _ in 0..steps {
+        wake.step_with_dust(&mut q, dt, &direct()).unwrap();
+    }
+    let t = dt * steps as f64;
+    let e = (-t / tau).exp();
+    for c in 0..3 {
+        let w = g[c] * tau;
+        let x = [0.0, 0.0, 10.0][c] + w * t + (v0[c] - w) * tau * (1.0 - e);
+        let v = w + (v0[c] - w) * e;
+        assert!(
+            (q.x[0][c] - x).abs() < 1e-12,
+            "x {c}: {} against {x}",
+            q.x[0][c]
+        );
+        assert!(
+            (q.v[0][c] - v).abs() < 1e-12,
+            "v {c}: {} against {v}",
+            q.v[0][c]
+        );
+    }
+}
+
+#[test]
+fn the_flow_lifts_resting_dust_only_past_the_threshold() {
+    let k = Pickup {
+        reference_height: 0.01,
+        roughness: 1e-5,
+        threshold: 0.01,
+        launch: 1.0,
+    };
+    // u* = 0.41 u / ln(1000): the threshold speed is 0.01 ln(1000) / 0.41.
+    let speed = 0.01 * 1000f64.ln() / 0.41;
+    assert!((k.friction_velocity(speed) - 0.01).abs() < 1e-15);
+    // A line vortex's flow over the ground (a tube along y at height
+    // 0.3 and its image): the speed along the ground peaks below it.
+    let n = 400;
+    let x: Vec<[f64; 3]> = (0..n).map(|i| [0.0, 0.1 * i as f64 - 20.0, 0.3]).collect();
+    let alpha = vec![[0.0, 0.1 * 0.5, 0.0]; n];
+    let tube = VortexParticles::new(x, alpha, vec![0.1; n], vec![1e-3; n]).unwrap();
+    let s = direct().in_domain(ground_plane(0.0));
+    let bed: Vec<[f64; 3]> = (0..21).map(|i| [0.1 * i as f64 - 1.0, 0.0, 0.0]).collect();
+    let over: Vec<[f64; 3]> = bed.iter().map(|x| [x[0], x[1], 0.01]).collect();
+    let u = s.velocity_at(&tube, &over).unwrap().u;
+    let mut q = Passive::inertial(bed.clone(), vec![[0.0; 3]; 21], 0.05, [0.0, 0.0, -1.0])
+        .unwrap()
+        .over_ground(0.0)
+        .unwrap()
+        .with_pickup(k)
+        .unwrap();
+    Dust::advance(&mut q, &tube, 1e-3, &s).unwrap();
+    for (i, (u, x)) in u.iter().zip(&q.x).enumerate() {
+        let ustar = k.friction_velocity(u[0].hypot(u[1]));
+        let lifted = x[2] > 0.0;
+        assert_eq!(lifted, ustar > k.threshold, "particle {i}: u* {ustar}");
+    }
+    assert!(q.lifted > 0 && q.lifted < 21, "{} lifted", q.lifted);
+}
+
+#[test]
+fn bad_rotors_and_pickups_are_named() {
+    let e = Rotor::hover(0, 1.0, TAU, 0.008, [0.0; 3], 0.1, 2).unwrap_err();
+    assert!(e.to_string().contains("blades"), "{e}");
+    let e = Rotor::hover(4, -1.0, TAU, 0.008, [0.0; 3], 0.1, 2).unwrap_err();
+    assert!(e.to_string().contains("radius"), "{e}");
+    let e = Rotor::hover(4, 1.0, TAU, 0.008, [0.0; 3], 0.0, 2).unwrap_err();
+    assert!(e.to_string().contains("core"), "{e}");
+    let q = Passive::inertial(vec![[0.0; 3]], vec![[0.0; 3]], 0.1, [0.0; 3]).unwrap();
+    let k = Pickup {
+        reference_height: 0.01,
+        roughness: 1e-5,
+        threshold: 0.01,
+        launch: 1.0,
+    };
+    // Not over a ground plane; then a roughness above the reference.
+    let e = q.clone().with_pickup(k).unwrap_err();
+    assert!(e.to_string().contains("ground"), "{e}");
+    let rough = Pickup {
+        roughness: 0.1,
+        ..k
+    };
+    let e = q.over_ground(0.0).unwrap().with_pickup(rough).unwrap_err();
+    assert!(e.to_string().contains("reference height"), "{e}");
+    let tracers = Passive::tracers(vec![[0.0, 0.0, 1.0]]).unwrap();
+    let mut wake = Wake::new(rotor()).unwrap();
+    let e = wake
+        .step_with_dust(&mut tracers.clone(), 0.01, &direct())
+        .unwrap_err();
+    assert!(e.to_string().contains("inertial"), "{e}");
+}
+
+#[test]
+fn a_few_steps_of_the_brown_out_lift_dust_and_keep_everything_above_the_ground() {
+    // The hub half a radius up: within a revolution and a half the wake
+    // blows over the bed, lifts some of it, and nothing goes below.
+    let rotor = Rotor::hover(4, 1.0, TAU, 0.008, [0.0, 0.0, 0.5], 0.1, 2).unwrap();
+    let mut wake = Wake::new(rotor).unwrap();
+    let bed: Vec<[f64; 3]> = (0..400)
+        .map(|i| {
+            let (r, phi) = (2.0 * ((i as f64 + 0.5) / 400.0).sqrt(), 2.4 * i as f64);
+            [r * phi.cos(), r * phi.sin(), 0.0]
+        })
+        .collect();
+    let mut dust = Passive::inertial(bed, vec![[0.0; 3]; 400], 0.088, [0.0, 0.0, -0.065])
+        .unwrap()
+        .over_ground(0.0)
+        .unwrap()
+        .with_pickup(Pickup {
+            reference_height: 0.01,
+            roughness: 1.25e-5,
+            threshold: 0.0072,
+            launch: 1.0,
+        })
+        .unwrap();
+    let s = direct().in_domain(ground_plane(0.0));
+    for _ in 0..36 {
+        wake.cull(5.0, 20.0);
+        wake.step_with_dust(&mut dust, 1.0 / 24.0, &s).unwrap();
+    }
+    let aloft = dust.x.iter().filter(|x| x[2] > 0.0).count();
+    let lowest = wake
+        .trailers
+        .iter()
+        .flat_map(|t| t.nodes.iter())
+        .fold(f64::INFINITY, |m, x| m.min(x[2]));
+    println!(
+        "{} lifts, {aloft} aloft, lowest node {lowest:.3}",
+        dust.lifted
+    );
+    assert!(dust.lifted > 0 && aloft > 0);
+    assert!(dust.x.iter().all(|x| x[2] >= 0.0) && lowest >= 0.0);
+    // Eight trailers of one node, two more laid at the start of every
+    // step but the first; none culled yet.
+    assert_eq!(wake.nodes(), 8 * (1 + 2 * 35));
+}
