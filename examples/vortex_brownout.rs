@@ -37,7 +37,7 @@ use fmm_core::Method;
 use fmm_vortex::output::write_whole;
 use fmm_vortex::{
     ground_plane, write_vtp, DeviceDust, Dust, Passive, Pickup, Precision, Rotor, Solver,
-    VortexError, VortexParticles, Wake,
+    VortexError, VortexParticles, Wake, WakeCheckpoint,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
@@ -119,6 +119,16 @@ struct Args {
     /// PNG of the time series and of the cloud at the end; `none` for none.
     #[arg(long, default_value = "vortex_brownout.png")]
     plot: PathBuf,
+    /// A checkpoint of the wake and the dust, written here every
+    /// `--checkpoint-every` revolutions (whole or not at all).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    #[arg(long, default_value_t = 10.0)]
+    checkpoint_every: f64,
+    /// Go on from this checkpoint (its rotor, wake and dust; the
+    /// revolutions counted from the run's start).
+    #[arg(long)]
+    resume: Option<PathBuf>,
     /// VTK files (`.vtp`) of the wake and of the dust at the end, with
     /// this prefix (ParaView).
     #[arg(long)]
@@ -170,14 +180,15 @@ struct Run {
 /// at on the host).
 fn steps_of<D: Dust + DustOnHost>(
     args: &Args,
-    rotor: &Rotor,
     solver: &Solver,
+    mut wake: Wake,
+    first: usize,
     dust: &mut D,
 ) -> Result<Run, Box<dyn std::error::Error>> {
-    let dt = rotor.period() / args.steps_per_rev as f64;
+    let period = wake.rotor.period();
+    let dt = period / args.steps_per_rev as f64;
     let steps = (args.revolutions * args.steps_per_rev as f64).round() as usize;
-    let mut wake = Wake::new(rotor.clone())?;
-    let bar = ProgressBar::new(steps as u64);
+    let bar = ProgressBar::new(steps.saturating_sub(first) as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} steps, {eta} left")
             .map_err(|e| e.to_string())?,
@@ -189,8 +200,11 @@ fn steps_of<D: Dust + DustOnHost>(
     let (start, mut rev_start) = (Instant::now(), Instant::now());
     let (mut worst_error, mut device, mut culled) = (0.0f64, String::new(), 0usize);
     let mut dust_seconds = 0.0;
-    for step in 0..steps {
-        culled += wake.cull(args.cull, args.wake_age * rotor.period());
+    let every = (args.checkpoint_every * args.steps_per_rev as f64)
+        .round()
+        .max(1.0) as usize;
+    for step in first..steps {
+        culled += wake.cull(args.cull, args.wake_age * period);
         let took = wake.step_with_dust(dust, dt, solver)?;
         dust_seconds += took.dust_seconds;
         let error = took.estimated_error;
@@ -220,6 +234,16 @@ fn steps_of<D: Dust + DustOnHost>(
                 )
             });
             dust_seconds = 0.0;
+        }
+        if let Some(path) = &args.checkpoint {
+            if (step + 1) % every == 0 && step + 1 < steps {
+                let c = WakeCheckpoint {
+                    step: (step + 1) as u64,
+                    wake: wake.clone(),
+                    dust: dust.to_host()?,
+                };
+                c.save(path)?;
+            }
         }
     }
     bar.finish_and_clear();
@@ -269,7 +293,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             [r * phi.cos(), r * phi.sin(), 0.0]
         })
         .collect();
-    let mut dust = Passive::inertial(
+    let dust = Passive::inertial(
         bed,
         vec![[0.0; 3]; args.dust],
         args.tau,
@@ -311,6 +335,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:>6} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8}",
         "rev", "nodes", "aloft", "lifts", "top99", "reach", "err est", "s/rev", "s/step", "dust s"
     );
+    // A resumed run takes its rotor, wake and dust from the checkpoint.
+    let (wake, first, dust) = match &args.resume {
+        Some(path) => {
+            let c = WakeCheckpoint::load(path)?;
+            let at = c.step as f64 * c.wake.rotor.period() / args.steps_per_rev as f64;
+            if (at - c.wake.time).abs() > 1e-9 * at.max(1.0) {
+                return Err(format!(
+                    "{} was made with another number of steps a revolution (its time {} at step {})",
+                    path.display(),
+                    c.wake.time,
+                    c.step
+                )
+                .into());
+            }
+            println!(
+                "resumed from {} at step {} (revolution {:.2}): its rotor, wake and dust",
+                path.display(),
+                c.step,
+                c.step as f64 / args.steps_per_rev as f64
+            );
+            (c.wake, c.step as usize, c.dust)
+        }
+        None => (Wake::new(rotor.clone())?, 0, dust),
+    };
     let resident = match args.backend {
         common::Backend::Cpu => false,
         common::Backend::Cuda => true,
@@ -318,23 +366,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } && !args.host_dust;
     let run = if resident {
         let gpu = Gpu::shared()?;
-        if args.f32 {
-            steps_of(
-                &args,
-                &rotor,
-                &solver,
-                &mut DeviceDust::<f32>::upload(gpu, &dust)?,
-            )?
+        if args.dust_f64 {
+            let mut d = DeviceDust::<f64>::upload(gpu, &dust)?;
+            steps_of(&args, &solver, wake, first, &mut d)?
         } else {
-            steps_of(
-                &args,
-                &rotor,
-                &solver,
-                &mut DeviceDust::<f64>::upload(gpu, &dust)?,
-            )?
+            let mut d = DeviceDust::<f32>::upload(gpu, &dust)?;
+            steps_of(&args, &solver, wake, first, &mut d)?
         }
     } else {
-        steps_of(&args, &rotor, &solver, &mut dust)?
+        let mut dust = dust;
+        steps_of(&args, &solver, wake, first, &mut dust)?
     };
     let Run {
         wake,
@@ -349,10 +390,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         culled,
     } = run;
     let (aloft, top, reach) = cloud(&dust);
+    let ran = steps.saturating_sub(first);
     println!(
-        "{:.1} revolutions ({steps} steps) in {total:.1} s ({:.3} s a step): {} wake nodes ({culled} culled past r = {} or {} revolutions old), {aloft} of {} dust particles aloft, 99% of them below z = {top:.3}, dust reached r = {reach:.2}, {} lifts; sums' estimated error at most {worst_error:.1e}, on {device}{}",
+        "to revolution {:.1}: {ran} steps in {total:.1} s ({:.3} s a step): {} wake nodes ({culled} culled past r = {} or {} revolutions old), {aloft} of {} dust particles aloft, 99% of them below z = {top:.3}, dust reached r = {reach:.2}, {} lifts; sums' estimated error at most {worst_error:.1e}, on {device}{}",
         args.revolutions,
-        total / steps.max(1) as f64,
+        total / ran.max(1) as f64,
         wake.nodes(),
         args.cull,
         args.wake_age,

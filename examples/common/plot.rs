@@ -6,6 +6,8 @@
 //! Sans (13 kB, Bitstream Vera license, `fonts/LICENSE-DejaVu.txt`) embedded
 //! in the binary.
 
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::element::PathElement;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle, RGBColor};
@@ -360,54 +362,27 @@ pub struct Panel {
 /// Panels stacked in one PNG at `path`, each of lines against time (the
 /// vortex examples' plots), `title` on top.
 pub fn plot_panels(path: &Path, title: &str, panels: &[Panel]) -> Result<(), Box<dyn Error>> {
-    register()?;
-    let (w, h) = (WIDTH, 400 * panels.len() as u32);
-    let mut rgb = vec![255u8; (w * h * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let root = root.titled(title, ("sans-serif", 20))?;
-        let areas = root.split_evenly((panels.len(), 1));
+    stacked(path, title, panels, 400, |panel, area| {
         let colours = [BLUE_, ORANGE, GREEN_, GREY];
-        let labels = ("sans-serif", 15);
-        for (panel, area) in panels.iter().zip(&areas) {
-            let points = || panel.lines.iter().flat_map(|l| l.1.iter().copied());
-            let (t0, t1) = min_max(points().map(|p| p.0)).ok_or("no finite time")?;
-            let (lo, hi) = min_max(points().map(|p| p.1)).ok_or("no finite value")?;
-            let mut chart = ChartBuilder::on(area)
-                .caption(&panel.caption, ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(75)
-                .build_cartesian_2d(padded(t0, t1, 0.0), padded(lo, hi, 0.05))?;
+        let points = || panel.lines.iter().flat_map(|l| l.1.iter().copied());
+        let (t0, t1) = min_max(points().map(|p| p.0)).ok_or("no finite time")?;
+        let (lo, hi) = min_max(points().map(|p| p.1)).ok_or("no finite value")?;
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.caption, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(75)
+            .build_cartesian_2d(padded(t0, t1, 0.0), padded(lo, hi, 0.05))?;
+        axes(&mut chart, "t", &panel.y)?;
+        for ((label, line), &c) in panel.lines.iter().zip(colours.iter().cycle()) {
             chart
-                .configure_mesh()
-                .x_desc("t")
-                .y_desc(&panel.y)
-                .label_style(labels)
-                .axis_desc_style(labels)
-                .bold_line_style(GRID)
-                .light_line_style(LIGHT_GRID)
-                .draw()?;
-            for ((label, line), &c) in panel.lines.iter().zip(colours.iter().cycle()) {
-                chart
-                    .draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2)))?
-                    .label(label.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2))
-                    });
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .label_font(labels)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
+                .draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2)))?
+                .label(label.as_str())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
         }
-        root.present()?;
-    }
-    write_png(path, &rgb, w, h)
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+        Ok(())
+    })
 }
 
 /// One panel of [`plot_points`]: its caption, its axes' names and ranges,
@@ -423,47 +398,77 @@ pub struct PointPanel {
 /// Panels of points stacked in one PNG at `path` (snapshots of particles:
 /// the brown-out's dust and wake), `title` on top.
 pub fn plot_points(path: &Path, title: &str, panels: &[PointPanel]) -> Result<(), Box<dyn Error>> {
+    stacked(path, title, panels, 450, |panel, area| {
+        let colours = [ORANGE, BLUE_, GREEN_, GREY];
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.caption, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(panel.x.1.clone(), panel.y.1.clone())?;
+        axes(&mut chart, &panel.x.0, &panel.y.0)?;
+        for ((label, set), &c) in panel.sets.iter().zip(colours.iter().cycle()) {
+            chart
+                .draw_series(set.iter().map(|&p| Pixel::new(p, c)))?
+                .label(label.as_str())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 8, y + 4)], c.filled()));
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        Ok(())
+    })
+}
+
+/// One PNG at `path` of `panels` stacked, `height` pixels each, `title`
+/// on top, each drawn by `draw` into its area.
+fn stacked<T>(
+    path: &Path,
+    title: &str,
+    panels: &[T],
+    height: u32,
+    draw: impl Fn(&T, &DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), Box<dyn Error>>,
+) -> Result<(), Box<dyn Error>> {
     register()?;
-    let (w, h) = (WIDTH, 450 * panels.len() as u32);
+    let (w, h) = (WIDTH, height * panels.len() as u32);
     let mut rgb = vec![255u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
         root.fill(&WHITE)?;
         let root = root.titled(title, ("sans-serif", 20))?;
         let areas = root.split_evenly((panels.len(), 1));
-        let colours = [ORANGE, BLUE_, GREEN_, GREY];
-        let labels = ("sans-serif", 15);
         for (panel, area) in panels.iter().zip(&areas) {
-            let mut chart = ChartBuilder::on(area)
-                .caption(&panel.caption, ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(60)
-                .build_cartesian_2d(panel.x.1.clone(), panel.y.1.clone())?;
-            chart
-                .configure_mesh()
-                .x_desc(&panel.x.0)
-                .y_desc(&panel.y.0)
-                .label_style(labels)
-                .axis_desc_style(labels)
-                .bold_line_style(GRID)
-                .light_line_style(LIGHT_GRID)
-                .draw()?;
-            for ((label, set), &c) in panel.sets.iter().zip(colours.iter().cycle()) {
-                chart
-                    .draw_series(set.iter().map(|&p| Pixel::new(p, c)))?
-                    .label(label.as_str())
-                    .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 8, y + 4)], c.filled()));
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .label_font(labels)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
+            draw(panel, area)?;
         }
         root.present()?;
     }
     write_png(path, &rgb, w, h)
+}
+
+type Chart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel's axes, named `x` and `y`, with the plots' grid.
+fn axes(chart: &mut Chart<'_, '_>, x: &str, y: &str) -> Result<(), Box<dyn Error>> {
+    let labels = ("sans-serif", 15);
+    chart
+        .configure_mesh()
+        .x_desc(x)
+        .y_desc(y)
+        .label_style(labels)
+        .axis_desc_style(labels)
+        .bold_line_style(GRID)
+        .light_line_style(LIGHT_GRID)
+        .draw()?;
+    Ok(())
+}
+
+/// A panel's legend at `at`.
+fn legend<'b>(chart: &mut Chart<'b, 'b>, at: SeriesLabelPosition) -> Result<(), Box<dyn Error>> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
 }

@@ -39,7 +39,7 @@ pub mod spectral;
 pub mod viscous;
 pub mod vtk;
 
-pub use checkpoint::Checkpoint;
+pub use checkpoint::{Checkpoint, WakeCheckpoint};
 pub use device_dust::DeviceDust;
 pub use diagnostics::Invariants;
 pub use error::VortexError;

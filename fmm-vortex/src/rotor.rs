@@ -179,7 +179,7 @@ pub struct Wake {
     pub trailers: Vec<Trailer>,
     pub time: f64,
     /// When the newest nodes were laid.
-    laid: f64,
+    pub(crate) laid: f64,
 }
 
 /// What one step of the wake took.

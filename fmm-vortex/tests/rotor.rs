@@ -18,6 +18,32 @@ fn direct() -> Solver {
     }
 }
 
+/// `n` dust particles resting in a disk of `radius` (a sunflower spiral)
+/// over the ground, lifted past the threshold friction velocity
+/// `threshold`.
+fn bed(n: usize, radius: f64, threshold: f64) -> Passive {
+    let x: Vec<[f64; 3]> = (0..n)
+        .map(|i| {
+            let (r, phi) = (
+                radius * ((i as f64 + 0.5) / n as f64).sqrt(),
+                2.4 * i as f64,
+            );
+            [r * phi.cos(), r * phi.sin(), 0.0]
+        })
+        .collect();
+    Passive::inertial(x, vec![[0.0; 3]; n], 0.088, [0.0, 0.0, -0.065])
+        .unwrap()
+        .over_ground(0.0)
+        .unwrap()
+        .with_pickup(Pickup {
+            reference_height: 0.01,
+            roughness: 1.25e-5,
+            threshold,
+            launch: 1.0,
+        })
+        .unwrap()
+}
+
 fn rotor() -> Rotor {
     Rotor::hover(4, 1.0, TAU, 0.008, [0.0, 0.0, 0.0], 0.1, 2).unwrap()
 }
@@ -176,23 +202,7 @@ fn a_few_steps_of_the_brown_out_lift_dust_and_keep_everything_above_the_ground()
     // blows over the bed, lifts some of it, and nothing goes below.
     let rotor = Rotor::hover(4, 1.0, TAU, 0.008, [0.0, 0.0, 0.5], 0.1, 2).unwrap();
     let mut wake = Wake::new(rotor).unwrap();
-    let bed: Vec<[f64; 3]> = (0..400)
-        .map(|i| {
-            let (r, phi) = (2.0 * ((i as f64 + 0.5) / 400.0).sqrt(), 2.4 * i as f64);
-            [r * phi.cos(), r * phi.sin(), 0.0]
-        })
-        .collect();
-    let mut dust = Passive::inertial(bed, vec![[0.0; 3]; 400], 0.088, [0.0, 0.0, -0.065])
-        .unwrap()
-        .over_ground(0.0)
-        .unwrap()
-        .with_pickup(Pickup {
-            reference_height: 0.01,
-            roughness: 1.25e-5,
-            threshold: 0.0072,
-            launch: 1.0,
-        })
-        .unwrap();
+    let mut dust = bed(400, 2.0, 0.0072);
     let s = direct().in_domain(ground_plane(0.0));
     for _ in 0..36 {
         wake.cull(5.0, 20.0);
@@ -213,4 +223,48 @@ fn a_few_steps_of_the_brown_out_lift_dust_and_keep_everything_above_the_ground()
     // Eight trailers of one node, two more laid at the start of every
     // step but the first; none culled yet.
     assert_eq!(wake.nodes(), 8 * (1 + 2 * 35));
+}
+
+#[test]
+fn a_resumed_brown_out_is_the_run_that_went_on_to_the_bit() {
+    let rotor = Rotor::hover(2, 1.0, TAU, 0.008, [0.0, 0.0, 0.5], 0.1, 1).unwrap();
+    let dust = bed(200, 1.5, 0.003);
+    let s = direct().in_domain(ground_plane(0.0));
+    let steps = |wake: &mut Wake, dust: &mut Passive, k: usize| {
+        for _ in 0..k {
+            wake.cull(5.0, 0.5);
+            wake.step_with_dust(dust, 1.0 / 16.0, &s).unwrap();
+        }
+    };
+    let (mut wake, mut q) = (Wake::new(rotor).unwrap(), dust);
+    steps(&mut wake, &mut q, 12);
+    let dir = std::env::temp_dir().join(format!("fmm-wake-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("wake.ckpt");
+    WakeCheckpoint {
+        step: 12,
+        wake: wake.clone(),
+        dust: q.clone(),
+    }
+    .save(&path)
+    .unwrap();
+    steps(&mut wake, &mut q, 12);
+    let c = WakeCheckpoint::load(&path).unwrap();
+    assert_eq!(c.step, 12);
+    let (mut w2, mut q2) = (c.wake, c.dust);
+    steps(&mut w2, &mut q2, 12);
+    assert!(q.lifted > 0, "the run lifts dust");
+    assert_eq!(w2, wake, "the wake");
+    assert_eq!(q2, q, "the dust");
+    // A vortex checkpoint is not a wake's, and a changed file is refused.
+    let bytes = std::fs::read(&path).unwrap();
+    let mut changed = bytes.clone();
+    changed[40] ^= 1;
+    std::fs::write(&path, &changed).unwrap();
+    let e = WakeCheckpoint::load(&path).unwrap_err().to_string();
+    assert!(e.contains("changed"), "{e}");
+    std::fs::write(&path, b"FMMVORTX and more bytes than that").unwrap();
+    let e = WakeCheckpoint::load(&path).unwrap_err().to_string();
+    assert!(e.contains("not a rotor wake checkpoint"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
