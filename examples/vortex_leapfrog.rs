@@ -20,6 +20,7 @@ use fmm_vortex::diagnostics::norm;
 use fmm_vortex::output::write_whole;
 use fmm_vortex::reinit::{reinitialise, Lattice};
 use fmm_vortex::remesh::{remesh, Lattice as Mesh};
+use fmm_vortex::solenoidal::make_solenoidal;
 use fmm_vortex::{
     impulse_centre, ring_radius, Invariants, Precision, Ring, Scheme, Solver, Stepper,
     VortexParticles,
@@ -63,6 +64,11 @@ struct Args {
     /// largest are left empty at a remeshing.
     #[arg(long, default_value_t = 1e-3)]
     remesh_cull: f64,
+    /// After each remeshing take each ring's vorticity's gradient part
+    /// out (`fmm_vortex::solenoidal`: a Poisson solve by the Coulomb
+    /// kernel through the front door, f64 at 1e-6).
+    #[arg(long)]
+    solenoidal: bool,
     /// Lattice points whose vorticity is below this fraction of the
     /// largest are left empty at a reinitialisation.
     #[arg(long, default_value_t = 1e-2)]
@@ -211,7 +217,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             if args.remesh_every > 0 && (step + 1) % args.remesh_every == 0 {
                 let before = Invariants::of(&p).linear_impulse;
-                let (q, h) = remeshed(&p, half, sigma, args.remesh_cull)?;
+                let filter = args.solenoidal.then(|| Solver {
+                    precision: fmm_vortex::Precision::F64,
+                    method: fmm_core::Method::tolerance(1e-6),
+                    ..solver.clone()
+                });
+                let (q, h) = remeshed(&p, half, sigma, args.remesh_cull, filter.as_ref())?;
                 let after = Invariants::of(&q).linear_impulse;
                 worst_jump = worst_jump.max(change(before, after, first));
                 p = q;
@@ -276,12 +287,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// summed where both reach a point (two particles on one point would miss
 /// the stretching between them: the kernel adds nothing at zero
 /// separation), a point given to the ring whose strength there is the
-/// larger. Returns the particles, the rear ring's first, and their count.
+/// larger; each ring's vorticity made divergence-free by `filter` where
+/// given. Returns the particles, the rear ring's first, and their count.
 fn remeshed(
     p: &VortexParticles,
     half: usize,
     h: f64,
     cull: f64,
+    filter: Option<&Solver>,
 ) -> Result<(VortexParticles, usize), Box<dyn std::error::Error>> {
     use std::collections::BTreeMap;
     let mesh = Mesh::Open {
@@ -294,7 +307,10 @@ fn remeshed(
         .iter()
         .enumerate()
     {
-        let q = remesh(part, &mesh, cull)?;
+        let mut q = remesh(part, &mesh, cull)?;
+        if let Some(solver) = filter {
+            q = make_solenoidal(&q, &mesh, cull, solver)?.particles;
+        }
         for i in 0..q.len() {
             let key = q.x[i].map(|x| (x / h - 0.5).round() as i64);
             let e = points.entry(key).or_insert(([[0.0; 3]; 2], q.sigma[i]));

@@ -35,6 +35,7 @@ pub mod remesh;
 pub mod resident;
 pub mod ring;
 pub mod rotor;
+pub mod solenoidal;
 pub mod spectral;
 pub mod viscous;
 pub mod vtk;
