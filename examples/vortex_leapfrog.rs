@@ -66,7 +66,7 @@ struct Args {
     remesh_cull: f64,
     /// After each remeshing take each ring's vorticity's gradient part
     /// out (`fmm_vortex::solenoidal`: a Poisson solve by the Coulomb
-    /// kernel through the front door, f64 at 1e-6).
+    /// kernel through the front door, at 1e-6).
     #[arg(long)]
     solenoidal: bool,
     /// Lattice points whose vorticity is below this fraction of the
@@ -218,7 +218,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if args.remesh_every > 0 && (step + 1) % args.remesh_every == 0 {
                 let before = Invariants::of(&p).linear_impulse;
                 let filter = args.solenoidal.then(|| Solver {
-                    precision: fmm_vortex::Precision::F64,
                     method: fmm_core::Method::tolerance(1e-6),
                     ..solver.clone()
                 });

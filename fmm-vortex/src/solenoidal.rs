@@ -31,7 +31,7 @@ use std::collections::HashMap;
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
-use crate::rates::{Precision, Solver};
+use crate::rates::Solver;
 use crate::remesh::Lattice;
 
 /// What [`make_solenoidal`] made.
@@ -86,7 +86,8 @@ fn divergence_norm(w: &HashMap<Key, [f64; 3]>, h: f64) -> f64 {
 
 /// The particles `p`, which sit on the points of the open `lattice` (as
 /// `remesh::remesh` leaves them), with their vorticity's gradient part
-/// taken out by one evaluation of `solver`'s method (free space only).
+/// taken out by one evaluation of `solver`'s method and backend, in f64
+/// (free space only).
 pub fn make_solenoidal(
     p: &VortexParticles,
     lattice: &Lattice,
@@ -152,10 +153,11 @@ pub fn make_solenoidal(
     let at: Vec<[f64; 3]> = points.iter().map(place).collect();
     let source_x: Vec<[f64; 3]> = charges.iter().map(|(k, _)| place(k)).collect();
     let q: Vec<f64> = charges.iter().map(|c| c.1).collect();
-    let field = match solver.precision {
-        Precision::F32 => coulomb_field::<f32>(solver, &at, &source_x, &q)?,
-        Precision::F64 => coulomb_field::<f64>(solver, &at, &source_x, &q)?,
-    };
+    // In f64 whatever the solver's precision: the charges sum to zero
+    // and their field is a difference of large terms (and one precision
+    // is one instantiation of every method for the Coulomb kernel less
+    // to compile).
+    let field = coulomb_field::<f64>(solver, &at, &source_x, &q)?;
     let fallback = p.sigma.iter().sum::<f64>() / p.len().max(1) as f64;
     let mut out: HashMap<Key, [f64; 3]> = HashMap::with_capacity(points.len());
     for (k, e) in points.iter().zip(&field) {
