@@ -43,17 +43,19 @@ fn compile<K: Kernel>(arch: i32) {
 #[test]
 #[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
 fn nvrtc_compiles_every_builtin_for_hopper_and_ampere() {
-    for arch in [90, 80] {
-        compile::<Gravity>(arch);
-        compile::<Coulomb>(arch);
-        compile::<BiotSavart>(arch);
-        compile::<Stretching>(arch);
-        compile::<VelocityStretching>(arch);
-        compile::<HuBiotSavart>(arch);
-        compile::<Stokeslet>(arch);
-        compile::<StokesletSingular>(arch);
-        compile::<Yukawa>(arch);
-    }
+    compile::<Gravity>(90);
+    compile::<Coulomb>(90);
+    compile::<BiotSavart>(90);
+    compile::<Stretching>(90);
+    compile::<VelocityStretching>(90);
+    compile::<HuBiotSavart>(90);
+    compile::<Stokeslet>(90);
+    compile::<StokesletSingular>(90);
+    compile::<Yukawa>(90);
+    // The generated source does not depend on the architecture (the
+    // hand-written modules do: their test compiles both): one kernel, the
+    // largest, for Ampere (every kernel for both took twice CI's time).
+    compile::<VelocityStretching>(80);
 }
 
 #[test]
