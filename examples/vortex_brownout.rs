@@ -1,9 +1,11 @@
 //! Brown-out (hu2011 Fig. 5, after Syal et al. 2010): a hovering rotor's
 //! free-vortex wake over a ground plane, and a bed of dust on the ground
 //! that the wake picks up and carries. The rotor (`Rotor`, `Wake`: each
-//! blade trails its circulation at the tip and the root as filaments of
-//! nodes, their segments the vortex particles, the bound vortex closing
-//! them, `Gamma` from the thrust coefficient) turns once a unit of time,
+//! blade's span in `--panels` panels, its circulation rising with the
+//! radius (`--uniform`: one panel, uniform), trailed where it steps, at
+//! the tip, the root and between panels, as filaments of nodes, their
+//! segments the vortex particles, the bound vortex closing them, the
+//! circulation from the thrust coefficient) turns once a unit of time,
 //! radius 1, its hub at `--height` above the plane; the plane is the
 //! particles' mirror images (`ground_plane`: no flow through it, slip
 //! along it). The dust is inertial (Stokes drag of response time `--tau`,
@@ -63,6 +65,14 @@ struct Args {
     /// The wake particles' Gaussian core, in rotor radii.
     #[arg(long, default_value_t = 0.1)]
     core: f64,
+    /// Panels of each blade's span, the circulation on each proportional
+    /// to its radius (`Rotor::tapered`).
+    #[arg(long, default_value_t = 4)]
+    panels: usize,
+    /// A uniform circulation along the span instead (one panel: all of
+    /// it trails at the tip and the root).
+    #[arg(long)]
+    uniform: bool,
     /// Wake nodes farther than this from the axis leave the run.
     #[arg(long, default_value_t = 5.0)]
     cull: f64,
@@ -272,6 +282,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.core,
         args.per_step,
     )?;
+    let rotor = if args.uniform {
+        rotor
+    } else {
+        rotor.tapered(args.panels)?
+    };
     let solver = Solver {
         backend: args.backend.core(),
         method: if args.direct {
@@ -308,11 +323,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let steps = (args.revolutions * args.steps_per_rev as f64).round() as usize;
     println!(
-        "Brown-out: {} blades, C_T {}, hub at {} R, Gamma {:.4}, v_h {:.3} (Omega R = {:.3}); {} steps a revolution, {} particles a trailer a step, core {}; {} dust particles on a bed of radius {}, tau {}, g {}, u*_t {}; sums {} in {} (the dust's on the GPU in {})",
+        "Brown-out: {} blades, C_T {}, hub at {} R, {} loading, trailed circulation {} (tip first), v_h {:.3} (Omega R = {:.3}); {} steps a revolution, {} particles a trailer a step, core {}; {} dust particles on a bed of radius {}, tau {}, g {}, u*_t {}; sums {} in {} (the dust's in {})",
         args.blades,
         args.ct,
         args.height,
-        rotor.circulation,
+        if args.uniform { "uniform" } else { "tapered" },
+        rotor
+            .trailed()
+            .iter()
+            .map(|(_, g)| format!("{g:.4}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         rotor.hover_inflow(),
         TAU,
         args.steps_per_rev,

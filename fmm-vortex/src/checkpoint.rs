@@ -257,11 +257,13 @@ fn put(b: &mut Vec<u8>, values: impl IntoIterator<Item = f64>) {
     }
 }
 
-const WAKE_MAGIC: &[u8; 8] = b"FMMWAKE1";
+/// `FMMWAKE2`: the rotor's loading by panels (`FMMWAKE1` had one
+/// circulation; its files are refused as another kind).
+const WAKE_MAGIC: &[u8; 8] = b"FMMWAKE2";
 
 /// A brown-out run's state at a step: the rotor and its wake, and the
 /// dust (`Wake::step_with_dust` carries nothing else between steps), in
-/// the same framing as [`Checkpoint`] (magic `FMMWAKE1`, version, kernel,
+/// the same framing as [`Checkpoint`] (magic `FMMWAKE2`, version, kernel,
 /// the fields, an FNV-1a hash; written whole or not at all).
 #[derive(Clone, Debug, PartialEq)]
 pub struct WakeCheckpoint {
@@ -282,7 +284,9 @@ impl WakeCheckpoint {
         b.extend((r.per_step as u64).to_le_bytes());
         put(&mut b, [r.radius, r.omega]);
         put(&mut b, r.hub);
-        put(&mut b, [r.circulation, r.root, r.core, w.time, w.laid]);
+        put(&mut b, [r.root, r.core, w.time, w.laid]);
+        b.extend((r.circulation.len() as u64).to_le_bytes());
+        put(&mut b, r.circulation.iter().copied());
         b.extend((w.trailers.len() as u64).to_le_bytes());
         for t in &w.trailers {
             b.extend((t.blade as u64).to_le_bytes());
@@ -332,13 +336,14 @@ impl WakeCheckpoint {
         let (blades, per_step) = (r.u64()? as usize, r.u64()? as usize);
         let (radius, omega) = (r.f64()?, r.f64()?);
         let hub = [r.f64()?, r.f64()?, r.f64()?];
-        let [circulation, root, core, time, laid] = [0; 5].map(|_| r.f64());
+        let [root, core, time, laid] = [0; 4].map(|_| r.f64());
+        let panels = r.u64()? as usize;
         let rotor = Rotor {
             blades,
             radius,
             omega,
             hub,
-            circulation: circulation?,
+            circulation: r.f64s(panels)?,
             root: root?,
             core: core?,
             per_step,

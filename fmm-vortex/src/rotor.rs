@@ -12,9 +12,16 @@
 //! each blade, where the blades are at each stage) closes the filaments,
 //! and the nodes move with the velocity all segments induce at them.
 //!
-//! What this model leaves out, said once: the inboard sheet (the
-//! circulation is uniform along the span, so all of it trails at the tip
-//! and the root), the blades' motion through their own wake (no
+//! The span is cut into panels of equal width, each of its own bound
+//! circulation ([`Rotor::hover`]: one panel, uniform loading, so all of it
+//! trails at the tip and, opposite, at the root; [`Rotor::tapered`]: a
+//! circulation rising with the radius, as a blade of constant chord and
+//! angle sees at uniform inflow, so the root trails little and the inboard
+//! sheet is a few weaker trailers between the panels, each the jump in
+//! circulation across its edge).
+//!
+//! What this model leaves out, said once: the sheet between the panels'
+//! edges (the panels are few), the blades' motion through their own wake (no
 //! flapping, no inflow feedback on the loading: `Gamma` is set by the
 //! thrust once) and any vorticity the ground makes (the images make it
 //! slip). Momentum theory sets `Gamma` and gives the wake's scale: the
@@ -43,8 +50,9 @@ pub struct Rotor {
     pub omega: f64,
     /// The hub's centre.
     pub hub: [f64; 3],
-    /// Each blade's bound circulation `Gamma`.
-    pub circulation: f64,
+    /// Each blade's bound circulation on each panel of its span, from
+    /// the root to the tip (panels of equal width).
+    pub circulation: Vec<f64>,
     /// The root's radius, a fraction of `R`.
     pub root: f64,
     /// The released particles' Gaussian core.
@@ -57,9 +65,11 @@ pub struct Rotor {
 impl Rotor {
     /// A rotor of `blades` blades, tip radius `radius`, turning at `omega`
     /// about `+z` at `hub`, with the thrust coefficient
-    /// `C_T = T / (rho pi R^2 (Omega R)^2)`: the thrust of a blade with a
-    /// uniform `Gamma` is `rho Omega Gamma R^2 / 2` (Kutta-Joukowski along
-    /// the span), so `Gamma = 2 pi C_T Omega R^2 / blades`. Root at 0.2 R.
+    /// `C_T = T / (rho pi R^2 (Omega R)^2)` and a uniform loading: the
+    /// thrust of a blade with a uniform `Gamma` from the root `r0` to the
+    /// tip is `rho Omega Gamma (R^2 - r0^2) / 2` (Kutta-Joukowski along the
+    /// span), so `Gamma = 2 pi C_T Omega R^2 / (blades (1 - (r0/R)^2))`.
+    /// Root at 0.2 R.
     pub fn hover(
         blades: usize,
         radius: f64,
@@ -74,18 +84,96 @@ impl Rotor {
             radius,
             omega,
             hub,
-            circulation: TAU * thrust_coefficient * omega * radius * radius / blades.max(1) as f64,
+            circulation: vec![1.0],
             root: 0.2,
             core,
             per_step,
         };
         r.check()?;
-        Ok(r)
+        Ok(r.scaled_to(thrust_coefficient))
     }
 
-    /// The thrust coefficient the circulation carries.
+    /// The same rotor and thrust with its span cut into `panels` panels,
+    /// the circulation on each proportional to the radius at its middle
+    /// (the loading of a blade of constant chord and angle of attack at
+    /// uniform inflow; the tip trailer then carries the largest
+    /// circulation, the root's is the smallest and opposite, and the edges
+    /// between panels trail the steps between them). `panels` of 0 is an
+    /// error.
+    pub fn tapered(self, panels: usize) -> Result<Self, VortexError> {
+        if panels == 0 {
+            return Err(VortexError::BadSetting {
+                what: "the rotor's panels",
+                value: 0.0,
+                why: "must be at least one",
+            });
+        }
+        let c = self.thrust_coefficient();
+        let r = Rotor {
+            circulation: (0..panels)
+                .map(|k| {
+                    let [a, b] = self.panel(k, panels);
+                    0.5 * (a + b)
+                })
+                .collect(),
+            ..self
+        };
+        r.check()?;
+        Ok(r.scaled_to(c))
+    }
+
+    /// The radii `[from, to]` of panel `k` of `panels`.
+    fn panel(&self, k: usize, panels: usize) -> [f64; 2] {
+        let r0 = self.root * self.radius;
+        let w = (self.radius - r0) / panels as f64;
+        [r0 + w * k as f64, r0 + w * (k + 1) as f64]
+    }
+
+    /// The same loading scaled to the thrust coefficient `c`.
+    fn scaled_to(self, c: f64) -> Self {
+        let s = c / self.thrust_coefficient();
+        Rotor {
+            circulation: self.circulation.iter().map(|g| g * s).collect(),
+            ..self
+        }
+    }
+
+    /// The thrust coefficient the circulation carries: each panel's
+    /// `rho Omega Gamma (b^2 - a^2) / 2` summed over the blades, over
+    /// `rho pi R^2 (Omega R)^2`.
     pub fn thrust_coefficient(&self) -> f64 {
-        self.circulation * self.blades as f64 / (TAU * self.omega * self.radius * self.radius)
+        let m = self.circulation.len();
+        let per_rho_omega: f64 = (0..m)
+            .map(|k| {
+                let [a, b] = self.panel(k, m);
+                self.circulation[k] * (b * b - a * a) / 2.0
+            })
+            .sum();
+        per_rho_omega * self.blades as f64
+            / (std::f64::consts::PI * self.omega * self.radius.powi(4))
+    }
+
+    /// The trailers' radii and circulations a blade, from the tip in: at
+    /// each panel's edge the step in circulation across it (from the
+    /// blade's side outward minus inward, so the tip's is its panel's
+    /// circulation and the root's the opposite of its own); edges of no
+    /// step trail nothing.
+    pub fn trailed(&self) -> Vec<(f64, f64)> {
+        let m = self.circulation.len();
+        let at = |k: usize| if k < m { self.circulation[k] } else { 0.0 };
+        (0..=m)
+            .rev()
+            .map(|j| {
+                let inner = if j == 0 { 0.0 } else { at(j - 1) };
+                let r = if j == m {
+                    self.radius
+                } else {
+                    self.panel(j, m)[0]
+                };
+                (r, inner - at(j))
+            })
+            .filter(|&(_, g)| g != 0.0)
+            .collect()
     }
 
     /// Momentum theory's induced velocity at the disk in hover,
@@ -146,10 +234,13 @@ impl Rotor {
                 "must lie in (0, 1)",
             );
         }
+        if self.circulation.is_empty() {
+            return bad("the rotor's panels", 0.0, "must be at least one");
+        }
         if let Some(&v) = self
             .hub
             .iter()
-            .chain([&self.circulation])
+            .chain(&self.circulation)
             .find(|v| !v.is_finite())
         {
             return bad("the rotor's hub or circulation", v, "must be finite");
@@ -175,7 +266,7 @@ pub struct Trailer {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Wake {
     pub rotor: Rotor,
-    /// Two a blade: its tip's (`Gamma`) and its root's (`-Gamma`).
+    /// Those of each blade in turn, from the tip in ([`Rotor::trailed`]).
     pub trailers: Vec<Trailer>,
     pub time: f64,
     /// When the newest nodes were laid.
@@ -228,12 +319,10 @@ impl Wake {
     /// The rotor at time 0, each trailer one node on its blade.
     pub fn new(rotor: Rotor) -> Result<Self, VortexError> {
         rotor.check()?;
-        let mut trailers = Vec::with_capacity(2 * rotor.blades);
+        let trailed = rotor.trailed();
+        let mut trailers = Vec::with_capacity(trailed.len() * rotor.blades);
         for blade in 0..rotor.blades {
-            for (radius, circulation) in [
-                (rotor.radius, rotor.circulation),
-                (rotor.root * rotor.radius, -rotor.circulation),
-            ] {
+            for &(radius, circulation) in &trailed {
                 trailers.push(Trailer {
                     nodes: vec![rotor.on_blade(blade, radius, 0.0)],
                     born: vec![0.0],
@@ -256,9 +345,10 @@ impl Wake {
         self.trailers.iter().map(|t| t.nodes.len()).sum()
     }
 
-    /// The bound vortex's segments a blade: spaced at most half a core.
+    /// The bound vortex's segments a panel: spaced at most half a core.
     fn bound_segments(&self) -> usize {
-        let span = (1.0 - self.rotor.root) * self.rotor.radius;
+        let span =
+            (1.0 - self.rotor.root) * self.rotor.radius / self.rotor.circulation.len() as f64;
         (2.0 * span / self.rotor.core).ceil().max(1.0) as usize
     }
 
@@ -284,17 +374,20 @@ impl Wake {
                 push(s[0], s[1], tr.circulation);
             }
         }
-        let (r0, k) = (self.rotor.root * self.rotor.radius, self.bound_segments());
-        let dr = (self.rotor.radius - r0) / k as f64;
+        let (m, k) = (self.rotor.circulation.len(), self.bound_segments());
         for b in 0..self.rotor.blades {
-            for j in 0..k {
-                // From the root to the tip: the lift's sense.
-                let (root_end, tip_end) = (r0 + dr * j as f64, r0 + dr * (j + 1) as f64);
-                push(
-                    self.rotor.on_blade(b, tip_end, t),
-                    self.rotor.on_blade(b, root_end, t),
-                    self.rotor.circulation,
-                );
+            for (p, &gamma) in self.rotor.circulation.iter().enumerate() {
+                let [r0, r1] = self.rotor.panel(p, m);
+                let dr = (r1 - r0) / k as f64;
+                for j in 0..k {
+                    // From the root to the tip: the lift's sense.
+                    let (root_end, tip_end) = (r0 + dr * j as f64, r0 + dr * (j + 1) as f64);
+                    push(
+                        self.rotor.on_blade(b, tip_end, t),
+                        self.rotor.on_blade(b, root_end, t),
+                        gamma,
+                    );
+                }
             }
         }
         let n = x.len();

@@ -51,11 +51,54 @@ fn rotor() -> Rotor {
 #[test]
 fn the_thrust_sets_the_circulation_and_the_inflow() {
     let r = rotor();
-    // Gamma = 2 pi C_T Omega R^2 / blades; v_h = Omega R sqrt(C_T / 2).
-    assert!((r.circulation - TAU * 0.008 * TAU / 4.0).abs() < 1e-15);
+    // Gamma = 2 pi C_T Omega R^2 / (blades (1 - 0.2^2)); v_h = Omega R
+    // sqrt(C_T / 2).
+    assert_eq!(r.circulation.len(), 1);
+    assert!((r.circulation[0] - TAU * 0.008 * TAU / (4.0 * 0.96)).abs() < 1e-15);
     assert!((r.thrust_coefficient() - 0.008).abs() < 1e-15);
     assert!((r.hover_inflow() - TAU * 0.004f64.sqrt()).abs() < 1e-15);
     assert!((r.period() - 1.0).abs() < 1e-15);
+    assert_eq!(
+        r.trailed(),
+        vec![(1.0, r.circulation[0]), (0.2, -r.circulation[0])]
+    );
+}
+
+#[test]
+fn a_tapered_loading_keeps_the_thrust_and_trails_its_steps() {
+    // Four panels of 0.2 R from 0.2 R, Gamma_k = c r_k at their middles
+    // (0.3, 0.5, 0.7, 0.9): the thrust per rho Omega a blade is
+    // sum c r_k (b^2 - a^2) / 2 = c 0.2 sum r_k^2 = 0.328 c, so
+    // C_T = 4 0.328 c / (pi (2 pi)) and c = 0.008 2 pi^2 / 1.312.
+    let r = rotor().tapered(4).unwrap();
+    let c = 0.008 * 2.0 * std::f64::consts::PI.powi(2) / 1.312;
+    for (k, mid) in [0.3, 0.5, 0.7, 0.9].into_iter().enumerate() {
+        assert!((r.circulation[k] - c * mid).abs() < 1e-15, "panel {k}");
+    }
+    assert!((r.thrust_coefficient() - 0.008).abs() < 1e-15);
+    // The tip trails 0.9 c; each inner edge and the root the steps
+    // (-0.2 c, and -0.3 c at the root); a blade's trailers sum to zero.
+    let t = r.trailed();
+    let want = [
+        (1.0, 0.9),
+        (0.8, -0.2),
+        (0.6, -0.2),
+        (0.4, -0.2),
+        (0.2, -0.3),
+    ];
+    assert_eq!(t.len(), want.len());
+    for ((radius, g), (wr, wg)) in t.iter().zip(want) {
+        assert!(
+            (radius - wr).abs() < 1e-15 && (g - wg * c).abs() < 1e-15,
+            "{radius} {g}"
+        );
+    }
+    assert!(t.iter().map(|x| x.1).sum::<f64>().abs() < 1e-15);
+    let wake = Wake::new(r.clone()).unwrap();
+    assert_eq!(wake.trailers.len(), 4 * 5);
+    assert_eq!(wake.trailers[0].circulation, r.circulation[3]);
+    let e = rotor().tapered(0).unwrap_err();
+    assert!(e.to_string().contains("panels"), "{e}");
 }
 
 #[test]
@@ -100,7 +143,7 @@ fn dust_in_a_uniform_flow_follows_the_drag_solution() {
     // and falls at g tau, to round-off for any step.
     let (tau, g, v0) = (0.1, [0.0, 0.0, -2.0], [1.0, 0.5, 3.0]);
     let mut wake = Wake::new(Rotor {
-        circulation: 0.0,
+        circulation: vec![0.0],
         ..rotor()
     })
     .unwrap();
@@ -227,7 +270,9 @@ fn a_few_steps_of_the_brown_out_lift_dust_and_keep_everything_above_the_ground()
 
 #[test]
 fn a_resumed_brown_out_is_the_run_that_went_on_to_the_bit() {
-    let rotor = Rotor::hover(2, 1.0, TAU, 0.008, [0.0, 0.0, 0.5], 0.1, 1).unwrap();
+    let rotor = Rotor::hover(2, 1.0, TAU, 0.008, [0.0, 0.0, 0.5], 0.1, 1)
+        .and_then(|r| r.tapered(2))
+        .unwrap();
     let dust = bed(200, 1.5, 0.003);
     let s = direct().in_domain(ground_plane(0.0));
     let steps = |wake: &mut Wake, dust: &mut Passive, k: usize| {
