@@ -19,6 +19,7 @@
 //! each side ([`evaluate_resident`] keeps particles and outputs on the
 //! device between calls).
 
+use crate::accuracy::floor::Mac;
 use crate::accuracy::{self, choose, Achieved, Goal, ProblemKey, Stopped, Ways};
 use crate::backend::{resolve, Backend, Device};
 use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
@@ -650,6 +651,12 @@ fn fmm_resident<K: Kernel, R: Real>(
     // The runs' trees, built by the first and kept for the rest (one far
     // field: the same leaves and cell radii) and for the error estimate.
     let trees = fmm::cuda::SharedTrees::default();
+    let mac = match (&far, o.accuracy) {
+        (far::Plan::Laplace { .. }, Accuracy::Tolerance(tol)) => {
+            gpu_widest_mac::<K, R>(gpu, problem, o, targets, sources, tol)?
+        }
+        _ => Mac::FREE,
+    };
     let run = |settings: Settings, stats: &mut Stats| {
         let mut clock = Clock::gpu(stats, gpu);
         let plan = Plan {
@@ -658,6 +665,7 @@ fn fmm_resident<K: Kernel, R: Real>(
             settings,
             opts: o,
             domain: &problem.domain,
+            near: mac.near,
         };
         match &far {
             far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
@@ -678,12 +686,7 @@ fn fmm_resident<K: Kernel, R: Real>(
         _ => tables::GPU,
     };
     let key = problem_key::<K>(problem, tol, f32, true);
-    let widest = match far {
-        far::Plan::Laplace { .. } => {
-            gpu_widest_theta::<K, R>(gpu, problem, o, targets, sources, tol)?
-        }
-        _ => Ok(1.0),
-    };
+    let widest = mac.theta;
     // The node far fields do not run in a periodic box yet.
     let periodic = problem.domain.periodic().is_some();
     let may_switch = !periodic && switch_possible::<K>(o.far_field, &far, f32 && tol < 1e-5);
@@ -749,41 +752,46 @@ fn gpu_reference<K: Kernel, R: Real>(
     )
 }
 
-/// [`accuracy::floor::widest_theta`] for particles on the GPU: the
+/// [`accuracy::floor::widest_mac`] for particles on the GPU: the
 /// bounding cube found there, the smoothing measured from a few sources
 /// copied back (the velocity + stretching of cores of one spacing, 10^7
 /// points, took 8 to 13 s a first evaluation finding theta 0.56 by runs).
-fn gpu_widest_theta<K: Kernel, R: Real>(
+fn gpu_widest_mac<K: Kernel, R: Real>(
     gpu: &Gpu,
     problem: &Problem<'_>,
     o: &FmmOptions,
     targets: &DeviceParticles<R>,
     sources: &DeviceParticles<R>,
     tol: f64,
-) -> Result<Result<f64, f64>, Error> {
+) -> Result<Mac, Error> {
     let (m, n) = (targets.len(), sources.len());
     let Some(spos) = sources.positions() else {
-        return Ok(Ok(1.0));
+        return Ok(Mac::FREE);
     };
     if m == 0 || n == 0 {
-        return Ok(Ok(1.0));
+        return Ok(Mac::FREE);
     }
     let tpos = targets.positions().unwrap_or(spos);
     let half = |pos: &[CudaSlice<R>; 3]| {
         crate::tree::device::DeviceOctree::<R>::bounds(gpu, [&pos[0], &pos[1], &pos[2]])
             .map(|b| b.half)
     };
-    let side = 2.0 * half(spos)?.max(half(tpos)?);
+    let source_side = 2.0 * half(spos)?;
+    let side = source_side.max(2.0 * half(tpos)?);
     let few = accuracy::floor::SOURCES.min(n);
     let picks: Vec<usize> = (0..few).map(|s| s * n / few).collect();
     let few_sources = sources.pick(gpu, &picks, None)?;
     let one_target = targets.pick(gpu, &[m / 2], Some(spos))?;
-    Ok(accuracy::floor::widest_theta_in::<K, R>(
+    Ok(accuracy::floor::widest_mac_in::<K, R>(
         problem.params,
         &one_target,
         &few_sources,
-        side,
-        m.max(n),
+        accuracy::floor::Extent {
+            points: m.max(n),
+            side,
+            sources: n,
+            source_side,
+        },
         o.leaf_size(FarField::Laplace),
         tol,
     ))
@@ -807,6 +815,18 @@ fn fmm_cpu<K: Kernel, R: Real>(
         return fmm_cpu::<K, R>(problem, params, targets, sources, &ki, budget, known);
     }
     let far = far::plan::<K>(opts.far_field, far::Tree::Fmm)?;
+    let mac = match (&far, opts.accuracy) {
+        (far::Plan::Laplace { .. }, Accuracy::Tolerance(tol)) => {
+            accuracy::floor::widest_mac::<K, R>(
+                problem.params,
+                targets,
+                sources,
+                opts.leaf_size(FarField::Laplace),
+                tol,
+            )
+        }
+        _ => Mac::FREE,
+    };
     let run = |settings: Settings, stats: &mut Stats| {
         let plan = Plan {
             params,
@@ -814,6 +834,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
             settings,
             opts,
             domain: &problem.domain,
+            near: mac.near,
         };
         let mut clock = Clock::cpu(stats);
         match &far {
@@ -844,16 +865,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
     }
     let table = &table;
     let key = problem_key::<K>(problem, tol, f32, false);
-    let widest = match far {
-        far::Plan::Laplace { .. } => accuracy::floor::widest_theta::<K, R>(
-            problem.params,
-            targets,
-            sources,
-            opts.leaf_size(FarField::Laplace),
-            tol,
-        ),
-        _ => Ok(1.0),
-    };
+    let widest = mac.theta;
     // The node far fields do not run in a periodic box yet.
     let periodic = problem.domain.periodic().is_some();
     let may_switch = !periodic && switch_possible::<K>(opts.far_field, &far, f32 && tol < 1e-5);

@@ -733,3 +733,46 @@ pub mod sets {
         (tgt, src)
     }
 }
+
+/// Vortex filaments over a cloud of targets: points so clustered that a
+/// uniform cube's leaves mispredict an FMM's nearest M2L pairs.
+pub mod filaments {
+    use fmm_core::kernels::BiotSavart;
+    use fmm_core::{Particles, Real};
+    use std::f64::consts::TAU;
+
+    /// Three helical filaments of radius 1 (`per_turn` segments a turn,
+    /// `turns` turns, pitch 0.15 a turn), their segments as `BiotSavart`
+    /// sources (strength the segment, Gaussian core `sigma`), and `n`
+    /// targets uniform in the cube of side 3 about the origin.
+    pub fn over_a_cloud<R: Real>(
+        sigma: f64,
+        per_turn: usize,
+        turns: usize,
+        n: usize,
+    ) -> (Particles<R>, Particles<R>) {
+        let (mut x, mut alpha) = (Vec::new(), Vec::new());
+        for f in 0..3 {
+            let phase = TAU * f as f64 / 3.0;
+            let at = |k: f64| {
+                let a = TAU * k / per_turn as f64 + phase;
+                [a.cos(), a.sin(), -0.15 * k / per_turn as f64]
+            };
+            for k in 0..turns * per_turn {
+                let (a, b) = (at(k as f64), at(k as f64 + 1.0));
+                x.push([0, 1, 2].map(|c| R::c(0.5 * (a[c] + b[c]))));
+                alpha.push([0, 1, 2].map(|c| R::c(b[c] - a[c])));
+            }
+        }
+        let mut s = Particles::sources::<BiotSavart>(&x).unwrap();
+        s.set_vec3("alpha", &alpha)
+            .unwrap()
+            .set("sigma", &vec![R::c(sigma); x.len()])
+            .unwrap();
+        let cloud: Vec<[R; 3]> = fmm_core::distributions::uniform_cube(n, 4)
+            .iter()
+            .map(|p| p.map(|c| R::c(3.0 * c - 1.5)))
+            .collect();
+        (Particles::targets::<BiotSavart>(&cloud).unwrap(), s)
+    }
+}

@@ -168,12 +168,27 @@ pub fn traverse_levels(
     ss: &[Sphere],
     theta: f64,
 ) -> Lists {
-    traverse_images(tt, ts, st, ss, theta, &[[0.0; 3]])
+    traverse_images(tt, ts, st, ss, theta, 0.0, &[[0.0; 3]])
+}
+
+/// The MAC of the dual traversals: two cells (spheres whose radii sum to
+/// `r`, their centres `d2` apart squared) interact by M2L when
+/// `r < theta d` and, for `near > 0`, when their spheres are more than
+/// `near` apart. A smoothed kernel (a Gaussian core, a softening) differs
+/// from the singular one its expansions are of by an amount that falls
+/// with distance: `near` is where that difference is within the
+/// tolerance (`accuracy::floor::smoothing_radius`), so nearer pairs are
+/// summed directly instead of narrowing theta for every pair. With
+/// `near = 0` this is the plain MAC to the bit.
+#[inline]
+pub fn well_separated(r: f64, d2: f64, theta2: f64, near: f64) -> bool {
+    r * r < theta2 * d2 && (near == 0.0 || (r + near) * (r + near) < d2)
 }
 
 /// [`traverse_levels`] against the source tree and its images: the source
 /// tree moved by each of `images` (lattice vectors in the trees' units,
-/// the first `[0, 0, 0]`), every entry naming its image. A periodic box's
+/// the first `[0, 0, 0]`), every entry naming its image; cells nearer
+/// than `near` (trees' units) are not well separated ([`well_separated`]). A periodic box's
 /// targets meet their own box and its neighbours this way; the farther
 /// images come by the expansions (`methods::fmm::images`).
 pub fn traverse_images(
@@ -182,6 +197,7 @@ pub fn traverse_images(
     st: &Octree,
     ss: &[Sphere],
     theta: f64,
+    near: f64,
     images: &[[f64; 3]],
 ) -> Lists {
     assert!(images.len() <= 1 << IMAGE_BITS, "at most 128 images");
@@ -216,7 +232,7 @@ pub fn traverse_images(
                     let center = [0, 1, 2].map(|k| sb.center[k] + shift[k]);
                     let r = sa.radius + sb.radius;
                     let leaf_b = st.cells[b].is_leaf();
-                    if r * r < theta2 * dist2(sa.center, center) {
+                    if well_separated(r, dist2(sa.center, center), theta2, near) {
                         m2l.push(e);
                     } else if leaf_a && leaf_b {
                         p2p.push(e);
@@ -327,5 +343,30 @@ mod tests {
             assert_eq!(a.m2l, b.m2l);
             assert_eq!(a.p2p, b.p2p);
         }
+    }
+
+    /// With a near radius every pair is still reached once, no M2L pair's
+    /// spheres lie nearer than it, and some pairs the plain MAC took by
+    /// M2L are summed directly instead.
+    #[test]
+    fn a_near_radius_keeps_near_cells_off_the_m2l() {
+        let cube = uniform_cube(3000, 1);
+        let (st, ss) = tree(&cube, 16);
+        let (tt, ts) = tree(&cube, 16);
+        let plain = traverse_images(&tt, &ts, &st, &ss, 0.7, 0.0, &[[0.0; 3]]);
+        let near = 0.15;
+        let lists = traverse_images(&tt, &ts, &st, &ss, 0.7, near, &[[0.0; 3]]);
+        check_coverage(&tt, &st, &lists);
+        for (a, m2l) in lists.m2l.iter().enumerate() {
+            for &b in m2l {
+                let gap = dist2(ts[a].center, ss[b as usize].center).sqrt()
+                    - ts[a].radius
+                    - ss[b as usize].radius;
+                assert!(gap > near, "cells {a} and {b}: {gap}");
+            }
+        }
+        assert!(lists.m2l_count() < plain.m2l_count());
+        let p2p = |l: &Lists| l.p2p.iter().map(Vec::len).sum::<usize>();
+        assert!(p2p(&lists) > p2p(&plain));
     }
 }

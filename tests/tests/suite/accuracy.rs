@@ -149,3 +149,26 @@ fn tolerances_at_the_limits() {
     assert_eq!(a.far_field, fmm_core::FarField::KernelIndependent);
     assert!(a.estimated_error <= 1e-12, "{a:?}");
 }
+
+/// Vortex filaments (Gaussian cores, `BiotSavart`) over a cloud of
+/// targets (`fmm_tests::filaments`): points so clustered that a uniform
+/// cube's leaves mispredict the nearest M2L pairs. The expansions meet
+/// the tolerance with the near radius (cells nearer than where the core
+/// is within the tolerance of 1/r^2 sum directly) rather than stalling
+/// on the core's smoothing and handing over to the node far field.
+#[test]
+fn vortex_filaments_meet_the_tolerance_with_the_expansions() {
+    use fmm_core::kernels::BiotSavart;
+    use fmm_core::FarField;
+    let (t, s) = fmm_tests::filaments::over_a_cloud::<f64>(0.02, 400, 3, 20_000);
+    let tol = 1e-4;
+    let ev =
+        evaluate::<BiotSavart, f64>(Backend::Cpu, &Method::fmm_tolerance(tol), &[][..], &t, &s)
+            .unwrap();
+    let a = ev.achieved.unwrap();
+    let exact = direct_cpu::<BiotSavart, f64>(&[], &t, &s).unwrap();
+    let err = rel_l2(&ev.outputs.slots().concat(), &exact.slots().concat());
+    println!("{a:?}: error {err:.1e}");
+    assert_eq!(a.far_field, FarField::Laplace, "{a:?}");
+    assert!(err <= tol, "{err} against {tol}");
+}

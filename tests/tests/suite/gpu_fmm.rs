@@ -639,3 +639,37 @@ fn the_length_unit_does_not_matter_on_the_gpu() {
         );
     }
 }
+
+/// Vortex filaments over a cloud of targets (`fmm_tests::filaments`) at a
+/// tolerance on the GPU, in f64 and f32: the expansions meet it with the
+/// near radius (`accuracy.rs` has the CPU's), the error against the f64
+/// direct sum over every target.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_vortex_filaments_meet_the_tolerance_with_the_expansions() {
+    let (t, s) = fmm_tests::filaments::over_a_cloud::<f64>(0.02, 2000, 3, 200_000);
+    let exact = direct_cpu::<BiotSavart, f64>(&[], &t, &s).unwrap();
+    let tol = 1e-4;
+    let check = |got: Vec<f64>, a: fmm_core::Achieved, what: &str| {
+        let err = rel_l2(&got, &exact.slots().concat());
+        println!("{what}: {a:?}: error {err:.1e}");
+        assert_eq!(a.far_field, FarField::Laplace, "{what}: {a:?}");
+        assert!(err <= tol, "{what}: {err} against {tol}");
+    };
+    let ev =
+        evaluate::<BiotSavart, f64>(Backend::Cuda, &Method::fmm_tolerance(tol), &[][..], &t, &s)
+            .unwrap();
+    check(ev.outputs.slots().concat(), ev.achieved.unwrap(), "f64");
+    let (t, s) = fmm_tests::filaments::over_a_cloud::<f32>(0.02, 2000, 3, 200_000);
+    let ev =
+        evaluate::<BiotSavart, f32>(Backend::Cuda, &Method::fmm_tolerance(tol), &[][..], &t, &s)
+            .unwrap();
+    let got = ev
+        .outputs
+        .slots()
+        .concat()
+        .iter()
+        .map(|&x| x as f64)
+        .collect();
+    check(got, ev.achieved.unwrap(), "f32");
+}

@@ -142,12 +142,20 @@ pub(crate) fn most_compressed_chebyshev(channels: usize, strengths: usize) -> us
         .unwrap_or(0)
 }
 
-/// Whether operators of `rows x cols` are past [`MAX_SIDE`] (said once per
-/// run: the caller then runs M2L by the kernel).
+/// Whether operators of `rows x cols` are past [`MAX_SIDE`] (said once a
+/// process for each size: a time-stepping run evaluates thousands of
+/// times, and said each time it filled a brown-out run's log; the caller
+/// then runs M2L by the kernel).
 pub(crate) fn too_large(rows: usize, cols: usize) -> bool {
     if rows <= MAX_SIDE && cols <= MAX_SIDE {
         return false;
     }
+    static SAID: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if said.contains(&(rows, cols)) {
+        return true;
+    }
+    said.push((rows, cols));
     // The fallback is correct but can be a hundred times slower (Coulomb
     // ki p 6 at 10^6 took 185 s by the kernel when this side was 1100;
     // compressed, 16.8 s the first evaluation).

@@ -155,6 +155,7 @@ impl<R: Real> FarPasses<R> for Laplace<'_, R> {
             src,
             tgt,
             images,
+            unit: side,
             own: LaplaceOwn {
                 sp,
                 tp,

@@ -158,6 +158,7 @@ impl<K: Kernel, R: Real> FarPasses<R> for NodeField<'_, K, R> {
             src,
             tgt,
             images: PeriodicBox::near_shifts(pbox),
+            unit: 1.0,
             own: NodeOwn {
                 ssph,
                 tsph,

@@ -261,6 +261,11 @@ pub(crate) struct Plan<'a, R> {
     pub opts: &'a FmmOptions,
     /// Free space or a periodic box.
     pub domain: &'a crate::domain::Domain,
+    /// Cells whose spheres are nearer than this (particles' units) sum
+    /// directly (`tree::traversal::well_separated`): the radius past which
+    /// a smoothed kernel is its singular far field to the tolerance; 0
+    /// for the plain MAC.
+    pub near: f64,
 }
 
 impl<'a, R> Plan<'a, R> {

@@ -35,6 +35,9 @@ pub(crate) struct Frame<R, E> {
     /// The lattice shifts the traversal meets the source tree at, in the
     /// trees' coordinates (free space: one, of no shift).
     pub images: Vec<[f64; 3]>,
+    /// One of the trees' units in the particles' (the Laplace far
+    /// field's unit box: its side; the node far fields: 1).
+    pub unit: f64,
     pub own: E,
 }
 
@@ -110,6 +113,7 @@ pub(crate) fn run<K: Kernel, R: Real, F: FarPasses<R>>(
         &f.stree,
         ssph,
         plan.settings.theta,
+        plan.near / f.unit,
         &f.images,
     );
     clock.stats().m2l += lists.m2l_count() as u64;

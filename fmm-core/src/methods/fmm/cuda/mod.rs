@@ -317,7 +317,7 @@ fn traverse<R: Real>(
     ops: &Ops,
     tt: &FmmTree<R>,
     st: &FmmTree<R>,
-    theta: f64,
+    (theta, near): (f64, f64),
     images: &Images<R>,
 ) -> Result<DeviceLists, Error> {
     let s = gpu.stream();
@@ -398,7 +398,7 @@ fn traverse<R: Real>(
         for emit in [0i32, 1] {
             let [c0, c1, c2] = &mut counts;
             let mut b = s.launch_builder(&ops.traverse);
-            b.arg(&ni).arg(&cells).arg(&emit).arg(&theta2);
+            b.arg(&ni).arg(&cells).arg(&emit).arg(&theta2).arg(&near);
             for tree in [(t, &tt.radius), (u, &st.radius)] {
                 let (x, r) = tree;
                 b.arg(&x.center[0])

@@ -994,6 +994,9 @@ PRECISION(double, f64)
 // level of the source tree and one.
 extern "C" __global__ void fmm_traverse(
     const int n, const int* __restrict__ cells, const int emit, const double theta2,
+    // cells whose spheres are nearer than this are not well separated
+    // (tree::traversal::well_separated; 0: the plain MAC)
+    const double near,
     // target tree
     const double* __restrict__ tx, const double* __restrict__ ty, const double* __restrict__ tz,
     const double* __restrict__ tr, const int* __restrict__ t_nchild,
@@ -1059,7 +1062,9 @@ extern "C" __global__ void fmm_traverse(
             // cells on the lattice meet the MAC's bound within a rounding.
             const double d2 = __dadd_rn(__dadd_rn(__dmul_rn(dx, dx), __dmul_rn(dy, dy)),
                                         __dmul_rn(dz, dz));
-            if (__dmul_rn(r, r) < __dmul_rn(theta2, d2)) {
+            const double rn = __dadd_rn(r, near);
+            if (__dmul_rn(r, r) < __dmul_rn(theta2, d2)
+                && (near == 0.0 || __dmul_rn(rn, rn) < d2)) {
                 if (emit) m2l_pool[o_m2l + c_m2l] = e;
                 ++c_m2l;
             } else if (leaf_a && leaf_b) {

@@ -124,7 +124,14 @@ pub(super) fn run<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
     // Dual tree traversal, and the P2P groups (every target leaf cut into
     // pieces of a block).
     let images = Images::<R>::of(gpu, pbox)?;
-    let lists = traverse(gpu, far.ops(), tt, st, plan.settings.theta, &images)?;
+    let lists = traverse(
+        gpu,
+        far.ops(),
+        tt,
+        st,
+        (plan.settings.theta, plan.near),
+        &images,
+    )?;
     clock.stats().m2l = lists.n_m2l as u64;
     let groups = tt.tree.groups(gpu, 0, P2P_BLOCK as usize)?;
     clock.lap(Stage::Traversal)?;
