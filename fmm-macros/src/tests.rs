@@ -1,6 +1,6 @@
 //! Declarations through parsing and lowering: the checks of meaning that
 //! `fmm_codegen::lower` makes, seen from the DSL as written (the compile
-//! errors with their spans are pinned by the trybuild cases in `tests/ui`).
+//! errors with their spans are pinned by the trybuild cases in `dsl-errors/tests/ui`).
 
 use fmm_codegen::{KernelDef, Term};
 use proc_macro2::TokenStream;

@@ -277,19 +277,24 @@ impl Solver {
     /// with cores of 0.6 spacings), which this takes out as a uniform
     /// background would.
     pub(crate) fn strengths(&self, p: &VortexParticles) -> Vec<[f64; 3]> {
-        match self.domain {
-            Domain::Periodic(b) if b.periodic_axes() == 3 && !p.is_empty() => {
-                let sum = p
-                    .alpha
-                    .iter()
-                    .fold([0.0; 3], |m, a| [m[0] + a[0], m[1] + a[1], m[2] + a[2]]);
-                let mean = sum.map(|s| s / p.len() as f64);
-                p.alpha
-                    .iter()
-                    .map(|a| [a[0] - mean[0], a[1] - mean[1], a[2] - mean[2]])
-                    .collect()
-            }
-            _ => p.alpha.clone(),
+        if !self.takes_mean_out() || p.is_empty() {
+            return p.alpha.clone();
         }
+        let sum = p
+            .alpha
+            .iter()
+            .fold([0.0; 3], |m, a| [m[0] + a[0], m[1] + a[1], m[2] + a[2]]);
+        let mean = sum.map(|s| s / p.len() as f64);
+        p.alpha
+            .iter()
+            .map(|a| [a[0] - mean[0], a[1] - mean[1], a[2] - mean[2]])
+            .collect()
+    }
+
+    /// Whether the sums take the strengths less their mean: in a box
+    /// periodic along all three axes ([`Solver::strengths`]; the resident
+    /// particles' `vortex_mean` on the device).
+    pub(crate) fn takes_mean_out(&self) -> bool {
+        matches!(self.domain, Domain::Periodic(b) if b.periodic_axes() == 3)
     }
 }

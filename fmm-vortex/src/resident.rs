@@ -12,7 +12,10 @@
 //! three axes of the positions, then of the strengths); a stage publishes
 //! its register into the sets the front door reads (positions, `alpha`,
 //! `sigma`, the targets' `alpha_i`) and gathers the outputs (`u`, `s`)
-//! back into a register of rates.
+//! back into a register of rates. In a box periodic along all three axes
+//! the strengths are published less their mean, as the host's
+//! [`Solver::strengths`] sums them (a periodic velocity's curl has no
+//! mean; the periodic sums refuse a net strength).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,17 +48,38 @@ extern "C" __global__ void vortex_combine(unsigned n, double* y, double a, unsig
 }
 
 extern "C" __global__ void vortex_publish(unsigned n, const double* y, const double* sigma,
-    real* x0, real* x1, real* x2, real* a0, real* a1, real* a2, real* s,
+    const double* mean, real* x0, real* x1, real* x2, real* a0, real* a1, real* a2, real* s,
     real* t0, real* t1, real* t2) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     x0[i] = (real)y[i];
     x1[i] = (real)y[n + i];
     x2[i] = (real)y[2 * n + i];
-    real ax = (real)y[3 * n + i], ay = (real)y[4 * n + i], az = (real)y[5 * n + i];
+    real ax = (real)(y[3 * n + i] - mean[0]), ay = (real)(y[4 * n + i] - mean[1]),
+        az = (real)(y[5 * n + i] - mean[2]);
     a0[i] = ax; a1[i] = ay; a2[i] = az;
     t0[i] = ax; t1[i] = ay; t2[i] = az;
     s[i] = (real)sigma[i];
+}
+
+// The mean of the strengths (blocks 3 to 5 of y) into mean[0..3]: one
+// block of MEAN_THREADS, each thread a strided sum, then a tree in shared
+// memory: the same order every run, so a run resumes bit for bit.
+#define MEAN_THREADS 256
+extern "C" __global__ void vortex_mean(unsigned n, const double* y, double* mean) {
+    __shared__ double part[MEAN_THREADS];
+    for (unsigned c = 0; c < 3; ++c) {
+        double sum = 0.0;
+        for (unsigned i = threadIdx.x; i < n; i += MEAN_THREADS) sum += y[(3 + c) * n + i];
+        part[threadIdx.x] = sum;
+        __syncthreads();
+        for (unsigned w = MEAN_THREADS / 2; w > 0; w /= 2) {
+            if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) mean[c] = n > 0 ? part[0] / (double)n : 0.0;
+        __syncthreads();
+    }
 }
 
 extern "C" __global__ void vortex_rates(unsigned n, const real* u0, const real* u1,
@@ -130,11 +154,12 @@ extern "C" __global__ void dust_advance(unsigned n, double* y, const real* u0, c
 "#;
 
 /// The entry points of [`cuda_source`].
-pub const ENTRY_POINTS: [&str; 7] = [
+pub const ENTRY_POINTS: [&str; 8] = [
     "dust_advance",
     "dust_points",
     "vortex_combine",
     "vortex_first_bad",
+    "vortex_mean",
     "vortex_publish",
     "vortex_rates",
     "vortex_spread",
@@ -147,6 +172,9 @@ pub fn cuda_source<R: Real>() -> String {
 }
 
 const THREADS: u32 = 256;
+
+/// The threads of `vortex_mean`'s one block (its `MEAN_THREADS`).
+const MEAN_THREADS: u32 = 256;
 
 pub(crate) fn cuda(
     what: &'static str,
@@ -166,6 +194,7 @@ pub(crate) fn items(n: usize) -> LaunchConfig {
 pub struct DeviceRegisters<'g> {
     pub(crate) gpu: &'g Gpu,
     combine: CudaFunction,
+    mean: CudaFunction,
     publish: CudaFunction,
     rates: CudaFunction,
     spread: CudaFunction,
@@ -182,6 +211,7 @@ impl<'g> DeviceRegisters<'g> {
         Ok(DeviceRegisters {
             gpu,
             combine: f("vortex_combine")?,
+            mean: f("vortex_mean")?,
             publish: f("vortex_publish")?,
             rates: f("vortex_rates")?,
             spread: f("vortex_spread")?,
@@ -353,6 +383,9 @@ pub struct DeviceVortex<'g, R: Real> {
     slots: Slots,
     /// The rates at the start of the last step (its first evaluation).
     first: Option<CudaSlice<f64>>,
+    /// The strengths' mean a stage published them less (zero but in a
+    /// box periodic along all three axes).
+    mean: CudaSlice<f64>,
 }
 
 impl<'g, R: Real> DeviceVortex<'g, R> {
@@ -364,6 +397,7 @@ impl<'g, R: Real> DeviceVortex<'g, R> {
         let (targets, sources) = front_door_sets::<R>(p, &p.alpha, &[])?;
         let y = regs.upload(&to_blocks(&p.x, &p.alpha))?;
         let sigma = regs.upload(&p.sigma)?;
+        let mean = regs.upload(&[0.0; 3])?;
         Ok(DeviceVortex {
             n,
             y,
@@ -373,6 +407,7 @@ impl<'g, R: Real> DeviceVortex<'g, R> {
             targets: DeviceParticles::targets_at_sources(gpu, &targets)?,
             slots: Slots::of_kernel(),
             first: None,
+            mean,
             regs,
         })
     }
@@ -418,10 +453,13 @@ impl<'g, R: Real> DeviceVortex<'g, R> {
             sources,
             targets,
             slots,
+            mean,
             ..
         } = self;
         stepper.step_in(&*regs, y, dt, |stage| {
-            let (k, achieved) = evaluate(regs, *n, slots, stage, sigma, sources, targets, solver)?;
+            let (k, achieved) = evaluate(
+                regs, *n, slots, stage, sigma, mean, sources, targets, solver,
+            )?;
             report.evaluations += 1;
             merge(&mut report.achieved, achieved);
             if first.is_none() {
@@ -445,6 +483,7 @@ impl<'g, R: Real> DeviceVortex<'g, R> {
             &self.slots,
             &self.y,
             &self.sigma,
+            &mut self.mean,
             &mut self.sources,
             &mut self.targets,
             solver,
@@ -534,6 +573,7 @@ fn evaluate<R: Real>(
     slots: &Slots,
     y: &CudaSlice<f64>,
     sigma: &CudaSlice<f64>,
+    mean: &mut CudaSlice<f64>,
     sources: &mut DeviceParticles<R>,
     targets: &mut DeviceParticles<R>,
     solver: &Solver,
@@ -541,8 +581,23 @@ fn evaluate<R: Real>(
     let s = regs.stream();
     if n > 0 {
         let m = n as u32;
+        if solver.takes_mean_out() {
+            let mut b = s.launch_builder(&regs.mean);
+            b.arg(&m).arg(y).arg(&mut *mean);
+            let one = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (MEAN_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: `vortex_mean`'s signature: `y` 6 n long, `mean` 3;
+            // one block of MEAN_THREADS, as its shared array is sized.
+            unsafe { b.launch(one) }.map_err(cuda("launching vortex_mean"))?;
+        } else {
+            s.memset_zeros(mean)
+                .map_err(cuda("zeroing the strengths' mean"))?;
+        }
         let mut b = s.launch_builder(&regs.publish);
-        b.arg(&m).arg(y).arg(sigma);
+        b.arg(&m).arg(y).arg(sigma).arg(&*mean);
         let (pos, fields) = sources.parts_mut();
         let pos = pos.unwrap_or_else(|| unreachable!("sources carry their positions"));
         for x in pos.iter_mut() {
@@ -557,7 +612,8 @@ fn evaluate<R: Real>(
         for x in &mut targets.slots_mut()[slots.alpha_i..slots.alpha_i + 3] {
             b.arg(x);
         }
-        // SAFETY: `vortex_publish`'s signature: `y` 6 n long, the rest n.
+        // SAFETY: `vortex_publish`'s signature: `y` 6 n long, `mean` 3,
+        // the rest n.
         unsafe { b.launch(items(n)) }.map_err(cuda("launching vortex_publish"))?;
     }
     let ev = evaluate_resident::<VelocityStretching, R>(

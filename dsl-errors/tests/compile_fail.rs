@@ -1,13 +1,11 @@
 //! Mistakes in the `kernel!` DSL are compile errors that say what is wrong
 //! and point at the offending tokens. One file per mistake in `ui/`, with
 //! the expected compiler output in the `.stderr` beside it; regenerate with
-//! `TRYBUILD=overwrite cargo test -p fmm-macros --test compile_fail`.
-//!
-//! The cases live here, beside the macro, and call `fmm_macros::kernel!`
-//! (what `fmm_core::kernel!` re-exports): every mistake is found while
-//! the macro expands, so trybuild need only check this crate and its few
+//! `TRYBUILD=overwrite cargo test -p fmm-dsl-errors --test compile_fail`.
+//! The cases call `fmm_macros::kernel!`: every mistake is found while the
+//! macro expands, so trybuild checks this crate and the macro's few
 //! dependencies, not fmm-core's tree (92 s of CI's 2 cores as a test of
-//! fmm-tests).
+//! fmm-tests; 9 s here).
 
 #[test]
 fn dsl_mistakes_are_compile_errors_with_spans() {
