@@ -4,6 +4,11 @@
 //! test draws from ([`sets`]), so that no test file keeps a copy of its
 //! own.
 
+/// Every output slot of `o`, one after the other, in f64.
+pub fn flat_f64<R: fmm_core::Real>(o: &fmm_core::Outputs<R>) -> Vec<f64> {
+    o.slots().concat().iter().map(|&x| x.to_f64()).collect()
+}
+
 /// Relative L2 error of `got` against `want`: `|got - want| / |want|`.
 pub fn rel_l2(got: &[f64], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len());

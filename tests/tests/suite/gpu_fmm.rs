@@ -664,12 +664,9 @@ fn gpu_vortex_filaments_meet_the_tolerance_with_the_expansions() {
     let ev =
         evaluate::<BiotSavart, f32>(Backend::Cuda, &Method::fmm_tolerance(tol), &[][..], &t, &s)
             .unwrap();
-    let got = ev
-        .outputs
-        .slots()
-        .concat()
-        .iter()
-        .map(|&x| x as f64)
-        .collect();
-    check(got, ev.achieved.unwrap(), "f32");
+    check(
+        fmm_tests::flat_f64(&ev.outputs),
+        ev.achieved.unwrap(),
+        "f32",
+    );
 }

@@ -277,13 +277,7 @@ fn gpu_background_matches_the_ewald_sum() {
     let ev = evaluate::<Coulomb, f32>(Backend::Cuda, &Method::fmm_tolerance(tol), problem, &t, &s)
         .unwrap();
     let a = ev.achieved.expect("a tolerance says what it met");
-    let got: Vec<f64> = ev
-        .outputs
-        .slots()
-        .concat()
-        .iter()
-        .map(|&x| x as f64)
-        .collect();
+    let got = fmm_tests::flat_f64(&ev.outputs);
     let err = rel_l2(&got, &want.concat());
     println!(
         "GPU f32 {tol:e}, background: p {} theta {} estimated {:.1e}, whole {err:.1e}",
