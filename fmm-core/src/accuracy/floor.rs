@@ -196,13 +196,12 @@ const NEAR_LEAVES: f64 = 64.0;
 /// [`widest_theta_in`] with a near radius: where the kernel's smoothing
 /// reaches a measurable distance ([`smoothing_radius`]) holding at most
 /// [`NEAR_LEAVES`] leaves of sources (as if they filled their cube,
-/// `extent`) and falls fast past it (a hundredfold by
-/// twice the distance: a Gaussian core, not an algebraic softening, whose
-/// pairs at twice the radius still carry a quarter of the floor), cells
-/// nearer than it sum directly and the MAC is free (the floor is then
-/// below `tol` at any theta). The
-/// prediction of the nearest M2L pairs from a uniform cube misses
-/// clustered points: a rotor's wake of vortex filaments over 10^6 dust
+/// `extent`) and falls fast past it (a hundredfold by twice the distance:
+/// a Gaussian core, not an algebraic softening, whose pairs at twice the
+/// radius still carry a quarter of the floor), cells nearer than it sum
+/// directly and the MAC is free (the floor is then below `tol` at any
+/// theta). The prediction of the nearest M2L pairs from a uniform cube
+/// misses clustered points: a rotor's wake of vortex filaments over 10^6 dust
 /// particles (Gaussian cores) stalled at 2.6e-4 at theta 0.4 where the
 /// cube predicted theta 0.7 safe, and the node far field it switched to
 /// ran 2.1 times slower than the expansions with this radius (one H100).
