@@ -24,6 +24,10 @@
 use std::error::Error;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use fmm_core::{Domain, PeriodicBox};
@@ -131,9 +135,111 @@ pub struct Case {
     pub unit: (f64, &'static str),
 }
 
+/// The spectral solver's diagnostics at one of the particles' diagnostic
+/// steps.
+struct SpectralView {
+    /// `K` smoothed by the particles' cores (the reference), and its own.
+    smoothed: f64,
+    energy: f64,
+    /// `nu <|omega|^2>`.
+    dissipation: f64,
+    /// `E(k)` smoothed and its own.
+    spectra: (Vec<f64>, Vec<f64>),
+}
+
+/// The spectral solver stepped beside the particles.
+///
+/// At 128^3 a spectral step takes seconds on the host, as long as a
+/// particle step on a GPU, so the two run side by side: the solver on a
+/// thread of its own with its own rayon pool, sending its diagnostics at
+/// the particles' diagnostic steps through a channel of one place (it
+/// runs at most one interval ahead). The run's wall time is then the
+/// slower side's, not the sum. `stop` ends it early (the particles
+/// stopped); the handle gives the seconds spent stepping and the steps.
+struct SpectralBeside {
+    views: Receiver<Result<SpectralView, String>>,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(f64, usize)>,
+}
+
+impl SpectralBeside {
+    fn start(
+        mut spectral: SpectralNs,
+        steps: usize,
+        every: usize,
+        dt: f64,
+        smooth: f64,
+    ) -> Result<Self, Box<dyn Error>> {
+        let (tx, views) = sync_channel(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let pool = rayon::ThreadPoolBuilder::new().build()?;
+        let handle = std::thread::spawn(move || {
+            pool.install(|| {
+                let (mut seconds, mut done) = (0.0, 0);
+                for step in 0..=steps {
+                    if stopped.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    if step % every == 0 || step == steps {
+                        let view = SpectralView {
+                            smoothed: spectral.smoothed_energy(smooth),
+                            energy: spectral.energy(),
+                            dissipation: spectral.dissipation(),
+                            spectra: (spectral.smoothed_spectrum(smooth), spectral.spectrum()),
+                        };
+                        if tx.send(Ok(view)).is_err() {
+                            break;
+                        }
+                    }
+                    if step < steps {
+                        let clock = Instant::now();
+                        // The particles' step in as many of the solver's
+                        // as keep its Courant number under 0.8 (RK4's
+                        // bound for a spectral advection is 2.8 / pi).
+                        let parts = (dt / spectral.stable_dt(0.8)).ceil().max(1.0);
+                        for _ in 0..parts as usize {
+                            if let Err(e) = spectral.step(dt / parts) {
+                                let _ = tx.send(Err(e.to_string()));
+                                return (seconds, done);
+                            }
+                        }
+                        seconds += clock.elapsed().as_secs_f64();
+                        done += 1;
+                    }
+                }
+                (seconds, done)
+            })
+        });
+        Ok(SpectralBeside {
+            views,
+            stop,
+            handle,
+        })
+    }
+
+    /// The next diagnostics (blocks until the solver has them).
+    fn next(&self) -> Result<SpectralView, Box<dyn Error>> {
+        match self.views.recv() {
+            Ok(view) => Ok(view?),
+            Err(_) => Err("the spectral solver's thread ended early".into()),
+        }
+    }
+
+    /// Stops the solver; its seconds a particle step.
+    fn finish(self) -> f64 {
+        self.stop.store(true, Ordering::Relaxed);
+        drop(self.views);
+        match self.handle.join() {
+            Ok((seconds, done)) => seconds / done.max(1) as f64,
+            Err(_) => f64::NAN,
+        }
+    }
+}
+
 /// Runs `case` from the spectral solver's field `spectral` (its grid, box
 /// and time zero).
-pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), Box<dyn Error>> {
+pub fn run(args: &RunArgs, case: &Case, spectral: SpectralNs) -> Result<(), Box<dyn Error>> {
     if args.viscous == Viscous::Lattice && args.remesh_every == 0 {
         return Err(
             "--viscous lattice diffuses at the remeshings: give --remesh-every, or --viscous spread"
@@ -223,7 +329,19 @@ pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), 
     } else {
         println!("(ref: the spectral field)");
     }
+    let stem = PathBuf::from(case.name);
+    let csv_path = args.csv.clone().unwrap_or(stem.with_extension("csv"));
     let mut stepper = Stepper::new(Scheme::Ab2);
+    let every = args.every.max(1);
+    let beside = if args.no_spectral {
+        None
+    } else {
+        Some(SpectralBeside::start(
+            spectral, steps, every, case.dt, smooth,
+        )?)
+    };
+    // The spectral solver's last diagnostics, taken at the particles'.
+    let mut view: Option<SpectralView> = None;
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} steps, {eta} left")
@@ -237,7 +355,7 @@ pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), 
     let (mut last, mut worst, mut device) = (None::<(f64, f64, f64)>, 0.0f64, String::new());
     // The last step's sums: their estimated error and settings.
     let mut achieved = String::new();
-    let (mut t_vortex, mut t_spectral, mut t_remesh) = (0.0, 0.0, 0.0);
+    let (mut t_vortex, mut t_remesh) = (0.0, 0.0);
     let mut u = solver.velocity_on(&p, &grid)?;
     // An evaluation that cannot meet the tolerance stops the run: what
     // was made is written, then the error said.
@@ -248,7 +366,7 @@ pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), 
     let mut on_lattice = true;
     for step in 0..=steps {
         let t = step as f64 * case.dt;
-        if step % args.every == 0 || step == steps {
+        if step % every == 0 || step == steps {
             u = match solver.velocity_on(&p, &grid) {
                 Ok(u) => u,
                 Err(e) => {
@@ -256,15 +374,12 @@ pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), 
                     break;
                 }
             };
-            let (k_v, k_s, k_t, eps_t) = if args.no_spectral {
-                (energy(&u), f64::NAN, f64::NAN, f64::NAN)
-            } else {
-                (
-                    energy(&u),
-                    spectral.smoothed_energy(smooth),
-                    spectral.energy(),
-                    spectral.dissipation(),
-                )
+            if let Some(b) = &beside {
+                view = Some(b.next()?);
+            }
+            let (k_v, k_s, k_t, eps_t) = match &view {
+                None => (energy(&u), f64::NAN, f64::NAN, f64::NAN),
+                Some(v) => (energy(&u), v.smoothed, v.energy, v.dissipation),
             };
             let k_l = if on_lattice {
                 lattice_energy(&p, &pbox, n)?
@@ -293,6 +408,12 @@ pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), 
             csv.push_str(&format!(
                 "{t},{k_v},{k_s},{k_t},{k_l},{eps_v},{eps_s},{eps_t}\n"
             ));
+            // The series so far, marked as such: a run cut short keeps
+            // it, and no file of a run that did not end looks whole.
+            write_whole(&csv_path, |f| {
+                f.write_all(csv.as_bytes())?;
+                writeln!(f, "# running: to t = {t} of {}", case.t_end)
+            })?;
             bar.suspend(|| {
                 println!(
                     "{tu:6.2} {k_v:10.6} {k_s:10.6} {rel:9.1e} {k_t:10.6} {k_l:10.6} {eps_v:11.3e} {eps_s:11.3e} {eps_t:11.3e}  {achieved}"
@@ -337,32 +458,22 @@ pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), 
                     a.estimated_error, a.method, a.settings.p, a.settings.theta
                 );
             }
-            if !args.no_spectral {
-                let clock = Instant::now();
-                spectral.step(case.dt)?;
-                t_spectral += clock.elapsed().as_secs_f64();
-            }
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
+    let t_spectral = beside.map_or(f64::NAN, SpectralBeside::finish);
     let reached = kv.last().map_or(0.0, |l| l.0);
     println!(
-        "K within {worst:.1e} of the reference's to {tname} = {reached:.3}; {:.3} s a particle step ({:.3} s the rates, on {device}; {:.3} s the remeshing with its filter), {:.3} s a spectral step",
+        "K within {worst:.1e} of the reference's to {tname} = {reached:.3}; {:.3} s a particle step ({:.3} s the rates, on {device}; {:.3} s the remeshing with its filter), {:.3} s a spectral step (on a thread beside them)",
         t_vortex / done.max(1) as f64,
         (t_vortex - t_remesh) / done.max(1) as f64,
         t_remesh / done.max(1) as f64,
-        t_spectral / done.max(1) as f64
+        t_spectral
     );
-    let (e_v, e_s, e_t) = if args.no_spectral {
-        (spectrum_of(&u, n)?, vec![f64::NAN; n], vec![f64::NAN; n])
-    } else {
-        (
-            spectrum_of(&u, n)?,
-            spectral.smoothed_spectrum(smooth),
-            spectral.spectrum(),
-        )
-    };
+    // Both at the last diagnostic step.
+    let e_v = spectrum_of(&u, n)?;
+    let (e_s, e_t) = view.map_or((vec![f64::NAN; n], vec![f64::NAN; n]), |v| v.spectra);
     println!("E(k) at {tname} = {reached:.3}:");
     println!(
         "{:>4} {:>11} {:>11} {:>8} {:>11}",
@@ -384,8 +495,6 @@ pub fn run(args: &RunArgs, case: &Case, mut spectral: SpectralNs) -> Result<(), 
         // The series is whole to where the run stopped, and says so.
         csv.push_str(&format!("# stopped at t = {t}: {e}\n"));
     }
-    let stem = PathBuf::from(case.name);
-    let csv_path = args.csv.clone().unwrap_or(stem.with_extension("csv"));
     write_whole(&csv_path, |f| f.write_all(csv.as_bytes()))?;
     println!("time series in {}", csv_path.display());
     if let Some(path) = &args.vti {

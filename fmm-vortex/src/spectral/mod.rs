@@ -14,6 +14,12 @@
 //! modes are kept zero), grid points `x = L (i, j, l) / n` from the
 //! origin. Energy and dissipation are means over the box, per unit mass:
 //! `K = <|u|^2> / 2`, `epsilon = nu <|omega|^2>`.
+//!
+//! The nonlinear term's transforms are most of a step's work: the six
+//! real fields of `u` and `omega` go to the padded grid two to a complex
+//! transform (the real and imaginary parts) and the three of `u x omega`
+//! come back in two, each transform pruned of the lines the padding
+//! leaves zero or the truncation drops ([`fft3::PaddedFft3`]).
 
 mod fft3;
 mod isotropic;
@@ -23,6 +29,7 @@ use rustfft::num_complex::Complex64;
 
 use crate::error::VortexError;
 pub use fft3::Fft3;
+use fft3::{pair_real, unpair_real, PaddedFft3};
 pub use isotropic::passot_pouquet;
 
 /// A velocity field in a periodic box and its evolution.
@@ -37,10 +44,47 @@ pub struct SpectralNs {
     /// index, whose modes are zero).
     k: Vec<f64>,
     fft: Fft3,
-    pad: Fft3,
+    pad: PaddedFft3,
+    /// A step's room, kept from step to step (empty until the first).
+    work: Work,
 }
 
 type Field = [Vec<Complex64>; 3];
+
+/// What a step works in, kept from step to step: allocated afresh, each
+/// array's pages would be faulted in and cleared at every stage (at `n =
+/// 128` the padded grids alone are 340 MB).
+#[derive(Default)]
+struct Work {
+    /// The nonlinear term's.
+    scratch: Scratch,
+    /// A stage's state, then the step's result.
+    stage: Field,
+    /// The stages' right-hand sides `k1`, `k2` (then `k2 + k3`) and `k3`
+    /// (then `k4`).
+    k: [Field; 3],
+    /// `exp(-nu k^2 dt / 2)` and `exp(-nu k^2 dt)` of each mode, and the
+    /// `dt` they are for.
+    decay: Option<(f64, Vec<f64>, Vec<f64>)>,
+}
+
+/// What the nonlinear term works in.
+#[derive(Default)]
+struct Scratch {
+    /// The three padded grids.
+    grids: Field,
+    /// The coefficients of a pair of real fields.
+    pair: Vec<Complex64>,
+    /// The vorticity's coefficients.
+    curl: Field,
+}
+
+/// Each component `len` long (new values zero, old ones kept).
+fn fit(f: &mut Field, len: usize) {
+    for c in f {
+        c.resize(len, Complex64::default());
+    }
+}
 
 impl SpectralNs {
     /// The flow `u(x)` sampled on `n^3` points of a box of side `side`,
@@ -134,7 +178,8 @@ impl SpectralNs {
             u: Default::default(),
             k,
             fft: Fft3::new(n),
-            pad: Fft3::new(3 * n / 2),
+            pad: PaddedFft3::new(n),
+            work: Work::default(),
         };
         s.project(&mut u);
         Ok(SpectralNs { u, ..s })
@@ -169,106 +214,117 @@ impl SpectralNs {
         ([self.k[x], self.k[y], self.k[z]], kept)
     }
 
+    /// [`Self::wave`] of each index of row `r = z n + y`, in order (the
+    /// row's indices `r n + x`), without a division each.
+    fn row_waves(&self, r: usize) -> impl Iterator<Item = ([f64; 3], bool)> + '_ {
+        let n = self.n;
+        let (y, z) = (r % n, r / n);
+        let row_kept = y != n / 2 && z != n / 2;
+        (0..n).map(move |x| ([self.k[x], self.k[y], self.k[z]], row_kept && x != n / 2))
+    }
+
     /// `u` projected onto divergence-free fields, Nyquist modes zeroed.
     fn project(&self, u: &mut Field) {
+        let n = self.n;
         let [ux, uy, uz] = u;
-        ux.par_iter_mut()
-            .zip(uy.par_iter_mut())
-            .zip(uz.par_iter_mut())
+        ux.par_chunks_mut(n)
+            .zip(uy.par_chunks_mut(n))
+            .zip(uz.par_chunks_mut(n))
             .enumerate()
-            .for_each(|(i, ((a, b), c))| {
-                let (k, kept) = self.wave(i);
-                let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
-                if !kept {
-                    (*a, *b, *c) = Default::default();
-                } else if k2 > 0.0 {
-                    let d = (*a * k[0] + *b * k[1] + *c * k[2]) / k2;
-                    *a -= d * k[0];
-                    *b -= d * k[1];
-                    *c -= d * k[2];
+            .for_each(|(r, ((ux, uy), uz))| {
+                let row = ux.iter_mut().zip(uy.iter_mut()).zip(uz.iter_mut());
+                for (((a, b), c), (k, kept)) in row.zip(self.row_waves(r)) {
+                    let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
+                    if !kept {
+                        (*a, *b, *c) = Default::default();
+                    } else if k2 > 0.0 {
+                        let d = (*a * k[0] + *b * k[1] + *c * k[2]) / k2;
+                        *a -= d * k[0];
+                        *b -= d * k[1];
+                        *c -= d * k[2];
+                    }
                 }
             });
     }
 
     /// The vorticity's coefficients, `i k x u_k`.
     fn curl(&self, u: &Field) -> Field {
-        let len = u[0].len();
-        let mut w: Field = [(); 3].map(|_| vec![Complex64::default(); len]);
-        let [wx, wy, wz] = &mut w;
-        wx.par_iter_mut()
-            .zip(wy.par_iter_mut())
-            .zip(wz.par_iter_mut())
-            .enumerate()
-            .for_each(|(i, ((a, b), c))| {
-                let (k, _) = self.wave(i);
-                let ik = k.map(|x| Complex64::new(0.0, x));
-                *a = ik[1] * u[2][i] - ik[2] * u[1][i];
-                *b = ik[2] * u[0][i] - ik[0] * u[2][i];
-                *c = ik[0] * u[1][i] - ik[1] * u[0][i];
-            });
+        let mut w = Field::default();
+        self.curl_into(u, &mut w);
         w
     }
 
-    /// Coefficients `a` on the padded grid's physical points.
-    fn padded_values(&self, a: &[Complex64]) -> Vec<Complex64> {
-        let (n, m) = (self.n, 3 * self.n / 2);
-        let mut p = vec![Complex64::default(); m * m * m];
-        let to = |i: usize| if i < n / 2 { i } else { i + m - n };
-        for (i, &v) in a.iter().enumerate() {
-            let (x, y, z) = (i % n, (i / n) % n, i / (n * n));
-            if x != n / 2 && y != n / 2 && z != n / 2 {
-                p[(to(z) * m + to(y)) * m + to(x)] = v;
-            }
-        }
-        self.pad.inverse(&mut p);
-        p
-    }
-
-    /// The padded grid's values `p` back to the kept coefficients.
-    fn kept_modes(&self, mut p: Vec<Complex64>) -> Vec<Complex64> {
-        let (n, m) = (self.n, 3 * self.n / 2);
-        self.pad.forward(&mut p);
-        let scale = 1.0 / (m * m * m) as f64;
-        let from = |i: usize| if i < n / 2 { i } else { i + m - n };
-        (0..n * n * n)
-            .map(|i| {
-                let (x, y, z) = (i % n, (i / n) % n, i / (n * n));
-                if x == n / 2 || y == n / 2 || z == n / 2 {
-                    Complex64::default()
-                } else {
-                    p[(from(z) * m + from(y)) * m + from(x)] * scale
+    /// [`Self::curl`] into `w`.
+    fn curl_into(&self, u: &Field, w: &mut Field) {
+        let n = self.n;
+        fit(w, n * n * n);
+        let [wx, wy, wz] = w;
+        wx.par_chunks_mut(n)
+            .zip(wy.par_chunks_mut(n))
+            .zip(wz.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(r, ((wx, wy), wz))| {
+                let row = wx.iter_mut().zip(wy.iter_mut()).zip(wz.iter_mut());
+                for ((x, ((a, b), c)), (k, _)) in row.enumerate().zip(self.row_waves(r)) {
+                    let i = r * n + x;
+                    let ik = k.map(|x| Complex64::new(0.0, x));
+                    *a = ik[1] * u[2][i] - ik[2] * u[1][i];
+                    *b = ik[2] * u[0][i] - ik[0] * u[2][i];
+                    *c = ik[0] * u[1][i] - ik[1] * u[0][i];
                 }
-            })
-            .collect()
+            });
     }
 
     /// The right-hand side without viscosity: the projection of `u x
-    /// omega`, dealiased by the 3/2 rule.
-    fn nonlinear(&self, u: &Field) -> Field {
-        let w = self.curl(u);
-        let ug = u.each_ref().map(|a| self.padded_values(a));
-        let wg = w.each_ref().map(|a| self.padded_values(a));
-        let cross = |c: usize| -> Vec<Complex64> {
-            let (a, b) = ((c + 1) % 3, (c + 2) % 3);
-            (0..ug[0].len())
-                .into_par_iter()
-                .map(|i| Complex64::new(ug[a][i].re * wg[b][i].re - ug[b][i].re * wg[a][i].re, 0.0))
-                .collect()
-        };
-        let mut out = [0, 1, 2].map(|c| self.kept_modes(cross(c)));
-        self.project(&mut out);
-        out
+    /// omega`, dealiased by the 3/2 rule, into `out`.
+    ///
+    /// The fields on the padded grid are the real parts of the inverse
+    /// transforms of `u` and `omega` (their coefficients' Hermitian
+    /// parts, [`pair_real`]: the real fields themselves when the
+    /// coefficients are Hermitian), two to a transform: `ux + i uy`, `uz
+    /// + i wx`, `wy + i wz`. Their product's three real components come
+    /// back two to a transform, `(u x omega)_x + i (u x omega)_y`
+    /// ([`unpair_real`]), and the z component alone.
+    fn nonlinear(&self, u: &Field, scratch: &mut Scratch, out: &mut Field) {
+        let (n, m) = (self.n, self.pad.m());
+        let Scratch { grids, pair, curl } = scratch;
+        self.curl_into(u, curl);
+        pair.resize(n * n * n, Complex64::default());
+        let fields = [&u[0], &u[1], &u[2], &curl[0], &curl[1], &curl[2]];
+        for (j, grid) in grids.iter_mut().enumerate() {
+            grid.resize(m * m * m, Complex64::default());
+            pair_real(n, fields[2 * j], fields[2 * j + 1], pair);
+            self.pad.inverse(pair, grid);
+        }
+        let [g0, g1, g2] = grids;
+        g0.par_iter_mut()
+            .zip(g1.par_iter_mut())
+            .zip(g2.par_iter())
+            .for_each(|((a, b), c)| {
+                let ([ux, uy], [uz, wx], [wy, wz]) = ([a.re, a.im], [b.re, b.im], [c.re, c.im]);
+                *a = Complex64::new(uy * wz - uz * wy, uz * wx - ux * wz);
+                *b = Complex64::new(ux * wy - uy * wx, 0.0);
+            });
+        let scale = 1.0 / (m * m * m) as f64;
+        fit(out, n * n * n);
+        let [ox, oy, oz] = out;
+        self.pad.forward(g0, pair);
+        unpair_real(n, pair, scale, ox, oy);
+        self.pad.forward(g1, oz);
+        oz.par_iter_mut().for_each(|z| *z *= scale);
+        self.project(out);
     }
 
     /// `exp(-nu k^2 t)` of each mode.
     fn decay(&self, t: f64) -> Vec<f64> {
-        (0..self.n * self.n * self.n)
-            .into_par_iter()
-            .map(|i| {
-                let (k, _) = self.wave(i);
-                (-self.nu * (k[0] * k[0] + k[1] * k[1] + k[2] * k[2]) * t).exp()
-            })
-            .collect()
+        let n = self.n;
+        let mut e = vec![0.0; n * n * n];
+        e.par_chunks_mut(n).enumerate().for_each(|(r, e)| {
+            for (e, (k, _)) in e.iter_mut().zip(self.row_waves(r)) {
+                *e = (-self.nu * (k[0] * k[0] + k[1] * k[1] + k[2] * k[2]) * t).exp();
+            }
+        });
+        e
     }
 
     /// One step of `dt`: RK4 with the viscous term integrated exactly.
@@ -280,48 +336,69 @@ impl SpectralNs {
                 why: "must be finite and positive",
             });
         }
-        let (half, full) = (self.decay(0.5 * dt), self.decay(dt));
-        // y = e u + s e2 k: the stages' states.
-        let combine = |u: &Field, e: &[f64], s: f64, k: &Field, e2: Option<&[f64]>| -> Field {
-            [0, 1, 2].map(|c| {
-                (0..u[c].len())
-                    .into_par_iter()
-                    .map(|i| e[i] * u[c][i] + s * e2.map_or(1.0, |e2| e2[i]) * k[c][i])
-                    .collect()
-            })
+        let mut work = std::mem::take(&mut self.work);
+        let Work {
+            scratch,
+            stage,
+            k: [k1, k2, k3],
+            decay,
+        } = &mut work;
+        let (half, full) = match decay {
+            Some((t, half, full)) if *t == dt => (&*half, &*full),
+            _ => {
+                let (half, full) = (self.decay(0.5 * dt), self.decay(dt));
+                let (_, half, full) = decay.insert((dt, half, full));
+                (&*half, &*full)
+            }
         };
+        // y = e u + s e2 k: the stages' states.
+        let combine =
+            |y: &mut Field, u: &Field, e: &[f64], s: f64, k: &Field, e2: Option<&[f64]>| {
+                fit(y, u[0].len());
+                for c in 0..3 {
+                    y[c].par_iter_mut().enumerate().for_each(|(i, y)| {
+                        *y = e[i] * u[c][i] + s * e2.map_or(1.0, |e2| e2[i]) * k[c][i];
+                    });
+                }
+            };
         let u = &self.u;
-        let k1 = self.nonlinear(u);
-        let k2 = self.nonlinear(&combine(u, &half, 0.5 * dt, &k1, Some(&half)));
-        let k3 = self.nonlinear(&combine(u, &half, 0.5 * dt, &k2, None));
-        let k4 = self.nonlinear(&combine(u, &full, dt, &k3, Some(&half)));
-        let next: Field = [0, 1, 2].map(|c| {
-            (0..u[c].len())
-                .into_par_iter()
-                .map(|i| {
-                    full[i] * u[c][i]
-                        + dt / 6.0
-                            * (full[i] * k1[c][i]
-                                + 2.0 * half[i] * (k2[c][i] + k3[c][i])
-                                + k4[c][i])
-                })
-                .collect()
-        });
-        if let Some(i) = next[0]
-            .iter()
+        self.nonlinear(u, scratch, k1);
+        combine(stage, u, half, 0.5 * dt, k1, Some(half));
+        self.nonlinear(stage, scratch, k2);
+        combine(stage, u, half, 0.5 * dt, k2, None);
+        self.nonlinear(stage, scratch, k3);
+        combine(stage, u, full, dt, k3, Some(half));
+        // k2 + k3, all the result takes of them; k3's room then takes k4.
+        for (k2, k3) in k2.iter_mut().zip(k3.iter()) {
+            k2.par_iter_mut().zip(k3).for_each(|(k2, k3)| *k2 += k3);
+        }
+        let (k23, k4) = (k2, k3);
+        self.nonlinear(stage, scratch, k4);
+        let next = stage;
+        for c in 0..3 {
+            next[c].par_iter_mut().enumerate().for_each(|(i, y)| {
+                *y = full[i] * u[c][i]
+                    + dt / 6.0 * (full[i] * k1[c][i] + 2.0 * half[i] * k23[c][i] + k4[c][i]);
+            });
+        }
+        let bad = next[0]
+            .par_iter()
             .chain(&next[1])
             .chain(&next[2])
-            .position(|z| !(z.re.is_finite() && z.im.is_finite()))
-        {
-            return Err(VortexError::BadSetting {
+            .position_first(|z| !(z.re.is_finite() && z.im.is_finite()));
+        if bad.is_none() {
+            std::mem::swap(&mut self.u, next);
+            self.t += dt;
+        }
+        self.work = work;
+        match bad {
+            Some(i) => Err(VortexError::BadSetting {
                 what: "a velocity coefficient after a spectral step (shorten the step)",
                 value: i as f64,
                 why: "not finite",
-            });
+            }),
+            None => Ok(()),
         }
-        self.u = next;
-        self.t += dt;
-        Ok(())
     }
 
     /// The kinetic energy per unit mass, `<|u|^2> / 2` (Parseval).
@@ -477,4 +554,151 @@ fn check(n: usize, side: f64, nu: f64) -> Result<(), VortexError> {
         return bad("the viscosity", nu, "must be finite and at least 0");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The nonlinear term the plain way: each of the six fields alone on
+    /// the padded grid by the full transform, its real part, the three
+    /// products back alone.
+    fn nonlinear_by_full_transforms(s: &SpectralNs, u: &Field) -> Field {
+        let (n, m) = (s.n, 3 * s.n / 2);
+        let full = Fft3::new(m);
+        let to = |i: usize| if i < n / 2 { i } else { i + m - n };
+        let nyquist = |i: usize| i % n == n / 2 || (i / n) % n == n / 2 || i / (n * n) == n / 2;
+        let at = |i: usize| (to(i / (n * n)) * m + to((i / n) % n)) * m + to(i % n);
+        let grid = |a: &[Complex64]| {
+            let mut p = vec![Complex64::default(); m * m * m];
+            for (i, &v) in a.iter().enumerate() {
+                if !nyquist(i) {
+                    p[at(i)] = v;
+                }
+            }
+            full.inverse(&mut p);
+            p.iter().map(|z| z.re).collect::<Vec<f64>>()
+        };
+        let w = s.curl(u);
+        let ug = u.each_ref().map(|a| grid(a));
+        let wg = w.each_ref().map(|a| grid(a));
+        let mut out = [0, 1, 2].map(|c| {
+            let (a, b) = ((c + 1) % 3, (c + 2) % 3);
+            let mut p: Vec<Complex64> = (0..m * m * m)
+                .map(|i| Complex64::new(ug[a][i] * wg[b][i] - ug[b][i] * wg[a][i], 0.0))
+                .collect();
+            full.forward(&mut p);
+            let scale = 1.0 / (m * m * m) as f64;
+            (0..n * n * n)
+                .map(|i| {
+                    if nyquist(i) {
+                        Complex64::default()
+                    } else {
+                        p[at(i)] * scale
+                    }
+                })
+                .collect()
+        });
+        s.project(&mut out);
+        out
+    }
+
+    #[test]
+    fn the_nonlinear_term_is_that_of_each_field_transformed_alone() {
+        // n = 12; 22 (a padded side of 33, odd, wider than a tile).
+        for n in [12, 22] {
+            let tau = std::f64::consts::TAU;
+            let real = SpectralNs::isotropic(n, tau, 0.01, |k| passot_pouquet(k, 2.0), 3).unwrap();
+            // Coefficients of no symmetry too: the nonlinear term takes
+            // the real parts of their fields.
+            let len = n * n * n;
+            let skew = real.u.clone().map(|c| {
+                c.iter()
+                    .enumerate()
+                    .map(|(i, &z)| {
+                        z + 0.1 * Complex64::new((i as f64).sin(), (0.3 * i as f64).cos())
+                    })
+                    .collect()
+            });
+            let skew = SpectralNs::from_coefficients(n, tau, 0.01, skew).unwrap();
+            for (what, s) in [("real", &real), ("skew", &skew)] {
+                let mut got = Field::default();
+                s.nonlinear(&s.u, &mut Scratch::default(), &mut got);
+                let want = nonlinear_by_full_transforms(s, &s.u);
+                let size = want.iter().flatten().map(|z| z.norm()).fold(0.0, f64::max);
+                let err = (0..3)
+                    .flat_map(|c| (0..len).map(move |i| (c, i)))
+                    .map(|(c, i)| (got[c][i] - want[c][i]).norm())
+                    .fold(0.0, f64::max);
+                println!("{what} n = {n}: off by {err:.1e} of {size:.1e}");
+                assert!(
+                    size > 1e-3 && err < 1e-13 * size,
+                    "{what} n = {n}: {err:e} of {size:e}"
+                );
+            }
+        }
+    }
+
+    /// The step's time and the energies after a few steps, for
+    /// comparing versions of the solver (not a check): `SPECTRAL_N=64
+    /// cargo test --release -p fmm-vortex --lib spectral::tests::step_time
+    /// -- --ignored --nocapture`. `SPECTRAL_STEPS` sets the steps (the
+    /// first untimed); `SPECTRAL_DUMP`, a folder, has the coefficients
+    /// written there (little-endian `f64`s, re and im, x then y then z)
+    /// for a comparison mode by mode.
+    #[test]
+    #[ignore]
+    fn step_time() {
+        let n: usize = std::env::var("SPECTRAL_N")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(64);
+        let steps: usize = std::env::var("SPECTRAL_STEPS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5);
+        let tau = std::f64::consts::TAU;
+        let tg = |x: [f64; 3]| {
+            [
+                x[0].sin() * x[1].cos() * x[2].cos(),
+                -x[0].cos() * x[1].sin() * x[2].cos(),
+                0.0,
+            ]
+        };
+        let mut cases = [
+            (
+                "Taylor-Green",
+                SpectralNs::from_fn(n, tau, 0.01, tg).unwrap(),
+            ),
+            (
+                "isotropic",
+                SpectralNs::isotropic(n, tau, 0.01, |k| passot_pouquet(k, 2.0), 5).unwrap(),
+            ),
+        ];
+        for (name, s) in &mut cases {
+            let dt = 0.01;
+            let e0 = s.energy();
+            s.step(dt).unwrap();
+            let start = std::time::Instant::now();
+            for _ in 1..steps {
+                s.step(dt).unwrap();
+            }
+            let each = start.elapsed().as_secs_f64() / (steps - 1).max(1) as f64;
+            println!(
+                "{name} n = {n}: {each:.4} s a step ({} threads); K {e0:.17e} -> {:.17e} after {steps} steps",
+                rayon::current_num_threads(),
+                s.energy()
+            );
+            // The coefficients, raw, for a comparison of versions.
+            if let Ok(dir) = std::env::var("SPECTRAL_DUMP") {
+                let bytes: Vec<u8> =
+                    s.u.iter()
+                        .flatten()
+                        .flat_map(|z| [z.re, z.im])
+                        .flat_map(f64::to_le_bytes)
+                        .collect();
+                std::fs::write(format!("{dir}/{name}-{n}.bin"), bytes).unwrap();
+            }
+        }
+    }
 }
