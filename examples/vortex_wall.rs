@@ -13,10 +13,27 @@
 //! The images make a wall the flow slips along: no boundary layer grows
 //! on it, so the ring neither rebounds nor sheds the secondary ring that
 //! experiments and no-slip simulations show (Walker et al. 1987, JFM
-//! 181); those need vorticity made at the wall, which this method does
-//! not model.
+//! 181).
 //!
-//! `cargo run --release --example vortex_wall`
+//! `--no-slip` makes the wall no-slip ([`fmm_vortex::NoSlipWall`]: the
+//! vorticity flux of Koumoutsakos, Leonard and Pepin 1994 on a lattice of
+//! remeshed particles) at the Reynolds number `Gamma / nu` of `--nu`: a
+//! ring resolved across its core (`--core`, lattice spacing `--h`) comes
+//! down, the wall's boundary layer grows under it, separates, and rolls
+//! up into a secondary ring of the opposite sign that lifts the primary
+//! off the wall (its rebound). Prints the primary's height and radius
+//! (the centroid of its signed azimuthal vorticity, and of its core where
+//! that vorticity is at least half its peak) and the opposite-signed
+//! vorticity's circulation, and what of it stands off the wall, over
+//! time.
+//!
+//! `cargo run --release --example vortex_wall` (free-slip),
+//! `cargo run --release --example vortex_wall -- --no-slip` (Re 500 on a
+//! lattice of 0.1, 1.5 minutes on 2 CPU cores: the boundary layer one
+//! spacing thick), `-- --no-slip --nu 1e-3 --h 0.05 --dt 0.05 --patch 3`
+//! (Re 1000 resolved: the rebound and the secondary ring; 21 minutes on 2
+//! cores), on a GPU `-- --no-slip --backend cuda --tol 1e-4` with those
+//! or finer (`--h 0.025 --dt 0.025`).
 
 mod common;
 
@@ -27,8 +44,8 @@ use clap::Parser;
 use common::plot::{plot_panels, Panel};
 use fmm_vortex::output::write_whole;
 use fmm_vortex::{
-    ground_plane, impulse_centre, line_ring_over_ground, ring_radius, Passive, Ring, Scheme,
-    Solver, Stepper, VortexParticles,
+    ground_plane, impulse_centre, line_ring_over_ground, ring_radius, NoSlipWall, Passive, Ring,
+    Scheme, Solver, Stepper, VortexParticles,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
@@ -36,18 +53,50 @@ use rand::{Rng, SeedableRng};
 #[derive(Parser, Debug)]
 #[command(about = "A vortex ring against a ground plane by the vortex particle method")]
 struct Args {
-    /// The ring's starting height above the plane (its radius is 1).
-    #[arg(long, default_value_t = 1.5)]
-    h0: f64,
+    /// The ring's starting height above the plane, its radius 1 (default
+    /// 1.5; with `--no-slip` 1).
+    #[arg(long)]
+    h0: Option<f64>,
     /// The particles' Gaussian core (one line of particles).
     #[arg(long, default_value_t = 0.1)]
     sigma: f64,
-    #[arg(long, default_value_t = 0.05)]
-    dt: f64,
-    #[arg(long, default_value_t = 12.0)]
-    t_end: f64,
+    /// The time step (default 0.05; with `--no-slip` 0.1).
+    #[arg(long)]
+    dt: Option<f64>,
+    /// The end time (default 12; with `--no-slip` 10).
+    #[arg(long)]
+    t_end: Option<f64>,
+    /// A no-slip wall (the vorticity flux on a lattice of remeshed
+    /// particles) instead of the images' free-slip one.
+    #[arg(long)]
+    no_slip: bool,
+    /// With `--no-slip`: the kinematic viscosity (the Reynolds number
+    /// `Gamma / nu`, the ring's circulation 1).
+    #[arg(long, default_value_t = 2e-3)]
+    nu: f64,
+    /// With `--no-slip`: the lattice spacing.
+    #[arg(long, default_value_t = 0.1)]
+    h: f64,
+    /// With `--no-slip`: the standard deviation of the ring's Gaussian
+    /// core (the blobs, of core `h`, add theirs).
+    #[arg(long, default_value_t = 0.2)]
+    core: f64,
+    /// With `--no-slip`: the no-slip patch reaches this far from the axis
+    /// along x and y (beyond it the wall is free-slip; the run stops when
+    /// the ring's radius passes 0.8 of it).
+    #[arg(long, default_value_t = 2.5)]
+    patch: f64,
+    /// With `--no-slip`: lattice strengths below this fraction of the
+    /// largest are dropped.
     #[arg(long, default_value_t = 1e-4)]
-    tol: f64,
+    cull: f64,
+    /// With `--no-slip`: sheets a step (each after the slip's evaluation
+    /// again: `NoSlipWall::sweeps`).
+    #[arg(long, default_value_t = 1)]
+    sweeps: usize,
+    /// The sums' relative tolerance (default 1e-4; with `--no-slip` 1e-3).
+    #[arg(long)]
+    tol: Option<f64>,
     /// Sum by the f64 direct sum instead.
     #[arg(long)]
     direct: bool,
@@ -87,19 +136,29 @@ fn model_step(gamma: f64, sigma: f64, rh: [f64; 2], dt: f64) -> [f64; 2] {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    if args.no_slip {
+        no_slip(&args)
+    } else {
+        free_slip(&args)
+    }
+}
+
+fn free_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let (dt, t_end) = (args.dt.unwrap_or(0.05), args.t_end.unwrap_or(12.0));
+    let (h0, tol) = (args.h0.unwrap_or(1.5), args.tol.unwrap_or(1e-4));
     // Circulation -1: the ring moves towards -z, the plane. Particles to
     // keep the spacing below sigma / 2 until the ring has doubled.
     let gamma = -1.0;
     let n = (8.0 * std::f64::consts::PI / args.sigma).ceil() as usize;
     let mut p: VortexParticles = Ring {
-        center: [0.0, 0.0, args.h0],
+        center: [0.0, 0.0, h0],
         ..Ring::line(1.0, gamma, args.sigma, n)
     }
     .particles()?;
     let solver = if args.direct {
         Solver::direct_f64(args.backend.core())
     } else {
-        Solver::f32_at(args.backend.core(), args.tol)
+        Solver::f32_at(args.backend.core(), tol)
     }
     .in_domain(ground_plane(0.0));
     // Dust in a cloud about the ring's path down, settling at tau (a
@@ -124,25 +183,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
 
-    let steps = (args.t_end / args.dt).round() as usize;
+    let steps = (t_end / dt).round() as usize;
     println!(
         "A ring against the ground: R = 1, circulation 1, h0 = {}, {n} particles of core {}, RK2, dt = {}, {steps} steps, {} dust particles (tau {}); sums {}",
-        args.h0,
+        h0,
         args.sigma,
-        args.dt,
+        dt,
         args.dust,
         args.tau,
         if args.direct {
             "f64 direct".to_string()
         } else {
-            format!("at {:e}", args.tol)
+            format!("at {:e}", tol)
         }
     );
     println!(
         "{:>6} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>7}",
         "t", "h", "R", "h model", "R model", "u_n/u_t", "dust^", "landed"
     );
-    let mut model = [1.0, args.h0];
+    let mut model = [1.0, h0];
     let mut stepper = Stepper::new(Scheme::Rk2);
     let bar = ProgressBar::new(steps as u64);
     bar.set_style(
@@ -154,7 +213,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut worst_model, mut worst_normal) = (0.0f64, 0.0f64);
     let (mut lowest, mut device) = ((f64::INFINITY, 0.0), String::new());
     for step in 0..=steps {
-        let t = step as f64 * args.dt;
+        let t = step as f64 * dt;
         let (h, r) = (impulse_centre(&p), ring_radius(&p));
         if h < lowest.0 {
             lowest = (h, t);
@@ -190,9 +249,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
         if step < steps {
-            let rates = stepper.step_with_passive(&mut p, &mut dust, args.dt, &solver)?;
+            let rates = stepper.step_with_passive(&mut p, &mut dust, dt, &solver)?;
             device.clone_from(&rates.device);
-            model = model_step(gamma, args.sigma, model, args.dt);
+            model = model_step(gamma, args.sigma, model, dt);
             bar.inc(1);
         }
     }
@@ -226,7 +285,345 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ];
         let title = format!(
             "A ring against a ground plane, h0 {}, {n} particles, RK2 dt {}",
-            args.h0, args.dt
+            h0, dt
+        );
+        plot_panels(&args.plot, &title, &panels)?;
+        println!("plot in {}", args.plot.display());
+    }
+    Ok(())
+}
+
+/// A ring of circulation `gamma` about the z axis, radius 1, at height
+/// `h0`, its Gaussian core of standard deviation `core` sampled on the
+/// wall's lattice (cells within four cores of its centre line), the
+/// samples scaled so that the circulation about the core is `gamma`.
+fn lattice_ring(wall: &NoSlipWall, gamma: f64, core: f64, h0: f64) -> VortexParticles {
+    let h = wall.h;
+    let reach = 4.0 * core;
+    let index = |lo: f64, o: f64| ((lo - o) / h - 0.5).floor() as i64;
+    let (mut x, mut alpha) = (Vec::new(), Vec::new());
+    let (i0, i1) = (
+        index(-1.0 - reach, wall.origin[0]),
+        index(1.0 + reach, wall.origin[0]) + 1,
+    );
+    let (j0, j1) = (
+        index(-1.0 - reach, wall.origin[1]),
+        index(1.0 + reach, wall.origin[1]) + 1,
+    );
+    let (k0, k1) = (
+        index(h0 - reach, wall.z0).max(0),
+        index(h0 + reach, wall.z0) + 1,
+    );
+    let mut around = 0.0;
+    for k in k0..=k1 {
+        for j in j0..=j1 {
+            for i in i0..=i1 {
+                let c = [
+                    wall.origin[0] + (i as f64 + 0.5) * h,
+                    wall.origin[1] + (j as f64 + 0.5) * h,
+                    wall.z0 + (k as f64 + 0.5) * h,
+                ];
+                let r = c[0].hypot(c[1]);
+                let s2 = (r - 1.0).powi(2) + (c[2] - h0).powi(2);
+                if s2 > reach * reach || r == 0.0 {
+                    continue;
+                }
+                let w = gamma / (std::f64::consts::TAU * core * core)
+                    * (-0.5 * s2 / (core * core)).exp();
+                let a = w * h * h * h;
+                // Its share of the circulation about the core, alpha / (2 pi r).
+                around += a / (std::f64::consts::TAU * r);
+                x.push(c);
+                alpha.push([-c[1] / r * a, c[0] / r * a, 0.0]);
+            }
+        }
+    }
+    let scale = gamma / around;
+    for a in &mut alpha {
+        *a = a.map(|v| v * scale);
+    }
+    let n = x.len();
+    VortexParticles {
+        x,
+        alpha,
+        sigma: vec![wall.sigma(); n],
+        volume: vec![h * h * h; n],
+    }
+}
+
+/// The primary ring (azimuthal vorticity of the sign of its circulation)
+/// and the secondary (the opposite sign) in the meridional plane.
+#[derive(Clone, Copy, Debug, Default)]
+struct Meridional {
+    /// The primary's centroid (its share of the circulation about the
+    /// core, `alpha_theta / (2 pi r)`, the weight): height and radius.
+    z: f64,
+    r: f64,
+    /// Its core: the centroid of where its vorticity is at least half its
+    /// peak (the peak's place, finer than the lattice): height, radius.
+    peak_z: f64,
+    peak_r: f64,
+    /// The circulation of each sign (`sum |alpha_theta| / (2 pi r)`).
+    primary: f64,
+    secondary: f64,
+    /// The opposite-signed circulation above `lift` (off the wall's
+    /// boundary layer), its centroid's height and radius, and the peak
+    /// opposite-signed vorticity there.
+    lifted: f64,
+    lifted_z: f64,
+    lifted_r: f64,
+    lifted_peak: f64,
+}
+
+fn meridional(p: &VortexParticles, gamma: f64, lift: f64) -> Meridional {
+    let mut m = Meridional::default();
+    let (mut wz, mut wr, mut lz, mut lr, mut top) = (0.0, 0.0, 0.0, 0.0, 0.0f64);
+    let mut core = Vec::new();
+    for ((x, a), v) in p.x.iter().zip(&p.alpha).zip(&p.volume) {
+        let r = x[0].hypot(x[1]);
+        if r == 0.0 {
+            continue;
+        }
+        // alpha_theta, the primary's sign positive.
+        let at = (-x[1] * a[0] + x[0] * a[1]) / r * gamma.signum();
+        let share = at / (std::f64::consts::TAU * r);
+        let omega = at / v;
+        if at > 0.0 {
+            m.primary += share;
+            wz += share * x[2];
+            wr += share * r;
+            top = top.max(omega);
+            core.push((omega, share, x[2], r));
+        } else {
+            m.secondary -= share;
+            if x[2] > lift {
+                m.lifted -= share;
+                lz -= share * x[2];
+                lr -= share * r;
+                m.lifted_peak = m.lifted_peak.max(-omega);
+            }
+        }
+    }
+    (m.z, m.r) = (wz / m.primary, wr / m.primary);
+    let (mut cw, mut cz, mut cr) = (0.0, 0.0, 0.0);
+    for &(_, share, z, r) in core.iter().filter(|c| c.0 >= 0.5 * top) {
+        cw += share;
+        cz += share * z;
+        cr += share * r;
+    }
+    (m.peak_z, m.peak_r) = (cz / cw, cr / cw);
+    if m.lifted > 0.0 {
+        (m.lifted_z, m.lifted_r) = (lz / m.lifted, lr / m.lifted);
+    }
+    m
+}
+
+fn no_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let dt = args.dt.unwrap_or(0.1);
+    let t_end = args.t_end.unwrap_or(12.0);
+    let h0 = args.h0.unwrap_or(1.0);
+    let tol = args.tol.unwrap_or(1e-3);
+    // Circulation -1: the ring moves towards -z, the plane.
+    let gamma = -1.0;
+    let wall = NoSlipWall::new(0.0, args.h, args.nu, [0.0, 0.0], [args.patch; 2])?
+        .with_cull(args.cull)
+        .with_sweeps(args.sweeps);
+    let solver = if args.direct {
+        Solver::direct_f64(args.backend.core())
+    } else {
+        Solver::f32_at(args.backend.core(), tol)
+    }
+    .in_domain(ground_plane(0.0));
+    let mut p = lattice_ring(&wall, gamma, args.core, h0);
+    let steps = (t_end / dt).round() as usize;
+    let every = ((0.5 / dt).round() as usize).max(1);
+    // Vorticity above three spacings is off the wall's first layers.
+    let lift = 3.0 * args.h;
+    println!(
+        "A ring against a no-slip wall: R = 1, circulation 1, Gaussian core {} (blobs of {} on a lattice of {}), h0 = {h0}, Re = Gamma / nu = {:.0} (nu {}), patch |x|, |y| <= {}, {} sheet(s) a step, RK2, dt = {dt}, {steps} steps; sums {}",
+        args.core,
+        wall.sigma(),
+        args.h,
+        1.0 / args.nu,
+        args.nu,
+        args.patch,
+        args.sweeps,
+        if args.direct {
+            "f64 direct".to_string()
+        } else {
+            format!("at {tol:e}")
+        }
+    );
+    println!(
+        "primary: its vorticity's centroid (h, R) and core (h_pk, R_pk: where it is at least half its peak); the opposite sign's circulation, and above z = {lift:.2}: its circulation, centroid, peak vorticity"
+    );
+    println!(
+        "{:>6} {:>7} {:>7} {:>6} {:>6} {:>7} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>7}",
+        "t",
+        "h",
+        "R",
+        "h_pk",
+        "R_pk",
+        "Gamma1",
+        "Gamma2",
+        "G2_up",
+        "h2_up",
+        "R2_up",
+        "w2_up",
+        "slip_max",
+        "parts"
+    );
+    let mut stepper = Stepper::new(Scheme::Rk2);
+    let bar = ProgressBar::new(steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, {eta} left")
+            .map_err(|e| e.to_string())?,
+    );
+    let mut csv = String::from(
+        "t,h,r,h_peak,r_peak,gamma_primary,gamma_secondary,gamma_lifted,h_lifted,r_lifted,omega_lifted,slip_max,particles\n",
+    );
+    let (mut hs, mut cores, mut rs, mut h2s) = (vec![], vec![], vec![], vec![]);
+    // The lowest core and centroid: (height, t).
+    let (mut lowest, mut lowest_c) = ((f64::INFINITY, 0.0), (f64::INFINITY, 0.0));
+    let (mut reflected, mut slip) = (0, 0.0);
+    // The most opposite-signed circulation off the wall: (it, t, height).
+    let mut lifted_most = (0.0f64, 0.0, 0.0);
+    let started = std::time::Instant::now();
+    let (mut in_rates, mut in_wall) = (0.0, 0.0);
+    for step in 0..=steps {
+        let t = step as f64 * dt;
+        let m = meridional(&p, gamma, lift);
+        if m.peak_z < lowest.0 {
+            lowest = (m.peak_z, t);
+        }
+        if m.z < lowest_c.0 {
+            lowest_c = (m.z, t);
+        }
+        if m.lifted > lifted_most.0 {
+            lifted_most = (m.lifted, t, m.lifted_z);
+        }
+        hs.push((t, m.z));
+        cores.push((t, m.peak_z));
+        rs.push((t, m.r));
+        if m.lifted > 0.0 {
+            h2s.push((t, m.lifted_z));
+        }
+        if step % every == 0 || step == steps {
+            csv.push_str(&format!(
+                "{t},{},{},{},{},{},{},{},{},{},{},{slip},{}\n",
+                m.z,
+                m.r,
+                m.peak_z,
+                m.peak_r,
+                m.primary,
+                m.secondary,
+                m.lifted,
+                m.lifted_z,
+                m.lifted_r,
+                m.lifted_peak,
+                p.len()
+            ));
+            bar.suspend(|| {
+                println!(
+                    "{t:6.2} {:7.4} {:7.4} {:6.3} {:6.3} {:7.4} {:7.4} {:7.4} {:6.3} {:6.3} {:6.2} {slip:9.2e} {:7}",
+                    m.z,
+                    m.r,
+                    m.peak_z,
+                    m.peak_r,
+                    m.primary,
+                    m.secondary,
+                    m.lifted,
+                    m.lifted_z,
+                    m.lifted_r,
+                    m.lifted_peak,
+                    p.len()
+                )
+            });
+        }
+        if m.r > 0.8 * args.patch {
+            bar.suspend(|| {
+                println!(
+                    "the ring (R = {:.2}) nears the patch's edge ({}): stopped at t = {t:.2} (give a larger --patch)",
+                    m.r, args.patch
+                )
+            });
+            break;
+        }
+        if step < steps {
+            let clock = std::time::Instant::now();
+            stepper.step_particles(&mut p, dt, |s| wall.rates(s, &solver))?;
+            in_rates += clock.elapsed().as_secs_f64();
+            // The particles are remeshed each step: the next step starts
+            // afresh (Adams-Bashforth's history would be of other ones).
+            stepper.restart();
+            reflected += wall.reflect(&mut p);
+            let report = wall.step(&mut p, &solver, dt)?;
+            slip = report.slip_max;
+            in_wall += report.seconds;
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    let last = meridional(&p, gamma, lift);
+    let rise = last.peak_z - lowest.0;
+    // A rebound: the core rose from its lowest by a fifth of a spacing or
+    // more (its centroid, of thousands of particles, moves smoothly; the
+    // cross-diffusion that eats the primary's lower side lifts it too).
+    println!(
+        "The primary's core came down to h = {:.4} (t = {:.2}) and ended at h = {:.4} ({:+.4}): {}; its vorticity's centroid came down to h = {:.4} (t = {:.2}) and ended at h = {:.4}, R = {:.4}; its circulation ended at {:.3}.",
+        lowest.0,
+        lowest.1,
+        last.peak_z,
+        rise,
+        if rise > 0.2 * args.h {
+            "it rebounded"
+        } else {
+            "no rebound"
+        },
+        lowest_c.0,
+        lowest_c.1,
+        last.z,
+        last.r,
+        last.primary,
+    );
+    println!(
+        "Opposite-signed vorticity above z = {lift:.2}: at most {:.4} of circulation (t = {:.2}, its centroid at h = {:.3}): {}.",
+        lifted_most.0,
+        lifted_most.1,
+        lifted_most.2,
+        if lifted_most.0 > 0.1 && lifted_most.2 > 2.0 * lift {
+            "a secondary ring lifted off the wall"
+        } else {
+            "no secondary ring off the wall"
+        }
+    );
+    println!(
+        "{reflected} particles reflected off the wall; {seconds:.1} s ({in_rates:.1} s in the inviscid steps, {in_wall:.1} s in the wall's substeps)"
+    );
+    write_whole(&args.csv, |f| f.write_all(csv.as_bytes()))?;
+    println!("time series in {}", args.csv.display());
+    if args.plot.as_os_str() != "none" {
+        let panels = [
+            Panel {
+                caption: "Height of the primary ring (its vorticity's centroid, its core) and of the lifted opposite-signed vorticity".into(),
+                y: "h".into(),
+                lines: vec![
+                    ("primary".into(), hs),
+                    ("primary's core".into(), cores),
+                    ("secondary, lifted".into(), h2s),
+                ],
+            },
+            Panel {
+                caption: "The primary ring's radius".into(),
+                y: "R".into(),
+                lines: vec![("primary".into(), rs)],
+            },
+        ];
+        let title = format!(
+            "A ring against a no-slip wall, Re {:.0}, h0 {h0}, lattice {}, RK2 dt {dt}",
+            1.0 / args.nu,
+            args.h
         );
         plot_panels(&args.plot, &title, &panels)?;
         println!("plot in {}", args.plot.display());

@@ -6,8 +6,9 @@
 //! tolerance by default, on any backend), time integration (second-order
 //! Adams-Bashforth, the papers' choice; Runge-Kutta 2, a low-storage RK3,
 //! RK4), viscous diffusion by core spreading, a ground plane by mirror
-//! images (`ground_plane`), the invariants an inviscid run keeps (total
-//! circulation, linear and angular impulse), checkpoints a run resumes
+//! images (`ground_plane`), made no-slip by the vorticity flux
+//! (`no_slip`), the invariants an inviscid run keeps (total circulation,
+//! linear and angular impulse), checkpoints a run resumes
 //! from bit for bit, the thin vortex ring: its particles and the
 //! classical speed it moves at, a hovering rotor's trailed wake with dust
 //! picked up from the ground, the velocity on a grid with its energy
@@ -26,6 +27,7 @@ pub mod error;
 pub mod grid;
 pub mod integrals;
 pub mod integrate;
+pub mod no_slip;
 pub mod output;
 pub mod particles;
 pub mod passive;
@@ -46,6 +48,7 @@ pub use diagnostics::Invariants;
 pub use error::VortexError;
 pub use integrals::FieldIntegrals;
 pub use integrate::{Scheme, Stepper};
+pub use no_slip::{FluxReport, NoSlipWall};
 pub use particles::VortexParticles;
 pub use passive::{Motion, Passive, Pickup};
 pub use rates::{ground_plane, Precision, Rates, Solver, Velocities};

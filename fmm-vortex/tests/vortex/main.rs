@@ -4,6 +4,7 @@
 mod checkpoint;
 mod grid;
 mod integrals;
+mod no_slip;
 mod passive;
 mod reinit;
 mod remesh;
