@@ -375,6 +375,24 @@ struct Meridional {
     lifted_peak: f64,
 }
 
+impl Meridional {
+    /// The fields in the order of the printed table and the CSV.
+    fn row(&self) -> [f64; 10] {
+        [
+            self.z,
+            self.r,
+            self.peak_z,
+            self.peak_r,
+            self.primary,
+            self.secondary,
+            self.lifted,
+            self.lifted_z,
+            self.lifted_r,
+            self.lifted_peak,
+        ]
+    }
+}
+
 fn meridional(p: &VortexParticles, gamma: f64, lift: f64) -> Meridional {
     let mut m = Meridional::default();
     let (mut wz, mut wr, mut lz, mut lr, mut top) = (0.0, 0.0, 0.0, 0.0, 0.0f64);
@@ -509,33 +527,13 @@ fn no_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             h2s.push((t, m.lifted_z));
         }
         if step % every == 0 || step == steps {
-            csv.push_str(&format!(
-                "{t},{},{},{},{},{},{},{},{},{},{},{slip},{}\n",
-                m.z,
-                m.r,
-                m.peak_z,
-                m.peak_r,
-                m.primary,
-                m.secondary,
-                m.lifted,
-                m.lifted_z,
-                m.lifted_r,
-                m.lifted_peak,
-                p.len()
-            ));
+            let v = m.row();
+            let values: Vec<String> = v.iter().map(f64::to_string).collect();
+            csv.push_str(&format!("{t},{},{slip},{}\n", values.join(","), p.len()));
             bar.suspend(|| {
                 println!(
                     "{t:6.2} {:7.4} {:7.4} {:6.3} {:6.3} {:7.4} {:7.4} {:7.4} {:6.3} {:6.3} {:6.2} {slip:9.2e} {:7}",
-                    m.z,
-                    m.r,
-                    m.peak_z,
-                    m.peak_r,
-                    m.primary,
-                    m.secondary,
-                    m.lifted,
-                    m.lifted_z,
-                    m.lifted_r,
-                    m.lifted_peak,
+                    v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
                     p.len()
                 )
             });

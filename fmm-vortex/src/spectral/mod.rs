@@ -647,7 +647,7 @@ mod tests {
     /// written there (little-endian `f64`s, re and im, x then y then z)
     /// for a comparison mode by mode.
     #[test]
-    #[ignore]
+    #[ignore = "a timing harness: SPECTRAL_N=128 cargo test --release -p fmm-vortex --lib spectral::tests::step_time -- --ignored --nocapture"]
     fn step_time() {
         let n: usize = std::env::var("SPECTRAL_N")
             .ok()
