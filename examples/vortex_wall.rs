@@ -25,7 +25,10 @@
 //! (the centroid of its signed azimuthal vorticity, and of its core where
 //! that vorticity is at least half its peak) and the opposite-signed
 //! vorticity's circulation, and what of it stands off the wall, over
-//! time.
+//! time; beside them the same ring by an axisymmetric Navier-Stokes
+//! solver ([`fmm_vortex::AxisymmetricNs`], on a thread of its own, its
+//! grid `--reference`, 0 for none), the reference the rebound is checked
+//! against, and how far apart the two cores came.
 //!
 //! `cargo run --release --example vortex_wall` (free-slip),
 //! `cargo run --release --example vortex_wall -- --no-slip` (Re 500 on a
@@ -44,8 +47,8 @@ use clap::Parser;
 use common::plot::{plot_panels, Panel};
 use fmm_vortex::output::write_whole;
 use fmm_vortex::{
-    ground_plane, impulse_centre, line_ring_over_ground, ring_radius, NoSlipWall, Passive, Ring,
-    Scheme, Solver, Stepper, VortexParticles,
+    ground_plane, impulse_centre, line_ring_over_ground, ring_radius, AxisymmetricNs, NoSlipWall,
+    Passive, Ring, Scheme, Solver, Stepper, VortexParticles,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
@@ -94,6 +97,12 @@ struct Args {
     /// again: `NoSlipWall::sweeps`).
     #[arg(long, default_value_t = 1)]
     sweeps: usize,
+    /// With `--no-slip`: the grid spacing of the axisymmetric
+    /// Navier-Stokes solver that runs beside the particles from the same
+    /// ring (`fmm_vortex::AxisymmetricNs`, a box 8 wide and 6 high); 0:
+    /// none.
+    #[arg(long, default_value_t = 0.02)]
+    reference: f64,
     /// The sums' relative tolerance (default 1e-4; with `--no-slip` 1e-3).
     #[arg(long)]
     tol: Option<f64>,
@@ -393,30 +402,56 @@ impl Meridional {
     }
 }
 
-fn meridional(p: &VortexParticles, gamma: f64, lift: f64) -> Meridional {
+/// The particles' samples of the meridional plane for [`meridional`]:
+/// `(r, z, circulation, vorticity)`, the primary's sign positive (the
+/// circulation about the core `alpha_theta / (2 pi r)`, the vorticity
+/// `alpha_theta / volume`).
+fn particle_samples(
+    p: &VortexParticles,
+    gamma: f64,
+) -> impl Iterator<Item = (f64, f64, f64, f64)> + '_ {
+    p.x.iter()
+        .zip(&p.alpha)
+        .zip(&p.volume)
+        .filter_map(move |((x, a), v)| {
+            let r = x[0].hypot(x[1]);
+            if r == 0.0 {
+                return None;
+            }
+            let at = (-x[1] * a[0] + x[0] * a[1]) / r * gamma.signum();
+            Some((r, x[2], at / (std::f64::consts::TAU * r), at / v))
+        })
+}
+
+/// The axisymmetric solver's nodes as [`particle_samples`]'.
+fn reference_samples(
+    flow: &AxisymmetricNs,
+    gamma: f64,
+) -> impl Iterator<Item = (f64, f64, f64, f64)> + '_ {
+    let sign = gamma.signum();
+    flow.nodes()
+        .map(move |n| (n.r, n.z, sign * n.omega * n.area, sign * n.omega))
+}
+
+/// The primary and secondary rings of samples `(r, z, circulation,
+/// vorticity)` (the primary's sign positive); `lift` the height above
+/// which opposite-signed vorticity counts as lifted off the wall.
+fn meridional(samples: impl Iterator<Item = (f64, f64, f64, f64)>, lift: f64) -> Meridional {
     let mut m = Meridional::default();
     let (mut wz, mut wr, mut lz, mut lr, mut top) = (0.0, 0.0, 0.0, 0.0, 0.0f64);
     let mut core = Vec::new();
-    for ((x, a), v) in p.x.iter().zip(&p.alpha).zip(&p.volume) {
-        let r = x[0].hypot(x[1]);
-        if r == 0.0 {
-            continue;
-        }
-        // alpha_theta, the primary's sign positive.
-        let at = (-x[1] * a[0] + x[0] * a[1]) / r * gamma.signum();
-        let share = at / (std::f64::consts::TAU * r);
-        let omega = at / v;
-        if at > 0.0 {
+    for (r, z, share, omega) in samples {
+        if share > 0.0 {
             m.primary += share;
-            wz += share * x[2];
+            wz += share * z;
             wr += share * r;
             top = top.max(omega);
-            core.push((omega, share, x[2], r));
+            core.push((omega, share, z, r));
         } else {
             m.secondary -= share;
-            if x[2] > lift {
+            if z > lift {
                 m.lifted -= share;
-                lz -= share * x[2];
+                lz -= share * z;
                 lr -= share * r;
                 m.lifted_peak = m.lifted_peak.max(-omega);
             }
@@ -434,6 +469,127 @@ fn meridional(p: &VortexParticles, gamma: f64, lift: f64) -> Meridional {
         (m.lifted_z, m.lifted_r) = (lz / m.lifted, lr / m.lifted);
     }
     m
+}
+
+/// What one run's measures came to over time.
+struct Track {
+    /// The lowest core and centroid: (height, t).
+    lowest: (f64, f64),
+    lowest_centroid: (f64, f64),
+    /// The most opposite-signed circulation off the wall: (it, t, height).
+    lifted_most: (f64, f64, f64),
+    /// Series against t: the core's height and radius, the lifted
+    /// opposite-signed vorticity's height.
+    core: Vec<(f64, f64)>,
+    radius: Vec<(f64, f64)>,
+    lifted: Vec<(f64, f64)>,
+    last: Meridional,
+}
+
+impl Track {
+    fn new() -> Self {
+        Self {
+            lowest: (f64::INFINITY, 0.0),
+            lowest_centroid: (f64::INFINITY, 0.0),
+            lifted_most: (0.0, 0.0, 0.0),
+            core: vec![],
+            radius: vec![],
+            lifted: vec![],
+            last: Meridional::default(),
+        }
+    }
+
+    fn record(&mut self, t: f64, m: &Meridional) {
+        if m.peak_z < self.lowest.0 {
+            self.lowest = (m.peak_z, t);
+        }
+        if m.z < self.lowest_centroid.0 {
+            self.lowest_centroid = (m.z, t);
+        }
+        if m.lifted > self.lifted_most.0 {
+            self.lifted_most = (m.lifted, t, m.lifted_z);
+        }
+        self.core.push((t, m.peak_z));
+        self.radius.push((t, m.peak_r));
+        // Its height once it holds a thousandth of the ring's circulation.
+        if m.lifted > 1e-3 {
+            self.lifted.push((t, m.lifted_z));
+        }
+        self.last = *m;
+    }
+
+    /// The run's story in two sentences; `small` the rise that counts as
+    /// a rebound, `lift` the height that counts as off the wall.
+    fn story(&self, small: f64, lift: f64) -> String {
+        let rise = self.last.peak_z - self.lowest.0;
+        // A rebound: the core rose from its lowest by `small` or more (its
+        // centroid moves smoothly; the cross-diffusion that eats the
+        // primary's lower side lifts it too).
+        format!(
+            "the primary's core came down to h = {:.4} (t = {:.2}) and ended at h = {:.4} ({:+.4}): {}; its vorticity's centroid came down to h = {:.4} (t = {:.2}) and ended at h = {:.4}, R = {:.4}; its circulation ended at {:.3}. Opposite-signed vorticity above z = {lift:.2}: at most {:.4} of circulation (t = {:.2}, its centroid at h = {:.3}): {}.",
+            self.lowest.0,
+            self.lowest.1,
+            self.last.peak_z,
+            rise,
+            if rise > small { "it rebounded" } else { "no rebound" },
+            self.lowest_centroid.0,
+            self.lowest_centroid.1,
+            self.last.z,
+            self.last.r,
+            self.last.primary,
+            self.lifted_most.0,
+            self.lifted_most.1,
+            self.lifted_most.2,
+            if self.lifted_most.0 > 0.1 && self.lifted_most.2 > 2.0 * lift {
+                "a secondary ring lifted off the wall"
+            } else {
+                "no secondary ring off the wall"
+            }
+        )
+    }
+}
+
+/// What the axisymmetric solver beside the particles sends at each of
+/// their steps' times: its measures, its steps so far and its seconds.
+type ReferenceRow = Result<(Meridional, usize, f64), String>;
+
+/// The axisymmetric solver from the same ring (Gaussian core `core`,
+/// circulation `gamma`, radius 1, height `h0`) on a thread of its own,
+/// sending its measures at `dt`, `2 dt`, ... `steps dt` (and at 0).
+fn reference_beside(
+    args: &Args,
+    gamma: f64,
+    h0: f64,
+    dt: f64,
+    steps: usize,
+    lift: f64,
+) -> Result<std::sync::mpsc::Receiver<ReferenceRow>, Box<dyn std::error::Error>> {
+    let core = args.core;
+    let ring = move |r: f64, z: f64| {
+        let s2 = (r - 1.0).powi(2) + (z - h0).powi(2);
+        gamma / (std::f64::consts::TAU * core * core) * (-0.5 * s2 / (core * core)).exp()
+    };
+    let mut flow = AxisymmetricNs::new(8.0, 6.0, args.reference, args.nu, ring)?;
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (clock, mut taken) = (std::time::Instant::now(), 0);
+        for step in 0..=steps {
+            let row = flow
+                .advance_to(step as f64 * dt)
+                .map(|n| {
+                    taken += n;
+                    let m = meridional(reference_samples(&flow, gamma), lift);
+                    (m, taken, clock.elapsed().as_secs_f64())
+                })
+                .map_err(|e| e.to_string());
+            let failed = row.is_err();
+            // A closed channel: the particles stopped early.
+            if send.send(row).is_err() || failed {
+                return;
+            }
+        }
+    });
+    Ok(receive)
 }
 
 fn no_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -457,6 +613,11 @@ fn no_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let every = ((0.5 / dt).round() as usize).max(1);
     // Vorticity above three spacings is off the wall's first layers.
     let lift = 3.0 * args.h;
+    let reference = if args.reference > 0.0 {
+        Some(reference_beside(args, gamma, h0, dt, steps, lift)?)
+    } else {
+        None
+    };
     println!(
         "A ring against a no-slip wall: R = 1, circulation 1, Gaussian core {} (blobs of {} on a lattice of {}), h0 = {h0}, Re = Gamma / nu = {:.0} (nu {}), patch |x|, |y| <= {}, {} sheet(s) a step, RK2, dt = {dt}, {steps} steps; sums {}",
         args.core,
@@ -475,8 +636,14 @@ fn no_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "primary: its vorticity's centroid (h, R) and core (h_pk, R_pk: where it is at least half its peak); the opposite sign's circulation, and above z = {lift:.2}: its circulation, centroid, peak vorticity"
     );
+    if reference.is_some() {
+        println!(
+            "beside it (ref): the same ring by the axisymmetric Navier-Stokes solver (grid {}, box 8 x 6, no-slip everywhere): its core and lifted circulation",
+            args.reference
+        );
+    }
     println!(
-        "{:>6} {:>7} {:>7} {:>6} {:>6} {:>7} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>7}",
+        "{:>6} {:>7} {:>7} {:>6} {:>6} {:>7} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>7}{}",
         "t",
         "h",
         "R",
@@ -489,7 +656,15 @@ fn no_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "R2_up",
         "w2_up",
         "slip_max",
-        "parts"
+        "parts",
+        if reference.is_some() {
+            format!(
+                " | {:>6} {:>6} {:>7} {:>6}",
+                "h_pk", "R_pk", "G2_up", "h2_up"
+            )
+        } else {
+            String::new()
+        }
     );
     let mut stepper = Stepper::new(Scheme::Rk2);
     let bar = ProgressBar::new(steps as u64);
@@ -497,44 +672,57 @@ fn no_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} steps, {eta} left")
             .map_err(|e| e.to_string())?,
     );
-    let mut csv = String::from(
-        "t,h,r,h_peak,r_peak,gamma_primary,gamma_secondary,gamma_lifted,h_lifted,r_lifted,omega_lifted,slip_max,particles\n",
-    );
-    let (mut hs, mut cores, mut rs, mut h2s) = (vec![], vec![], vec![], vec![]);
-    // The lowest core and centroid: (height, t).
-    let (mut lowest, mut lowest_c) = ((f64::INFINITY, 0.0), (f64::INFINITY, 0.0));
+    const FIELDS: &str = "h,r,h_peak,r_peak,gamma_primary,gamma_secondary,gamma_lifted,h_lifted,r_lifted,omega_lifted";
+    let mut csv = format!("t,{FIELDS},slip_max,particles");
+    if reference.is_some() {
+        let named: Vec<String> = FIELDS.split(',').map(|f| format!("ref_{f}")).collect();
+        csv.push_str(&format!(",{}", named.join(",")));
+    }
+    csv.push('\n');
+    let (mut track, mut track_ref) = (Track::new(), Track::new());
+    // The largest gaps between the particles' core and the reference's.
+    let (mut gap_h, mut gap_r) = ((0.0f64, 0.0), (0.0f64, 0.0));
     let (mut reflected, mut slip) = (0, 0.0);
-    // The most opposite-signed circulation off the wall: (it, t, height).
-    let mut lifted_most = (0.0f64, 0.0, 0.0);
     let started = std::time::Instant::now();
     let (mut in_rates, mut in_wall) = (0.0, 0.0);
+    let mut reference_cost = (0, 0.0);
     for step in 0..=steps {
         let t = step as f64 * dt;
-        let m = meridional(&p, gamma, lift);
-        if m.peak_z < lowest.0 {
-            lowest = (m.peak_z, t);
-        }
-        if m.z < lowest_c.0 {
-            lowest_c = (m.z, t);
-        }
-        if m.lifted > lifted_most.0 {
-            lifted_most = (m.lifted, t, m.lifted_z);
-        }
-        hs.push((t, m.z));
-        cores.push((t, m.peak_z));
-        rs.push((t, m.r));
-        if m.lifted > 0.0 {
-            h2s.push((t, m.lifted_z));
-        }
+        let m = meridional(particle_samples(&p, gamma), lift);
+        track.record(t, &m);
+        let beside = match &reference {
+            Some(r) => {
+                let (mr, n, seconds) = r.recv().map_err(|e| e.to_string())??;
+                track_ref.record(t, &mr);
+                reference_cost = (n, seconds);
+                if (m.peak_z - mr.peak_z).abs() > gap_h.0 {
+                    gap_h = ((m.peak_z - mr.peak_z).abs(), t);
+                }
+                if (m.peak_r - mr.peak_r).abs() > gap_r.0 {
+                    gap_r = ((m.peak_r - mr.peak_r).abs(), t);
+                }
+                Some(mr)
+            }
+            None => None,
+        };
         if step % every == 0 || step == steps {
             let v = m.row();
             let values: Vec<String> = v.iter().map(f64::to_string).collect();
-            csv.push_str(&format!("{t},{},{slip},{}\n", values.join(","), p.len()));
+            csv.push_str(&format!("{t},{},{slip},{}", values.join(","), p.len()));
+            if let Some(mr) = &beside {
+                let r: Vec<String> = mr.row().iter().map(f64::to_string).collect();
+                csv.push_str(&format!(",{}", r.join(",")));
+            }
+            csv.push('\n');
             bar.suspend(|| {
                 println!(
-                    "{t:6.2} {:7.4} {:7.4} {:6.3} {:6.3} {:7.4} {:7.4} {:7.4} {:6.3} {:6.3} {:6.2} {slip:9.2e} {:7}",
+                    "{t:6.2} {:7.4} {:7.4} {:6.3} {:6.3} {:7.4} {:7.4} {:7.4} {:6.3} {:6.3} {:6.2} {slip:9.2e} {:7}{}",
                     v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-                    p.len()
+                    p.len(),
+                    beside.map_or(String::new(), |r| format!(
+                        " | {:6.3} {:6.3} {:7.4} {:6.3}",
+                        r.peak_z, r.peak_r, r.lifted, r.lifted_z
+                    ))
                 )
             });
         }
@@ -563,59 +751,56 @@ fn no_slip(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
-    let last = meridional(&p, gamma, lift);
-    let rise = last.peak_z - lowest.0;
-    // A rebound: the core rose from its lowest by a fifth of a spacing or
-    // more (its centroid, of thousands of particles, moves smoothly; the
-    // cross-diffusion that eats the primary's lower side lifts it too).
+    println!("Particles: {}", track.story(0.2 * args.h, lift));
+    if reference.is_some() {
+        println!("Reference: {}", track_ref.story(0.2 * args.h, lift));
+        println!(
+            "The particles' core against the reference's: at most {:.4} apart in height (t = {:.2}), {:.4} in radius (t = {:.2}).",
+            gap_h.0, gap_h.1, gap_r.0, gap_r.1
+        );
+    }
     println!(
-        "The primary's core came down to h = {:.4} (t = {:.2}) and ended at h = {:.4} ({:+.4}): {}; its vorticity's centroid came down to h = {:.4} (t = {:.2}) and ended at h = {:.4}, R = {:.4}; its circulation ended at {:.3}.",
-        lowest.0,
-        lowest.1,
-        last.peak_z,
-        rise,
-        if rise > 0.2 * args.h {
-            "it rebounded"
+        "{reflected} particles reflected off the wall; {seconds:.1} s ({in_rates:.1} s in the inviscid steps, {in_wall:.1} s in the wall's substeps){}",
+        if reference.is_some() {
+            format!(
+                "; the reference {} steps in {:.1} s beside them",
+                reference_cost.0, reference_cost.1
+            )
         } else {
-            "no rebound"
-        },
-        lowest_c.0,
-        lowest_c.1,
-        last.z,
-        last.r,
-        last.primary,
-    );
-    println!(
-        "Opposite-signed vorticity above z = {lift:.2}: at most {:.4} of circulation (t = {:.2}, its centroid at h = {:.3}): {}.",
-        lifted_most.0,
-        lifted_most.1,
-        lifted_most.2,
-        if lifted_most.0 > 0.1 && lifted_most.2 > 2.0 * lift {
-            "a secondary ring lifted off the wall"
-        } else {
-            "no secondary ring off the wall"
+            String::new()
         }
-    );
-    println!(
-        "{reflected} particles reflected off the wall; {seconds:.1} s ({in_rates:.1} s in the inviscid steps, {in_wall:.1} s in the wall's substeps)"
     );
     write_whole(&args.csv, |f| f.write_all(csv.as_bytes()))?;
     println!("time series in {}", args.csv.display());
     if args.plot.as_os_str() != "none" {
+        let with_reference = |particles: &[(f64, f64)], reference: &[(f64, f64)], what: &str| {
+            let mut lines = vec![(format!("{what}, particles"), particles.to_vec())];
+            if !reference.is_empty() {
+                lines.push((
+                    format!("{what}, axisymmetric reference"),
+                    reference.to_vec(),
+                ));
+            }
+            lines
+        };
+        let mut heights = with_reference(&track.core, &track_ref.core, "primary's core");
+        heights.extend(with_reference(
+            &track.lifted,
+            &track_ref.lifted,
+            "secondary, lifted",
+        ));
         let panels = [
             Panel {
-                caption: "Height of the primary ring (its vorticity's centroid, its core) and of the lifted opposite-signed vorticity".into(),
+                caption:
+                    "Height of the primary ring's core and of the lifted opposite-signed vorticity"
+                        .into(),
                 y: "h".into(),
-                lines: vec![
-                    ("primary".into(), hs),
-                    ("primary's core".into(), cores),
-                    ("secondary, lifted".into(), h2s),
-                ],
+                lines: heights,
             },
             Panel {
-                caption: "The primary ring's radius".into(),
+                caption: "The primary ring's core radius".into(),
                 y: "R".into(),
-                lines: vec![("primary".into(), rs)],
+                lines: with_reference(&track.radius, &track_ref.radius, "primary's core"),
             },
         ];
         let title = format!(

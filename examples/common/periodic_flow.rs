@@ -40,7 +40,7 @@ use fmm_vortex::spectral::{spectrum_of, SpectralNs};
 use fmm_vortex::{spread_cores, Checkpoint, Precision, Scheme, Solver, Stepper, VortexParticles};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::plot::{plot_panels, Panel};
+use super::plot::{plot_panels, plot_spectra, Panel, SpectrumLine};
 use super::Backend;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
@@ -357,6 +357,9 @@ pub fn run(args: &RunArgs, case: &Case, spectral: SpectralNs) -> Result<(), Box<
     let mut achieved = String::new();
     let (mut t_vortex, mut t_remesh) = (0.0, 0.0);
     let mut u = solver.velocity_on(&p, &grid)?;
+    // E(k) of both at each diagnostic: (t in the case's unit, the
+    // particles', the reference's).
+    let mut spectra: Vec<(f64, Vec<f64>, Vec<f64>)> = vec![];
     // An evaluation that cannot meet the tolerance stops the run: what
     // was made is written, then the error said.
     let mut stopped = None;
@@ -381,6 +384,12 @@ pub fn run(args: &RunArgs, case: &Case, spectral: SpectralNs) -> Result<(), Box<
                 None => (energy(&u), f64::NAN, f64::NAN, f64::NAN),
                 Some(v) => (energy(&u), v.smoothed, v.energy, v.dissipation),
             };
+            spectra.push((
+                t / unit,
+                spectrum_of(&u, n)?,
+                view.as_ref()
+                    .map_or_else(|| vec![f64::NAN; n], |v| v.spectra.0.clone()),
+            ));
             let k_l = if on_lattice {
                 lattice_energy(&p, &pbox, n)?
             } else {
@@ -497,6 +506,22 @@ pub fn run(args: &RunArgs, case: &Case, spectral: SpectralNs) -> Result<(), Box<
     }
     write_whole(&csv_path, |f| f.write_all(csv.as_bytes()))?;
     println!("time series in {}", csv_path.display());
+    let spectra_csv = csv_path.with_file_name(format!(
+        "{}_spectra.csv",
+        csv_path
+            .file_stem()
+            .map_or("spectra".into(), |s| s.to_string_lossy())
+    ));
+    write_whole(&spectra_csv, |f| {
+        writeln!(f, "t,k,e_vortex,e_reference")?;
+        for (tu, e_v, e_r) in &spectra {
+            for k in 1..n / 2 {
+                writeln!(f, "{},{k},{},{}", tu * unit, e_v[k], e_r[k])?;
+            }
+        }
+        Ok(())
+    })?;
+    println!("spectra at each diagnostic in {}", spectra_csv.display());
     if let Some(path) = &args.vti {
         write_vti(path, &grid, &[("velocity", &u)])?;
         println!("the particles' velocity on the grid in {}", path.display());
@@ -529,6 +554,49 @@ pub fn run(args: &RunArgs, case: &Case, spectral: SpectralNs) -> Result<(), Box<
         ];
         plot_panels(&plot, &case.title, &panels)?;
         println!("plot in {}", plot.display());
+        // E(k) at the start, the middle and the end, log-log.
+        let path = plot.with_file_name(format!(
+            "{}_spectra.png",
+            plot.file_stem()
+                .map_or("spectra".into(), |s| s.to_string_lossy())
+        ));
+        let mut lines = vec![];
+        let picked = [0, spectra.len() / 2, spectra.len().saturating_sub(1)];
+        for (colour, &i) in picked.iter().enumerate() {
+            let Some((tu, e_v, e_r)) = spectra.get(i) else {
+                continue;
+            };
+            let points = |e: &[f64]| -> Vec<(f64, f64)> {
+                e.iter()
+                    .enumerate()
+                    .skip(1)
+                    .take(n / 2 - 1)
+                    .map(|(k, &v)| (k as f64, v))
+                    .collect()
+            };
+            lines.push(SpectrumLine {
+                label: format!("vortex particles, {tname} = {tu:.2}"),
+                points: points(e_v),
+                colour,
+                dashed: false,
+            });
+            lines.push(SpectrumLine {
+                label: format!(
+                    "spectral{}, {tname} = {tu:.2}",
+                    if smooth > 0.0 { " (smoothed)" } else { "" }
+                ),
+                points: points(e_r),
+                colour,
+                dashed: true,
+            });
+        }
+        plot_spectra(
+            &path,
+            &case.title,
+            "Energy spectra E(k): particles (solid), spectral solver (dashed)",
+            &lines,
+        )?;
+        println!("spectra in {}", path.display());
     }
     if let Some(path) = &args.save {
         let at = Checkpoint {

@@ -472,3 +472,83 @@ fn legend<'b>(chart: &mut Chart<'b, 'b>, at: SeriesLabelPosition) -> Result<(), 
         .draw()?;
     Ok(())
 }
+
+/// One line of [`plot_spectra`]: its label, its points `(k, E(k))`
+/// (those not positive are left out), its colour (an index into the
+/// four) and whether it is dashed (a reference's).
+pub struct SpectrumLine {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    pub colour: usize,
+    pub dashed: bool,
+}
+
+/// Energy spectra on log-log axes in one PNG at `path` (the turbulence
+/// cases' `E(k)` at several times, as the papers plot them), `title` on
+/// top and `caption` over the panel.
+pub fn plot_spectra(
+    path: &Path,
+    title: &str,
+    caption: &str,
+    lines: &[SpectrumLine],
+) -> Result<(), Box<dyn Error>> {
+    let positive = |p: &(f64, f64)| p.0 > 0.0 && p.1 > 0.0 && p.1.is_finite();
+    let all = || {
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().copied().filter(positive))
+    };
+    let (k0, k1) = min_max(all().map(|p| p.0)).ok_or("no spectrum to plot")?;
+    let (e0, e1) = min_max(all().map(|p| p.1)).ok_or("no spectrum to plot")?;
+    // Ten decades below the peak at most: the tails of a resolved
+    // spectrum fall to round-off.
+    let e0 = e0.max(e1 * 1e-10);
+    let kept = |l: &SpectrumLine| -> Vec<(f64, f64)> {
+        l.points
+            .iter()
+            .copied()
+            .filter(|p| positive(p) && p.1 >= e0)
+            .collect()
+    };
+    stacked(path, title, &[()], 700, |_, area| {
+        let colours = [BLUE_, ORANGE, GREEN_, GREY];
+        let labels = ("sans-serif", 15);
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(75)
+            .build_cartesian_2d((k0..k1).log_scale(), (e0 / 2.0..e1 * 2.0).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("k")
+            .y_desc("E(k)")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .label_style(labels)
+            .axis_desc_style(labels)
+            .bold_line_style(GRID)
+            .light_line_style(LIGHT_GRID)
+            .draw()?;
+        for l in lines {
+            let c = colours[l.colour % colours.len()];
+            let style = c.stroke_width(2);
+            let drawn = if l.dashed {
+                chart.draw_series(DashedLineSeries::new(kept(l), 8, 5, style))?
+            } else {
+                chart.draw_series(LineSeries::new(kept(l), style))?
+            };
+            drawn
+                .label(l.label.as_str())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], style));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerLeft)
+            .label_font(labels)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    })
+}

@@ -12,14 +12,16 @@
 //! from bit for bit, the thin vortex ring: its particles and the
 //! classical speed it moves at, a hovering rotor's trailed wake with dust
 //! picked up from the ground, the velocity on a grid with its energy
-//! spectrum, and a pseudo-spectral Navier-Stokes solver to check the
-//! periodic cases against.
+//! spectrum, a pseudo-spectral Navier-Stokes solver to check the
+//! periodic cases against, and an axisymmetric one with a no-slip wall to
+//! check the ring against the ground.
 //!
 //! A crate of its own rather than a module of `fmm-core`: an application
 //! above the front door (`shared/STYLE.md`), which the core never imports,
 //! with its own errors and, as it grows, its own dependencies (output
 //! files, checkpoints) that the core's users need not build.
 
+pub mod axisymmetric;
 pub mod checkpoint;
 pub mod device_dust;
 pub mod diagnostics;
@@ -42,6 +44,7 @@ pub mod spectral;
 pub mod viscous;
 pub mod vtk;
 
+pub use axisymmetric::{AxisymmetricNs, MeridionalNode};
 pub use checkpoint::{Checkpoint, WakeCheckpoint};
 pub use device_dust::DeviceDust;
 pub use diagnostics::Invariants;

@@ -1,6 +1,7 @@
 //! The vortex layer's tests, one binary (each test file a module: one
 //! link instead of one a file, which CI's time on 2 cores feels).
 
+mod axisymmetric;
 mod checkpoint;
 mod grid;
 mod integrals;
