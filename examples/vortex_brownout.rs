@@ -300,6 +300,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Precision::F64
         },
         domain: ground_plane(0.0),
+        stretching: Default::default(),
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     let bed: Vec<[f64; 3]> = (0..args.dust)

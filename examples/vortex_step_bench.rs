@@ -67,6 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(h) => fmm_vortex::ground_plane(-h),
             None => fmm_core::Domain::FreeSpace,
         },
+        stretching: Default::default(),
     };
     println!(
         "ring, core {} by {} spacings: N = {}, {scheme:?}, dt = {}, tolerance {:e}, {} sums, {}, on {}",

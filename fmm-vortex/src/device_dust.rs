@@ -142,7 +142,7 @@ impl<R: Real> Dust for DeviceDust<'_, R> {
             // SAFETY: `dust_points`' signature: `y` 6 n long, the points n.
             unsafe { b.launch(items(self.n)) }.map_err(cuda("launching dust_points"))?;
         }
-        let host = sources_of::<R>(sources, &solver.strengths(sources))?;
+        let host = sources_of::<VelocityStretching, R>(sources, &solver.strengths(sources))?;
         let on_device = DeviceParticles::upload(gpu, &host)?;
         let ev = evaluate_resident::<VelocityStretching, R>(
             gpu,

@@ -35,6 +35,12 @@ pub enum VortexError {
         tolerance: f64,
         hint: &'static str,
     },
+    /// A combination this layer does not run, and what to do instead.
+    #[error("{what} is not supported: {instead}")]
+    Unsupported {
+        what: &'static str,
+        instead: &'static str,
+    },
     /// A checkpoint that cannot be written or read.
     #[error("checkpoint {path}: {why}")]
     Checkpoint { path: String, why: String },

@@ -54,7 +54,10 @@ pub use integrate::{Scheme, Stepper};
 pub use no_slip::{FluxReport, NoSlipWall};
 pub use particles::VortexParticles;
 pub use passive::{Motion, Passive, Pickup};
-pub use rates::{ground_plane, Precision, Rates, Solver, Velocities};
+pub use rates::{
+    ground_plane, Precision, Rates, Solver, StretchingScheme, Velocities,
+    VelocityStretchingTranspose,
+};
 pub use resident::{DeviceVortex, StepReport};
 pub use ring::{
     filament_velocity, impulse_centre, impulse_centre_speed, line_ring_over_ground,

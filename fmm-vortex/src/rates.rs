@@ -1,17 +1,65 @@
 //! The particles' velocity and vortex stretching, `dx/dt = u(x)` and
 //! `d alpha/dt = (alpha . grad) u(x)`, by one evaluation of the fused
 //! `VelocityStretching` kernel (Gaussian cores, `shared/KERNELS.md`)
-//! through the front door, targets at the sources' points.
+//! through the front door, targets at the sources' points; or the
+//! transpose scheme's `d alpha/dt = (alpha . grad^T) u(x)`
+//! ([`StretchingScheme::Transpose`], the [`VelocityStretchingTranspose`]
+//! kernel).
 
 use std::time::Instant;
 
 use fmm_core::kernels::VelocityStretching;
 use fmm_core::{
-    evaluate, Achieved, Backend, Domain, Evaluation, Kernel, Method, Particles, Problem, Real, Wall,
+    evaluate, kernel, Achieved, Backend, Domain, Evaluation, Kernel, Method, Particles, Problem,
+    Real, Wall,
 };
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
+
+kernel! {
+    /// The velocity of Gaussian blobs and the transpose scheme's
+    /// stretching, `s = (grad u)^T alpha_i = grad (u . alpha_i)` with the
+    /// target's `alpha_i` held fixed (Winckelmans and Leonard 1993): for
+    /// a pair, `k w + k' / r (d . w) d` with `w = alpha_i x alpha`, `k`
+    /// and `k' / r` those of [`VelocityStretching`], `d` from the source to
+    /// the target. A pair's two terms cancel when their cores are equal,
+    /// so the sum of the strengths, the total vorticity, is kept by the
+    /// sums (the classical scheme keeps it only as the particles' field
+    /// stays divergence-free). No far field is declared: the tree
+    /// methods take the pseudo-particles' or the Chebyshev nodes'.
+    pub kernel VelocityStretchingTranspose {
+        source alpha: vec3;
+        source sigma;
+        target alpha_i: vec3;
+        output u: vec3;
+        output s: vec3;
+        require sigma > 0.0;
+        strength alpha;
+        let rho = r / sigma;
+        let e = exp(-0.5 * rho * rho);
+        let g = erf(rho * sqrt(0.5)) - sqrt(2.0 / PI) * rho * e;
+        let inv_r = select(r2 > 0.0, 1.0 / r, 0.0);
+        let inv_r2 = inv_r * inv_r;
+        let g_r3 = g * inv_r2 * inv_r;
+        let k = g_r3 / (4.0 * PI);
+        let dk = (sqrt(2.0 / PI) * e / (sigma * sigma * sigma) - 3.0 * g_r3) * inv_r2 / (4.0 * PI);
+        u += k * cross(alpha, d);
+        let w = cross(alpha_i, alpha);
+        s += k * w + dk * dot(d, w) * d;
+    }
+}
+
+/// The vortex stretching's form: `(alpha . grad) u` (classical, the
+/// papers'), or `(alpha . grad^T) u` (the transpose scheme, which keeps
+/// the total vorticity when the particles' field is not divergence-free).
+/// The two are equal for a divergence-free field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StretchingScheme {
+    #[default]
+    Classical,
+    Transpose,
+}
 
 /// The precision the sums run in (the particles stay in f64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +80,8 @@ pub struct Solver {
     /// Free space, or the half-space above a ground plane
     /// ([`ground_plane`]): the front door adds the particles' images.
     pub domain: Domain,
+    /// The stretching's form (classical unless set).
+    pub stretching: StretchingScheme,
 }
 
 impl Default for Solver {
@@ -41,6 +91,7 @@ impl Default for Solver {
             method: Method::tolerance(1e-4),
             precision: Precision::F32,
             domain: Domain::FreeSpace,
+            stretching: StretchingScheme::Classical,
         }
     }
 }
@@ -95,6 +146,7 @@ impl Solver {
             method: Method::direct(),
             precision: Precision::F64,
             domain: Domain::FreeSpace,
+            stretching: StretchingScheme::Classical,
         }
     }
 
@@ -106,12 +158,18 @@ impl Solver {
             method: Method::tolerance(tol),
             precision: Precision::F32,
             domain: Domain::FreeSpace,
+            stretching: StretchingScheme::Classical,
         }
     }
 
     /// The same solver in `domain`.
     pub fn in_domain(self, domain: Domain) -> Self {
         Solver { domain, ..self }
+    }
+
+    /// The same solver with the stretching's form `stretching`.
+    pub fn with_stretching(self, stretching: StretchingScheme) -> Self {
+        Solver { stretching, ..self }
     }
 
     /// The front door's problem: no parameters, this solver's domain.
@@ -161,8 +219,19 @@ impl Solver {
     ) -> Result<(Rates, Vec<[f64; 3]>), VortexError> {
         let t = Instant::now();
         let n = p.len();
-        let (targets, sources) = front_door_sets::<R>(p, &self.strengths(p), at)?;
-        let e = self.evaluate::<VelocityStretching, R>(&targets, &sources)?;
+        let strengths = self.strengths(p);
+        let e = match self.stretching {
+            StretchingScheme::Classical => {
+                let (targets, sources) =
+                    front_door_sets::<VelocityStretching, R>(p, &strengths, at)?;
+                self.evaluate::<VelocityStretching, R>(&targets, &sources)?
+            }
+            StretchingScheme::Transpose => {
+                let (targets, sources) =
+                    front_door_sets::<VelocityStretchingTranspose, R>(p, &strengths, at)?;
+                self.evaluate::<VelocityStretchingTranspose, R>(&targets, &sources)?
+            }
+        };
         let back = |v: [&[R]; 3], range: std::ops::Range<usize>| -> Vec<[f64; 3]> {
             range
                 .map(|i| [v[0][i].to_f64(), v[1][i].to_f64(), v[2][i].to_f64()])
@@ -213,7 +282,7 @@ impl Solver {
         let points: Vec<[R; 3]> = at.iter().map(|x| x.map(|c| R::c(c))).collect();
         // The targets carry no strength: the stretching there is zero.
         let targets = Particles::targets::<VelocityStretching>(&points)?;
-        let sources = sources_of::<R>(p, &self.strengths(p))?;
+        let sources = sources_of::<VelocityStretching, R>(p, &self.strengths(p))?;
         let e = self.evaluate::<VelocityStretching, R>(&targets, &sources)?;
         let u = e.outputs.vec3("u")?;
         Ok(Velocities {
@@ -229,8 +298,9 @@ impl Solver {
 
 /// The front door's targets (at the particles, carrying `alpha_i`, then
 /// at the points `at`, carrying none) and sources (`alpha`, `sigma`) of
-/// the particles `p`, in precision `R`.
-pub(crate) fn front_door_sets<R: Real>(
+/// the particles `p`, in precision `R`, for kernel `K`
+/// ([`VelocityStretching`] or [`VelocityStretchingTranspose`]).
+pub(crate) fn front_door_sets<K: Kernel, R: Real>(
     p: &VortexParticles,
     strengths: &[[f64; 3]],
     at: &[[f64; 3]],
@@ -238,7 +308,7 @@ pub(crate) fn front_door_sets<R: Real>(
     let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
     let x = to(&p.x);
     let alpha = to(strengths);
-    let sources = sources_of::<R>(p, strengths)?;
+    let sources = sources_of::<K, R>(p, strengths)?;
     let (tx, talpha) = if at.is_empty() {
         (x, alpha)
     } else {
@@ -248,20 +318,21 @@ pub(crate) fn front_door_sets<R: Real>(
         talpha.resize(tx.len(), [R::zero(); 3]);
         (tx, talpha)
     };
-    let mut targets = Particles::targets::<VelocityStretching>(&tx)?;
+    let mut targets = Particles::targets::<K>(&tx)?;
     targets.set_vec3("alpha_i", &talpha)?;
     Ok((targets, sources))
 }
 
-/// The front door's sources (`alpha`, `sigma`) of the particles `p`, in
-/// precision `R`, their strengths `alpha` (from [`Solver::strengths`]).
-pub(crate) fn sources_of<R: Real>(
+/// The front door's sources (`alpha`, `sigma`) of the particles `p` for
+/// kernel `K`, in precision `R`, their strengths `alpha` (from
+/// [`Solver::strengths`]).
+pub(crate) fn sources_of<K: Kernel, R: Real>(
     p: &VortexParticles,
     alpha: &[[f64; 3]],
 ) -> Result<Particles<R>, VortexError> {
     let to = |v: &[[f64; 3]]| -> Vec<[R; 3]> { v.iter().map(|a| a.map(|c| R::c(c))).collect() };
     let sigma: Vec<R> = p.sigma.iter().map(|&s| R::c(s)).collect();
-    let mut sources = Particles::sources::<VelocityStretching>(&to(&p.x))?;
+    let mut sources = Particles::sources::<K>(&to(&p.x))?;
     sources
         .set_vec3("alpha", &to(alpha))?
         .set("sigma", &sigma)?;

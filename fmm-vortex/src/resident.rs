@@ -28,7 +28,7 @@ use fmm_core::{evaluate_resident, Achieved, DeviceParticles, Kernel, Real};
 use crate::error::VortexError;
 use crate::integrate::{check_dt, Registers, Stepper};
 use crate::particles::VortexParticles;
-use crate::rates::{front_door_sets, Rates, Solver};
+use crate::rates::{front_door_sets, Rates, Solver, StretchingScheme};
 use crate::viscous::core_growth;
 
 /// The element-wise kernels of a resident run (`real` the sums'
@@ -394,7 +394,7 @@ impl<'g, R: Real> DeviceVortex<'g, R> {
         p.check()?;
         let regs = DeviceRegisters::new::<R>(gpu)?;
         let n = p.len();
-        let (targets, sources) = front_door_sets::<R>(p, &p.alpha, &[])?;
+        let (targets, sources) = front_door_sets::<VelocityStretching, R>(p, &p.alpha, &[])?;
         let y = regs.upload(&to_blocks(&p.x, &p.alpha))?;
         let sigma = regs.upload(&p.sigma)?;
         let mean = regs.upload(&[0.0; 3])?;
@@ -578,6 +578,12 @@ fn evaluate<R: Real>(
     targets: &mut DeviceParticles<R>,
     solver: &Solver,
 ) -> Result<(CudaSlice<f64>, Option<Achieved>), VortexError> {
+    if solver.stretching != StretchingScheme::Classical {
+        return Err(VortexError::Unsupported {
+            what: "the transpose scheme on particles resident on the GPU",
+            instead: "step the particles on the host (Stepper::step_particles with Backend::Cuda evaluates on the GPU) or take StretchingScheme::Classical",
+        });
+    }
     let s = regs.stream();
     if n > 0 {
         let m = n as u32;

@@ -41,6 +41,7 @@ fn periodic() -> Solver {
         method: Method::tolerance(1e-4),
         precision: Precision::F64,
         domain: Domain::Periodic(PeriodicBox::cube([0.0; 3], TAU)),
+        stretching: Default::default(),
     }
 }
 

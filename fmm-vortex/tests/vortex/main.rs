@@ -13,5 +13,6 @@ mod ring;
 mod rotor;
 mod solenoidal;
 mod spectral;
+mod stretching;
 mod vtk;
 mod wall;

@@ -54,6 +54,7 @@ fn stokes(h: f64, steps: usize) -> Stokes {
         method: Method::tolerance(1e-6),
         precision: Precision::F64,
         domain: Domain::Periodic(wall.slab().unwrap()),
+        stretching: Default::default(),
     };
     let area = wall.period() * wall.period();
     let mut p = VortexParticles::new(vec![], vec![], vec![], vec![]).unwrap();

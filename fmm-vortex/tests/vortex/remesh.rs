@@ -97,6 +97,7 @@ fn a_taylor_green_field_moved_onto_a_shifted_lattice_keeps_its_velocity() {
         method: Method::tolerance(1e-4),
         precision: Precision::F64,
         domain: Domain::Periodic(pbox),
+        stretching: Default::default(),
     };
     let change = |n: usize| {
         let h = TAU / n as f64;

@@ -15,6 +15,7 @@ fn direct() -> Solver {
         method: Method::direct(),
         precision: Precision::F64,
         domain: fmm_core::Domain::FreeSpace,
+        stretching: Default::default(),
     }
 }
 

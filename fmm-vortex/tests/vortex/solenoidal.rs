@@ -13,6 +13,7 @@ fn solver() -> Solver {
         method: Method::tolerance(1e-8),
         precision: Precision::F64,
         domain: fmm_core::Domain::FreeSpace,
+        stretching: Default::default(),
     }
 }
 

@@ -404,6 +404,7 @@ fn resident_steps_in_a_periodic_box_take_the_mean_strength_out() {
         method: Method::fmm(10, 0.5),
         precision: Precision::F64,
         domain,
+        stretching: Default::default(),
     };
     let solver = at(Backend::Cuda);
     let (dt, steps) = (0.02, 3);
@@ -420,4 +421,52 @@ fn resident_steps_in_a_periodic_box_take_the_mean_strength_out() {
     let e = worst(&d.download().unwrap(), &q);
     println!("{k} particles, net strength, {steps} AB2 steps in a periodic box: {e:.2e}");
     assert!(e < 1e-11, "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_transpose_scheme_on_the_gpu_gives_the_cpus_and_resident_particles_refuse_it() {
+    // The jittered ring's strengths no longer follow its vorticity: the
+    // schemes differ, and the GPU's transposed rates must be the CPU's.
+    let p = jittered_ring();
+    let transpose = |backend| {
+        solver(backend, Method::direct(), Precision::F64)
+            .with_stretching(StretchingScheme::Transpose)
+    };
+    let host = transpose(Backend::Cpu).rates(&p).unwrap();
+    let device = transpose(Backend::Cuda).rates(&p).unwrap();
+    let classical = solver(Backend::Cpu, Method::direct(), Precision::F64)
+        .rates(&p)
+        .unwrap();
+    let gap = |a: &[[f64; 3]], b: &[[f64; 3]]| {
+        let top = b.iter().flatten().fold(0.0f64, |m, v| m.max(v.abs()));
+        a.iter()
+            .flatten()
+            .zip(b.iter().flatten())
+            .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
+            / top
+    };
+    let (du, ds, schemes) = (
+        gap(&device.u, &host.u),
+        gap(&device.dalpha, &host.dalpha),
+        gap(&classical.dalpha, &host.dalpha),
+    );
+    println!(
+        "{} particles, f64 direct: GPU against CPU u {du:.2e}, transposed stretching {ds:.2e}; the schemes {schemes:.2e} apart",
+        p.len()
+    );
+    assert!(du < 1e-11 && ds < 1e-11, "{du} {ds}");
+    assert!(schemes > 1e-4, "{schemes}");
+    // f32 at a tolerance (a tree method with a far field of its own: the
+    // kernel declares none).
+    let f32 = solver(Backend::Cuda, Method::tolerance(1e-4), Precision::F32)
+        .with_stretching(StretchingScheme::Transpose)
+        .rates(&p)
+        .unwrap();
+    let e = gap(&f32.dalpha, &host.dalpha);
+    println!("f32 at 1e-4 on the GPU: transposed stretching {e:.2e} from the f64 direct sum");
+    assert!(e < 1e-3, "{e}");
+    let mut d = DeviceVortex::<f64>::upload(gpu(), &p).unwrap();
+    let err = d.rates(&transpose(Backend::Cuda)).unwrap_err().to_string();
+    assert!(err.contains("transpose scheme"), "{err}");
 }

@@ -60,6 +60,13 @@ fn nvrtc_compiles_every_builtin_for_hopper_and_ampere() {
 
 #[test]
 #[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
+fn nvrtc_compiles_the_vortex_layers_transpose_kernel() {
+    // A kernel declared outside fmm-core, with no far field of its own.
+    compile::<fmm_vortex::VelocityStretchingTranspose>(90);
+}
+
+#[test]
+#[ignore = "needs libnvrtc (pip install nvidia-cuda-nvrtc; .ci/run does)"]
 fn nvrtc_errors_show_the_generated_line() {
     let source =
         "extern \"C\" __global__ void broken(float* x) {\n    x[0] = not_a_function(1.0f);\n}\n";
