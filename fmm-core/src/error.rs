@@ -130,4 +130,11 @@ pub enum Error {
     },
     #[error("unknown backend `{0}` (FMM_BACKEND or the API option): use cpu, cuda or auto")]
     UnknownBackend(String),
+    /// A distributed evaluation that failed on a process, said on every
+    /// process.
+    #[error("process {rank}: {message}")]
+    Distributed { rank: i32, message: String },
+    /// Processes of a distributed evaluation given different jobs.
+    #[error("{0}")]
+    Mismatch(String),
 }

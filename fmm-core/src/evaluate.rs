@@ -310,7 +310,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
 /// (converted to `R`), particles made for `K` in the right roles, the
 /// declaration's `require` conditions, the method's options and what it
 /// needs of the kernel, and the domain.
-fn check<K: Kernel, R: Real>(
+pub(crate) fn check<K: Kernel, R: Real>(
     method: &Method,
     problem: &Problem<'_>,
     targets: &Particles<R>,

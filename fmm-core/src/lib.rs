@@ -21,6 +21,8 @@ extern crate self as fmm_core;
 pub mod accuracy;
 pub mod backend;
 pub mod cuda;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 pub mod distributions;
 pub mod domain;
 pub mod error;

@@ -1,0 +1,216 @@
+//! Distributed evaluation under MPI (the `mpi` feature): every process
+//! holds an uneven share of the particles (process `r` a share growing as
+//! `(r + 1)^2`, process 1 none when there are three or more), evaluates
+//! them through [`evaluate_distributed`], and checks its own outputs
+//! against one process's evaluation of everything, which each process
+//! makes itself. Bad input is said on every process.
+//!
+//! `cargo test -p fmm-core --features mpi --test mpi` runs it as one
+//! process; CI runs the same binary under `mpirun -n 2, 3, 4
+//! --oversubscribe`. A failed check panics, and the process's non-zero
+//! exit fails the run.
+
+use fmm_core::distributed::evaluate_distributed;
+use fmm_core::distributions::{plummer, uniform_cube};
+use fmm_core::kernels::{Coulomb, Gravity};
+use fmm_core::*;
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+const N: usize = 3000;
+
+/// This process's share `[lo, hi)` of `n` particles.
+fn share(n: usize, rank: usize, size: usize) -> (usize, usize) {
+    let w = |r: usize| {
+        if size >= 3 && r == 1 {
+            0
+        } else {
+            (r + 1) * (r + 1)
+        }
+    };
+    let total: usize = (0..size).map(w).sum();
+    let end = |r: usize| (0..r).map(w).sum::<usize>() * n / total;
+    (end(rank), end(rank + 1))
+}
+
+struct World {
+    comm: SimpleCommunicator,
+    rank: usize,
+    size: usize,
+}
+
+impl World {
+    fn say(&self, s: &str) {
+        if self.rank == 0 {
+            println!("{s}");
+        }
+    }
+
+    /// The sum over the processes.
+    fn sum(&self, x: f64) -> f64 {
+        let mut s = 0.0;
+        self.comm
+            .all_reduce_into(&x, &mut s, SystemOperation::sum());
+        s
+    }
+}
+
+fn gravity_sets(x: &[[f64; 3]], m: &[f64]) -> (Particles<f64>, Particles<f64>) {
+    let mut s = Particles::sources::<Gravity>(x).unwrap();
+    s.set("m", m).unwrap();
+    (Particles::targets::<Gravity>(x).unwrap(), s)
+}
+
+/// The relative L2 difference over every process of `got` (this
+/// process's outputs) from `want` (everything, one process), this
+/// process's share `lo..hi`.
+fn l2(w: &World, got: &Outputs<f64>, want: &Outputs<f64>, lo: usize) -> f64 {
+    let (mut d, mut r) = (0.0, 0.0);
+    for (g, s) in got.slots().iter().zip(want.slots()) {
+        for (i, v) in g.iter().enumerate() {
+            d += (v - s[lo + i]).powi(2);
+            r += s[lo + i].powi(2);
+        }
+    }
+    (w.sum(d) / w.sum(r)).sqrt()
+}
+
+/// Gravity from the points `x` (masses 1/N, no softening: a softened
+/// kernel's far field is the unsoftened one's, an error of its own) by
+/// `method` in `domain`: the distributed outputs against one process's,
+/// as a relative L2 difference over every process.
+fn gravity_case(w: &World, x: &[[f64; 3]], method: &Method, domain: Domain) -> f64 {
+    let params = [0.0];
+    let problem = Problem::new(&params).in_domain(domain);
+    let m = vec![1.0 / x.len() as f64; x.len()];
+    let (t_all, s_all) = gravity_sets(x, &m);
+    let whole = evaluate::<Gravity, f64>(Backend::Cpu, method, problem, &t_all, &s_all).unwrap();
+    let (lo, hi) = share(x.len(), w.rank, w.size);
+    let (t, s) = gravity_sets(&x[lo..hi], &m[lo..hi]);
+    let mine =
+        evaluate_distributed::<Gravity, f64, _>(&w.comm, Backend::Cpu, method, problem, &t, &s)
+            .unwrap();
+    assert_eq!(mine.outputs.len(), hi - lo);
+    l2(w, &mine.outputs, &whole.outputs, lo)
+}
+
+fn main() {
+    let universe = mpi::initialize().expect("MPI initialises");
+    let comm = universe.world();
+    let w = World {
+        rank: comm.rank() as usize,
+        size: comm.size() as usize,
+        comm,
+    };
+    let (lo, hi) = share(N, w.rank, w.size);
+    println!("process {} of {}: {} particles", w.rank, w.size, hi - lo);
+    let cube = uniform_cube(N, 7);
+
+    // The direct sum: the same sums, to round-off.
+    let e = gravity_case(&w, &cube, &Method::direct(), Domain::FreeSpace);
+    w.say(&format!("direct, uniform cube: {e:.2e} from one process"));
+    assert!(e < 1e-13, "{e}");
+
+    // The FMM at a high order: round-off again.
+    let e = gravity_case(&w, &cube, &Method::fmm(12, 0.4), Domain::FreeSpace);
+    w.say(&format!("FMM p 12, uniform cube: {e:.2e}"));
+    assert!(e < 1e-8, "{e}");
+
+    // A tolerance on a Plummer sphere: each process's targets meet it, so
+    // all of them do; both within 1e-6 of the truth.
+    let (plum, _) = plummer(N, 3);
+    let e = gravity_case(&w, &plum, &Method::tolerance(1e-6), Domain::FreeSpace);
+    w.say(&format!("tolerance 1e-6, Plummer sphere: {e:.2e}"));
+    assert!(e < 2e-6, "{e}");
+
+    // The treecode over a ground plane.
+    let wall = Domain::Wall(Wall::new(2, 0.0));
+    let e = gravity_case(&w, &cube, &Method::treecode(0.3), wall);
+    w.say(&format!("treecode theta 0.3 over a ground plane: {e:.2e}"));
+    assert!(e < 1e-3, "{e}");
+
+    // A periodic box: charges +1 and -1 (neutral over all processes, not
+    // on each), a tolerance of 1e-6.
+    let q: Vec<f64> = (0..N)
+        .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+        .collect();
+    let periodic = Problem::new(&[]).in_domain(Domain::Periodic(PeriodicBox::cube([0.0; 3], 1.0)));
+    let sets = |a: usize, b: usize| {
+        let mut s = Particles::sources::<Coulomb>(&cube[a..b]).unwrap();
+        s.set("q", &q[a..b]).unwrap();
+        (Particles::targets::<Coulomb>(&cube[a..b]).unwrap(), s)
+    };
+    let method = Method::tolerance(1e-6);
+    let (t_all, s_all) = sets(0, N);
+    let whole = evaluate::<Coulomb, f64>(Backend::Cpu, &method, periodic, &t_all, &s_all).unwrap();
+    let (t, s) = sets(lo, hi);
+    let mine =
+        evaluate_distributed::<Coulomb, f64, _>(&w.comm, Backend::Cpu, &method, periodic, &t, &s)
+            .unwrap();
+    let e = l2(&w, &mine.outputs, &whole.outputs, lo);
+    w.say(&format!("periodic box, tolerance 1e-6: {e:.2e}"));
+    assert!(e < 2e-6, "{e}");
+
+    // Bad input, said on every process. A target below the ground plane
+    // on the last process:
+    let last = w.size - 1;
+    let mut x = cube[lo..hi].to_vec();
+    if w.rank == last {
+        x[0][2] = -0.5;
+    }
+    let m = vec![1.0; x.len()];
+    let (t, s) = gravity_sets(&x, &m);
+    let err = evaluate_distributed::<Gravity, f64, _>(
+        &w.comm,
+        Backend::Cpu,
+        &Method::direct(),
+        Problem::new(&[0.01]).in_domain(wall),
+        &t,
+        &s,
+    )
+    .unwrap_err()
+    .to_string();
+    w.say(&format!(
+        "a target below the plane on process {last}: {err}"
+    ));
+    assert!(err.starts_with(&format!("process {last}: ")), "{err}");
+    // Sets made for another kernel on the last process:
+    let (t, s) = gravity_sets(&cube[lo..hi], &vec![1.0; hi - lo]);
+    let wrong = Particles::targets::<Coulomb>(&cube[lo..hi]).unwrap();
+    let err = evaluate_distributed::<Gravity, f64, _>(
+        &w.comm,
+        Backend::Cpu,
+        &Method::direct(),
+        &[0.01],
+        if w.rank == last { &wrong } else { &t },
+        &s,
+    )
+    .unwrap_err()
+    .to_string();
+    w.say(&format!("Coulomb targets on process {last}: {err}"));
+    assert!(err.contains(&format!("process {last}")), "{err}");
+    // Different methods on different processes:
+    if w.size > 1 {
+        let method = if w.rank == 0 {
+            Method::direct()
+        } else {
+            Method::fmm(4, 0.5)
+        };
+        let err = evaluate_distributed::<Gravity, f64, _>(
+            &w.comm,
+            Backend::Cpu,
+            &method,
+            &[0.01],
+            &t,
+            &s,
+        )
+        .unwrap_err();
+        w.say(&format!("different methods: {err}"));
+        assert!(matches!(err, Error::Mismatch(_)), "{err}");
+    }
+    w.say(&format!(
+        "every distributed check passed on {} process(es)",
+        w.size
+    ));
+}
