@@ -10,7 +10,7 @@
 //! --oversubscribe`. A failed check panics, and the process's non-zero
 //! exit fails the run.
 
-use fmm_core::distributed::evaluate_distributed;
+use fmm_core::distributed::{evaluate_distributed, orb_partition};
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::{Coulomb, Gravity};
 use fmm_core::*;
@@ -95,6 +95,49 @@ fn gravity_case(w: &World, x: &[[f64; 3]], method: &Method, domain: Domain) -> f
     l2(w, &mine.outputs, &whole.outputs, lo)
 }
 
+/// The points `x` (this process's share of them) partitioned by
+/// orthogonal recursive bisection with weights `weight`: the largest
+/// departure of a process's load from the mean, relative to it; panics
+/// unless every point has a process and the parts' boxes are disjoint.
+fn partition_case(w: &World, x: &[[f64; 3]], weight: impl Fn(&[f64; 3]) -> f64) -> f64 {
+    let (lo, hi) = share(x.len(), w.rank, w.size);
+    let mine = &x[lo..hi];
+    let wt: Vec<f64> = mine.iter().map(&weight).collect();
+    let dest = orb_partition(&w.comm, mine, &wt).unwrap();
+    assert_eq!(dest.len(), mine.len());
+    let p = w.size;
+    let (mut load, mut lows) = (vec![0.0; p], vec![f64::INFINITY; 6 * p]);
+    for ((x, v), &d) in mine.iter().zip(&wt).zip(&dest) {
+        let d = d as usize;
+        assert!(d < p, "process {d}");
+        load[d] += v;
+        for c in 0..3 {
+            lows[6 * d + c] = lows[6 * d + c].min(x[c]);
+            lows[6 * d + 3 + c] = lows[6 * d + 3 + c].min(-x[c]);
+        }
+    }
+    let (mut all, mut boxes) = (vec![0.0f64; p], vec![0.0f64; 6 * p]);
+    w.comm
+        .all_reduce_into(&load[..], &mut all[..], SystemOperation::sum());
+    w.comm
+        .all_reduce_into(&lows[..], &mut boxes[..], SystemOperation::min());
+    for a in 0..p {
+        for b in a + 1..p {
+            let overlap: f64 = (0..3)
+                .map(|c| {
+                    let top = (-boxes[6 * a + 3 + c]).min(-boxes[6 * b + 3 + c]);
+                    let bottom = boxes[6 * a + c].max(boxes[6 * b + c]);
+                    (top - bottom).max(0.0)
+                })
+                .product();
+            assert!(overlap == 0.0, "parts {a} and {b} overlap by {overlap}");
+        }
+    }
+    let mean = all.iter().sum::<f64>() / p as f64;
+    all.iter()
+        .fold(0.0f64, |m, l| m.max((l - mean).abs() / mean))
+}
+
 fn main() {
     let universe = mpi::initialize().expect("MPI initialises");
     let comm = universe.world();
@@ -152,9 +195,33 @@ fn main() {
     w.say(&format!("periodic box, tolerance 1e-6: {e:.2e}"));
     assert!(e < 2e-6, "{e}");
 
+    // The partition: equal loads in disjoint parts of space.
+    for (what, x, skew) in [
+        ("uniform cube", &cube, 0.0),
+        ("Plummer sphere", &plum, 0.0),
+        ("uniform cube, weights 1 + 10 x", &cube, 10.0),
+    ] {
+        let e = partition_case(&w, x, |p| 1.0 + skew * p[0]);
+        w.say(&format!(
+            "ORB, {what}: the loads within {e:.1e} of their mean; the parts disjoint"
+        ));
+        assert!(e < 0.01, "{e}");
+    }
+
+    // A negative weight on the last process, said on every process.
+    let last = w.size - 1;
+    let mut wt = vec![1.0; hi - lo];
+    if w.rank == last {
+        wt[0] = -1.0;
+    }
+    let err = orb_partition(&w.comm, &cube[lo..hi], &wt)
+        .unwrap_err()
+        .to_string();
+    w.say(&format!("a negative weight on process {last}: {err}"));
+    assert!(err.starts_with(&format!("process {last}: ")), "{err}");
+
     // Bad input, said on every process. A target below the ground plane
     // on the last process:
-    let last = w.size - 1;
     let mut x = cube[lo..hi].to_vec();
     if w.rank == last {
         x[0][2] = -0.5;

@@ -15,11 +15,19 @@
 //! met over all of them (the squared errors add up as the squared
 //! references do).
 //!
+//! [`orb_partition`] finds where particles should live: parts of space of
+//! equal weight by orthogonal recursive bisection, the partition the
+//! local essential tree will build on.
+//!
 //! Every process takes the same collectives in the same order: an error
 //! on one (a bad input, an evaluation that fails) is agreed on and
 //! returned on every process, naming the process; processes given
 //! different kernels, precisions, methods, parameters or domains all
 //! return [`Error::Mismatch`].
+
+mod orb;
+
+pub use orb::orb_partition;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
