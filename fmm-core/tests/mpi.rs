@@ -10,7 +10,7 @@
 //! --oversubscribe`. A failed check panics, and the process's non-zero
 //! exit fails the run.
 
-use fmm_core::distributed::{evaluate_distributed, orb_partition};
+use fmm_core::distributed::{evaluate_distributed, orb_partition, Migration};
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::{Coulomb, Gravity};
 use fmm_core::*;
@@ -207,6 +207,50 @@ fn main() {
         ));
         assert!(e < 0.01, "{e}");
     }
+
+    // The particles moved to their parts, evaluated there, and their
+    // outputs brought back to their owners in their order.
+    let mine = &plum[lo..hi];
+    let dest = orb_partition(&w.comm, mine, &vec![1.0; hi - lo]).unwrap();
+    let moved = Migration::new(&w.comm, &dest).unwrap();
+    assert_eq!(moved.arrivals(), N / w.size);
+    let ids: Vec<f64> = (lo..hi).map(|i| i as f64).collect();
+    let arrived = moved.forward(&w.comm, &ids);
+    let m = vec![1.0 / N as f64; hi - lo];
+    let (t, s) = gravity_sets(mine, &m);
+    let here = moved.particles(&w.comm, &t);
+    for (k, &g) in arrived.iter().enumerate() {
+        assert_eq!(here.position(k), plum[g as usize], "arrival {k}");
+    }
+    assert_eq!(moved.back(&w.comm, &arrived), ids);
+    let ev = evaluate_distributed::<Gravity, f64, _>(
+        &w.comm,
+        Backend::Cpu,
+        &Method::direct(),
+        &[0.0],
+        &here,
+        &s,
+    )
+    .unwrap();
+    let (t_all, s_all) = gravity_sets(&plum, &vec![1.0 / N as f64; N]);
+    let whole =
+        evaluate::<Gravity, f64>(Backend::Cpu, &Method::direct(), &[0.0], &t_all, &s_all).unwrap();
+    let mut worst = 0.0f64;
+    for (got, want) in ev.outputs.slots().iter().zip(whole.outputs.slots()) {
+        let back = moved.back(&w.comm, got);
+        let top = want.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+        for (i, v) in back.iter().enumerate() {
+            worst = worst.max((v - want[lo + i]).abs() / top);
+        }
+    }
+    let mut all = 0.0;
+    w.comm
+        .all_reduce_into(&worst, &mut all, SystemOperation::max());
+    w.say(&format!(
+        "moved to the ORB's parts ({} a process), evaluated there, brought back: {all:.2e} from one process",
+        N / w.size
+    ));
+    assert!(all < 1e-13, "{all}");
 
     // A negative weight on the last process, said on every process.
     let last = w.size - 1;

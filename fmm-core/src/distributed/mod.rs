@@ -17,7 +17,9 @@
 //!
 //! [`orb_partition`] finds where particles should live: parts of space of
 //! equal weight by orthogonal recursive bisection, the partition the
-//! local essential tree will build on.
+//! local essential tree will build on; [`Migration`] moves particles to
+//! their processes and brings what was computed for them back, in their
+//! owners' order.
 //!
 //! Every process takes the same collectives in the same order: an error
 //! on one (a bad input, an evaluation that fails) is agreed on and
@@ -25,8 +27,10 @@
 //! different kernels, precisions, methods, parameters or domains all
 //! return [`Error::Mismatch`].
 
+mod exchange;
 mod orb;
 
+pub use exchange::Migration;
 pub use orb::orb_partition;
 
 use std::collections::hash_map::DefaultHasher;

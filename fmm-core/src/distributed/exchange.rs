@@ -1,0 +1,123 @@
+//! Moving particles between processes (an all-to-all of each array, its
+//! counts exchanged first) and bringing values computed for them back to
+//! the processes that sent them, in those processes' order: what puts a
+//! partition's particles where it says, and returns their outputs.
+
+use mpi::datatype::{Equivalence, Partition, PartitionMut};
+use mpi::traits::{Communicator, CommunicatorCollectives};
+use mpi::Count;
+
+use crate::error::Error;
+use crate::particles::Particles;
+use crate::real::Real;
+
+/// Where each of this process's particles goes, and what comes here.
+#[derive(Clone, Debug)]
+pub struct Migration {
+    /// This process's particles in the order they are sent (by process).
+    order: Vec<usize>,
+    send: Vec<Count>,
+    send_at: Vec<Count>,
+    receive: Vec<Count>,
+    receive_at: Vec<Count>,
+}
+
+/// Offsets of blocks of `counts`.
+fn offsets(counts: &[Count]) -> Vec<Count> {
+    counts
+        .iter()
+        .scan(0, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect()
+}
+
+impl Migration {
+    /// The particles of this process go to the processes `dest` (one a
+    /// particle, each of `comm`'s ranks); a collective call.
+    pub fn new<C: Communicator>(comm: &C, dest: &[i32]) -> Result<Self, Error> {
+        let size = comm.size();
+        let bad = dest.iter().position(|&d| d < 0 || d >= size);
+        super::agree(
+            comm,
+            match bad {
+                Some(i) => Err(Error::BadOption(format!(
+                    "particle {i} is sent to process {}, not one of the {size}",
+                    dest[i]
+                ))),
+                None => Ok(()),
+            },
+        )?;
+        let mut send = vec![0 as Count; size as usize];
+        for &d in dest {
+            send[d as usize] += 1;
+        }
+        let mut order: Vec<usize> = (0..dest.len()).collect();
+        order.sort_by_key(|&i| dest[i]);
+        let mut receive = vec![0 as Count; size as usize];
+        comm.all_to_all_into(&send[..], &mut receive[..]);
+        Ok(Migration {
+            order,
+            send_at: offsets(&send),
+            receive_at: offsets(&receive),
+            send,
+            receive,
+        })
+    }
+
+    /// How many particles come to this process.
+    pub fn arrivals(&self) -> usize {
+        self.receive.iter().map(|&c| c as usize).sum()
+    }
+
+    /// One value a particle sent with them: the values of the arrivals, by
+    /// sending process, each process's in its order.
+    pub fn forward<T: Equivalence + Copy + Default, C: Communicator>(
+        &self,
+        comm: &C,
+        values: &[T],
+    ) -> Vec<T> {
+        let sent: Vec<T> = self.order.iter().map(|&i| values[i]).collect();
+        let mut got = vec![T::default(); self.arrivals()];
+        let out = Partition::new(&sent[..], &self.send[..], &self.send_at[..]);
+        let mut into = PartitionMut::new(&mut got[..], &self.receive[..], &self.receive_at[..]);
+        comm.all_to_all_varcount_into(&out, &mut into);
+        got
+    }
+
+    /// One value an arrival (in [`Self::forward`]'s order) sent back to
+    /// the process it came from: the values of this process's particles,
+    /// in its order.
+    pub fn back<T: Equivalence + Copy + Default, C: Communicator>(
+        &self,
+        comm: &C,
+        values: &[T],
+    ) -> Vec<T> {
+        let mut got = vec![T::default(); self.order.len()];
+        let out = Partition::new(values, &self.receive[..], &self.receive_at[..]);
+        let mut into = PartitionMut::new(&mut got[..], &self.send[..], &self.send_at[..]);
+        comm.all_to_all_varcount_into(&out, &mut into);
+        let mut mine = vec![T::default(); self.order.len()];
+        for (k, &i) in self.order.iter().enumerate() {
+            mine[i] = got[k];
+        }
+        mine
+    }
+
+    /// The particles `p` moved: positions and every field.
+    pub fn particles<R: Real + Equivalence + Default, C: Communicator>(
+        &self,
+        comm: &C,
+        p: &Particles<R>,
+    ) -> Particles<R> {
+        Particles {
+            kernel: p.kernel,
+            role: p.role,
+            layout: p.layout.clone(),
+            pos: [0, 1, 2].map(|c| self.forward(comm, &p.pos[c])),
+            slots: p.slots.iter().map(|s| self.forward(comm, s)).collect(),
+        }
+    }
+}
