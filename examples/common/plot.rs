@@ -122,13 +122,7 @@ fn draw(rgb: &mut [u8], title: &str, samples: &[Sample]) -> Result<(), Box<dyn E
         .draw_series(LineSeries::new(drift, BLUE_.stroke_width(2)))?
         .label("|dE / E0|")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE_.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(labels)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
 
     // Virial ratio, with the equilibrium value 1.
     let (lo, hi) = min_max(samples.iter().map(|s| s.virial).chain([1.0])).unwrap_or((0.9, 1.1));
@@ -164,13 +158,7 @@ fn draw(rgb: &mut [u8], title: &str, samples: &[Sample]) -> Result<(), Box<dyn E
         ))?
         .label("2T / |W|")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], ORANGE.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(labels)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
 
     // Lagrangian radii.
     let (_, hi) = min_max(samples.iter().flat_map(|s| s.lagrangian)).unwrap_or((0.0, 1.0));
@@ -202,13 +190,7 @@ fn draw(rgb: &mut [u8], title: &str, samples: &[Sample]) -> Result<(), Box<dyn E
             .label(name)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::MiddleRight)
-        .label_font(labels)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
 
     root.present()?;
     Ok(())
@@ -461,8 +443,11 @@ fn axes(chart: &mut Chart<'_, '_>, x: &str, y: &str) -> Result<(), Box<dyn Error
     Ok(())
 }
 
-/// A panel's legend at `at`.
-fn legend<'b>(chart: &mut Chart<'b, 'b>, at: SeriesLabelPosition) -> Result<(), Box<dyn Error>> {
+/// A panel's legend at `at` (on linear or log axes).
+fn legend<'b, CT: CoordTranslate>(
+    chart: &mut ChartContext<'b, BitMapBackend<'b>, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), Box<dyn Error>> {
     chart
         .configure_series_labels()
         .position(at)
@@ -542,13 +527,7 @@ pub fn plot_spectra(
                 .label(l.label.as_str())
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], style));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerLeft)
-            .label_font(labels)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
         Ok(())
     })
 }

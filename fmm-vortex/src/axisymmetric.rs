@@ -52,7 +52,9 @@ pub struct AxisymmetricNs {
     /// The stream function of `omega`.
     psi: Vec<f64>,
     poisson: Poisson,
-    /// A step's room: a stage's field and its rate.
+    /// A step's room: the field at its start, a stage's field and its
+    /// rate (kept from step to step).
+    start: Vec<f64>,
     stage: Vec<f64>,
     rate: Vec<f64>,
 }
@@ -139,6 +141,7 @@ impl AxisymmetricNs {
             omega: w,
             psi: vec![0.0; (nr + 1) * stride],
             poisson: Poisson::new(nr, nz),
+            start: Vec::new(),
             stage: Vec::new(),
             rate: Vec::new(),
         };
@@ -245,7 +248,8 @@ impl AxisymmetricNs {
         let n = self.omega.len();
         self.stage.resize(n, 0.0);
         self.rate.resize(n, 0.0);
-        let start = self.omega.clone();
+        let mut start = std::mem::take(&mut self.start);
+        start.clone_from(&self.omega);
         // omega1 = omega + dt L(omega)
         self.rates();
         combine(&mut self.stage, &self.omega, &self.rate, 0.0, &start, dt);
@@ -268,6 +272,7 @@ impl AxisymmetricNs {
         );
         std::mem::swap(&mut self.omega, &mut self.stage);
         self.solve_and_wall();
+        self.start = start;
         self.t += dt;
         if let Some(bad) = self.omega.iter().find(|w| !w.is_finite()) {
             return Err(VortexError::BadSetting {
