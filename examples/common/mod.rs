@@ -275,6 +275,9 @@ pub fn print_stats(s: &Stats) {
             Stage::Walk => "walk",
             Stage::Download => "downloads",
             Stage::ErrorEstimate => "error estimate",
+            Stage::Partition => "partition (MPI)",
+            Stage::Essential => "essential tree",
+            Stage::Exchange => "exchange (MPI)",
         };
         match (stage, s.m2l_kind) {
             (Stage::M2l, Some(k)) => println!("  {name:<20}{t:.4} s ({})", k.name()),

@@ -26,6 +26,7 @@ pub mod distributed;
 pub mod distributions;
 pub mod domain;
 pub mod error;
+pub mod essential;
 pub mod evaluate;
 pub mod far;
 pub mod io;

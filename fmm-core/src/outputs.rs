@@ -35,6 +35,16 @@ impl<R: Real> Outputs<R> {
         }
     }
 
+    /// The same outputs with every slot mapped by `f` (outputs moved
+    /// between processes).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn map_slots(self, f: impl FnMut(Vec<R>) -> Vec<R>) -> Self {
+        Outputs {
+            slots: self.slots.into_iter().map(f).collect(),
+            ..self
+        }
+    }
+
     fn field(&self, name: &str, shape: Shape) -> Result<&Field, Error> {
         crate::particles::find_field(&self.layout, name, shape, |known| Error::UnknownOutput {
             kernel: self.kernel.to_string(),

@@ -38,11 +38,20 @@ pub enum Stage {
     /// Estimating the error on sampled targets against an f64 direct sum
     /// (tolerance-driven evaluations).
     ErrorEstimate,
+    /// Over MPI: finding the processes' parts (orthogonal recursive
+    /// bisection) and moving the particles there.
+    Partition,
+    /// Over MPI: the walk that picks what each other process needs of
+    /// this one's sources, and their nodes' strengths (the local
+    /// essential tree).
+    Essential,
+    /// Over MPI: sending and receiving the local essential trees.
+    Exchange,
 }
 
 impl Stage {
     /// Every stage, in the order an evaluation runs them.
-    pub const ALL: [Stage; 11] = [
+    pub const ALL: [Stage; 14] = [
         Stage::Setup,
         Stage::Upload,
         Stage::Tree,
@@ -54,6 +63,9 @@ impl Stage {
         Stage::Walk,
         Stage::Download,
         Stage::ErrorEstimate,
+        Stage::Partition,
+        Stage::Essential,
+        Stage::Exchange,
     ];
 
     /// A short name for tables and JSON.
@@ -70,6 +82,9 @@ impl Stage {
             Stage::Walk => "walk",
             Stage::Download => "download",
             Stage::ErrorEstimate => "error_estimate",
+            Stage::Partition => "partition",
+            Stage::Essential => "essential",
+            Stage::Exchange => "exchange",
         }
     }
 }
@@ -129,6 +144,11 @@ pub struct Stats {
     /// Evaluations run (more than one when a tolerance needed a higher
     /// order).
     pub runs: usize,
+    /// Over MPI: bytes of particles this process sent to others and got
+    /// from them (the partition's moves, the local essential trees and the
+    /// outputs brought back).
+    pub sent_bytes: u64,
+    pub received_bytes: u64,
 }
 
 impl Stats {

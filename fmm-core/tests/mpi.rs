@@ -10,9 +10,11 @@
 //! --oversubscribe`. A failed check panics, and the process's non-zero
 //! exit fails the run.
 
-use fmm_core::distributed::{evaluate_distributed, orb_partition, Migration};
+use fmm_core::distributed::{
+    agreed, evaluate_distributed, evaluate_partitioned, orb_partition, sampled_error, Migration,
+};
 use fmm_core::distributions::{plummer, uniform_cube};
-use fmm_core::kernels::{Coulomb, Gravity};
+use fmm_core::kernels::{Coulomb, Gravity, VelocityStretching};
 use fmm_core::*;
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -138,6 +140,50 @@ fn partition_case(w: &World, x: &[[f64; 3]], weight: impl Fn(&[f64; 3]) -> f64) 
         .fold(0.0f64, |m, l| m.max((l - mean).abs() / mean))
 }
 
+/// A vortex ring (radius 1, core 0.1, circulation 1) of `n` particles on
+/// a torus, its strengths along the ring.
+fn ring(n: usize) -> (Vec<[f64; 3]>, Vec<[f64; 3]>) {
+    let (around, across) = (n / 8, 8);
+    let (mut x, mut a) = (Vec::new(), Vec::new());
+    for i in 0..around {
+        let phi = 2.0 * std::f64::consts::PI * i as f64 / around as f64;
+        for j in 0..across {
+            let psi = 2.0 * std::f64::consts::PI * j as f64 / across as f64;
+            let r = 1.0 + 0.05 * psi.cos();
+            x.push([r * phi.cos(), r * phi.sin(), 0.05 * psi.sin()]);
+            let ds = 2.0 * std::f64::consts::PI * r / around as f64 / across as f64;
+            a.push([-phi.sin() * ds, phi.cos() * ds, 0.0]);
+        }
+    }
+    (x, a)
+}
+
+/// Forward Euler steps of the vortex particles `x`, `a` (this process's
+/// particles) by the rates of the fused kernel through `rates`.
+fn vortex_steps(
+    x: &mut [[f64; 3]],
+    a: &mut [[f64; 3]],
+    steps: usize,
+    mut rates: impl FnMut(&Particles<f64>, &Particles<f64>) -> Outputs<f64>,
+) {
+    let dt = 0.05;
+    for _ in 0..steps {
+        let mut s = Particles::sources::<VelocityStretching>(x).unwrap();
+        s.set_vec3("alpha", a).unwrap();
+        s.set("sigma", &vec![0.1; x.len()]).unwrap();
+        let mut t = Particles::targets::<VelocityStretching>(x).unwrap();
+        t.set_vec3("alpha_i", a).unwrap();
+        let out = rates(&t, &s);
+        let (u, st) = (out.vec3("u").unwrap(), out.vec3("s").unwrap());
+        for i in 0..x.len() {
+            for c in 0..3 {
+                x[i][c] += dt * u[c][i];
+                a[i][c] += dt * st[c][i];
+            }
+        }
+    }
+}
+
 fn main() {
     let universe = mpi::initialize().expect("MPI initialises");
     let comm = universe.world();
@@ -146,6 +192,9 @@ fn main() {
         size: comm.size() as usize,
         comm,
     };
+    if std::env::args().any(|a| a == "--stall") {
+        return stall(&w);
+    }
     let (lo, hi) = share(N, w.rank, w.size);
     println!("process {} of {}: {} particles", w.rank, w.size, hi - lo);
     let cube = uniform_cube(N, 7);
@@ -194,6 +243,106 @@ fn main() {
     let e = l2(&w, &mine.outputs, &whole.outputs, lo);
     w.say(&format!("periodic box, tolerance 1e-6: {e:.2e}"));
     assert!(e < 2e-6, "{e}");
+
+    // A vortex ring's few steps, each process stepping its own particles
+    // (positions and strengths moved by rates from every process's).
+    let (rx, ra) = ring(2000);
+    let method = Method::tolerance(1e-6);
+    let (mut x1, mut a1) = (rx.clone(), ra.clone());
+    vortex_steps(&mut x1, &mut a1, 3, |t, s| {
+        evaluate::<VelocityStretching, f64>(Backend::Cpu, &method, &[], t, s)
+            .unwrap()
+            .outputs
+    });
+    let (rlo, rhi) = share(rx.len(), w.rank, w.size);
+    let (mut xp, mut ap) = (rx[rlo..rhi].to_vec(), ra[rlo..rhi].to_vec());
+    vortex_steps(&mut xp, &mut ap, 3, |t, s| {
+        evaluate_distributed::<VelocityStretching, f64, _>(
+            &w.comm,
+            Backend::Cpu,
+            &method,
+            &[],
+            t,
+            s,
+        )
+        .unwrap()
+        .outputs
+    });
+    let (mut d, mut r) = (0.0, 0.0);
+    for i in 0..xp.len() {
+        for c in 0..3 {
+            d += (xp[i][c] - x1[rlo + i][c]).powi(2) + (ap[i][c] - a1[rlo + i][c]).powi(2);
+            r += x1[rlo + i][c].powi(2) + a1[rlo + i][c].powi(2);
+        }
+    }
+    let e = (w.sum(d) / w.sum(r)).sqrt();
+    w.say(&format!(
+        "a vortex ring, 3 steps at tolerance 1e-6: positions and strengths {e:.2e} from one process's"
+    ));
+    assert!(e < 1e-6, "{e}");
+
+    // The local essential trees against all remote data: particles in
+    // their ORB parts, each process's targets evaluated with what the
+    // others sent and with every source; fewer sources come than there
+    // are elsewhere.
+    let n = 20_000;
+    // Two Plummer spheres 20 of their scale radii apart (a merger): at
+    // this size the nodes pay only for what is far (a cell goes as nodes
+    // where it holds more particles than nodes).
+    let (mut big, _) = plummer(n, 5);
+    for (i, x) in big.iter_mut().enumerate() {
+        x[0] += if i % 2 == 0 { 10.0 } else { -10.0 };
+    }
+    let (blo, bhi) = share(n, w.rank, w.size);
+    let dest = orb_partition(&w.comm, &big[blo..bhi], &vec![1.0; bhi - blo]).unwrap();
+    let moved = Migration::new(&w.comm, &dest).unwrap();
+    let m = vec![1.0 / n as f64; bhi - blo];
+    let (t, s) = gravity_sets(&big[blo..bhi], &m);
+    let (t, s) = (moved.particles(&w.comm, &t), moved.particles(&w.comm, &s));
+    let method = Method::fmm(4, 0.5);
+    let with_trees =
+        evaluate_partitioned::<Gravity, f64, _>(&w.comm, Backend::Cpu, &method, &[0.0], &t, &s)
+            .unwrap();
+    let (_, s_all) = gravity_sets(&big, &vec![1.0 / n as f64; n]);
+    let direct = |s: &Particles<f64>| {
+        evaluate::<Gravity, f64>(Backend::Cpu, &Method::direct(), &[0.0], &t, s)
+            .unwrap()
+            .outputs
+    };
+    let all = direct(&s_all);
+    let (mut d, mut r) = (0.0, 0.0);
+    for (g, x) in with_trees.outputs.slots().iter().zip(all.slots()) {
+        for (a, b) in g.iter().zip(x) {
+            d += (a - b).powi(2);
+            r += b * b;
+        }
+    }
+    let e = (w.sum(d) / w.sum(r)).sqrt();
+    let got = w.sum(with_trees.stats.received_bytes as f64) / 32.0;
+    let elsewhere = ((w.size - 1) * n) as f64;
+    w.say(&format!(
+        "the FMM p 4 with the local essential trees, two Plummer spheres of {n}: {e:.2e} from the direct sum; \
+         {got:.0} sources received of {elsewhere:.0} held elsewhere"
+    ));
+    assert!(e < 1e-3, "{e}");
+    // The same error estimated on 300 samples a process, against an f64
+    // direct sum each process adds its sources to.
+    let est = sampled_error::<Gravity, f64, _>(
+        &w.comm,
+        Backend::Cpu,
+        &[0.0],
+        &t,
+        &s,
+        &with_trees.outputs,
+        300,
+    )
+    .unwrap();
+    w.say(&format!("  sampled over the processes: {est:.2e}"));
+    assert!(est > 0.5 * e && est < 2.0 * e, "{est} against {e}");
+    // Fewer than all; on two processes, one sphere each, the other's
+    // nearly all as nodes.
+    assert!(w.size == 1 || got < elsewhere, "{got} of {elsewhere}");
+    assert!(w.size != 2 || got < 0.2 * elsewhere, "{got} of {elsewhere}");
 
     // The partition: equal loads in disjoint parts of space.
     for (what, x, skew) in [
@@ -320,8 +469,72 @@ fn main() {
         w.say(&format!("different methods: {err}"));
         assert!(matches!(err, Error::Mismatch(_)), "{err}");
     }
+    // A process that could not make its particles (a mass that is not
+    // finite): agreed on, so that every process says so and none waits.
+    let mass = if w.rank == last { f64::NAN } else { 1.0 };
+    let made = (|| -> Result<Particles<f64>, Error> {
+        let mut s = Particles::sources::<Gravity>(&cube[lo..hi])?;
+        s.set("m", &vec![mass; hi - lo])?;
+        Ok(s)
+    })();
+    let err = agreed(&w.comm, made).map(|_| ()).unwrap_err().to_string();
+    w.say(&format!(
+        "a mass that is not finite on process {last}: {err}"
+    ));
+    if hi > lo || w.rank != last {
+        assert!(err.starts_with(&format!("process {last}: ")), "{err}");
+    }
+    // A point off a slab's open axis on the last process.
+    let slab = PeriodicBox {
+        axes: [true, true, false],
+        ..PeriodicBox::cube([0.0; 3], 1.0)
+    };
+    let mut x = cube[lo..hi].to_vec();
+    if w.rank == last {
+        x[0][2] = 1.5;
+    }
+    let (t, s) = gravity_sets(&x, &m_unit(x.len()));
+    let err = evaluate_distributed::<Gravity, f64, _>(
+        &w.comm,
+        Backend::Cpu,
+        &Method::fmm(4, 0.5),
+        Problem::new(&[0.0]).in_domain(Domain::Periodic(slab)),
+        &t,
+        &s,
+    )
+    .unwrap_err()
+    .to_string();
+    w.say(&format!("a point off the slab on process {last}: {err}"));
+    assert!(err.starts_with(&format!("process {last}: ")), "{err}");
     w.say(&format!(
         "every distributed check passed on {} process(es)",
         w.size
     ));
+}
+
+/// Unit masses.
+fn m_unit(n: usize) -> Vec<f64> {
+    vec![1.0; n]
+}
+
+/// The last process never calls; the others wait `FMM_MPI_TIMEOUT`
+/// seconds at the start of the evaluation, say so and abort the job (CI
+/// runs this with a short timeout and expects the message and a failed
+/// run).
+fn stall(w: &World) {
+    if w.rank + 1 == w.size && w.size > 1 {
+        std::thread::sleep(std::time::Duration::from_secs(600));
+        return;
+    }
+    let x = uniform_cube(100, 1);
+    let (t, s) = gravity_sets(&x, &m_unit(100));
+    let _ = evaluate_distributed::<Gravity, f64, _>(
+        &w.comm,
+        Backend::Cpu,
+        &Method::direct(),
+        &[0.0],
+        &t,
+        &s,
+    );
+    println!("process {}: the stalled evaluation returned", w.rank);
 }

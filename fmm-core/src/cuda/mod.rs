@@ -127,6 +127,11 @@ pub fn driver_available() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// The process's GPU ([`Gpu::shared`]) and the device named for it
+/// ([`Gpu::choose`]).
+static SHARED: OnceLock<Result<Gpu, Error>> = OnceLock::new();
+static CHOSEN: OnceLock<usize> = OnceLock::new();
+
 impl Gpu {
     /// Opens GPU `ordinal`, with the module cache from the environment
     /// (see [`ModuleCache::from_env`]).
@@ -182,18 +187,49 @@ impl Gpu {
         })
     }
 
-    /// The process's GPU: device `FMM_CUDA_DEVICE` (default 0), opened once.
+    /// The process's GPU, opened once: device `FMM_CUDA_DEVICE` where it
+    /// is set, else the one [`Gpu::choose`] named, else 0.
     pub fn shared() -> Result<&'static Gpu, Error> {
-        static GPU: OnceLock<Result<Gpu, Error>> = OnceLock::new();
-        GPU.get_or_init(|| {
-            let ordinal = std::env::var("FMM_CUDA_DEVICE")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            Gpu::new(ordinal)
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+        SHARED
+            .get_or_init(|| {
+                let ordinal = std::env::var("FMM_CUDA_DEVICE")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .or_else(|| CHOSEN.get().copied())
+                    .unwrap_or(0);
+                Gpu::new(ordinal)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Names the device [`Gpu::shared`] opens (MPI processes of one node
+    /// each take their own: `distributed::node_device`); an error once
+    /// another is open or named.
+    pub fn choose(ordinal: usize) -> Result<(), Error> {
+        let taken = |now: usize| {
+            Error::CudaUnavailable(format!(
+                "device {ordinal} was chosen after device {now} had been"
+            ))
+        };
+        if let Some(Ok(g)) = SHARED.get() {
+            if g.info.ordinal != ordinal {
+                return Err(taken(g.info.ordinal));
+            }
+        }
+        match CHOSEN.set(ordinal) {
+            Ok(()) => Ok(()),
+            Err(_) if CHOSEN.get() == Some(&ordinal) => Ok(()),
+            Err(_) => Err(taken(*CHOSEN.get().unwrap_or(&0))),
+        }
+    }
+
+    /// How many CUDA devices this process sees (0 without a driver).
+    pub fn count() -> usize {
+        if !driver_available() {
+            return 0;
+        }
+        CudaContext::device_count().map_or(0, |c| c.max(0) as usize)
     }
 
     pub fn info(&self) -> &GpuInfo {

@@ -34,6 +34,16 @@ fn offsets(counts: &[Count]) -> Vec<Count> {
         .collect()
 }
 
+/// The particles of `counts` (one count a process) other than `me`'s.
+fn away(counts: &[Count], me: usize) -> usize {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|&(q, _)| q != me)
+        .map(|(_, &n)| n as usize)
+        .sum()
+}
+
 impl Migration {
     /// The particles of this process go to the processes `dest` (one a
     /// particle, each of `comm`'s ranks); a collective call.
@@ -106,6 +116,12 @@ impl Migration {
         mine
     }
 
+    /// Particles this process sends to others and gets from them (not
+    /// counting those that stay).
+    pub fn traffic(&self, me: usize) -> (usize, usize) {
+        (away(&self.send, me), away(&self.receive, me))
+    }
+
     /// The particles `p` moved: positions and every field.
     pub fn particles<R: Real + Equivalence + Default, C: Communicator>(
         &self,
@@ -120,4 +136,46 @@ impl Migration {
             slots: p.slots.iter().map(|s| self.forward(comm, s)).collect(),
         }
     }
+}
+
+/// Each of `parts` (one per process, in rank order) sent to its process;
+/// what the others sent here, by sending process, as one set like `like`;
+/// and the particles sent away and received. A collective call.
+pub(crate) fn send_each<R: Real + Equivalence + Default, C: Communicator>(
+    comm: &C,
+    parts: &[Particles<R>],
+    like: &Particles<R>,
+) -> Result<(Particles<R>, usize, usize), Error> {
+    let me = comm.rank() as usize;
+    let mut send = Vec::with_capacity(parts.len());
+    for p in parts {
+        send.push(Count::try_from(p.len()).map_err(|_| {
+            Error::BadOption(format!(
+                "{} particles for one process: more than MPI's counts hold",
+                p.len()
+            ))
+        })?);
+    }
+    let mut receive = vec![0 as Count; parts.len()];
+    comm.all_to_all_into(&send[..], &mut receive[..]);
+    let (send_at, receive_at) = (offsets(&send), offsets(&receive));
+    let arrivals: usize = receive.iter().map(|&c| c as usize).sum();
+    let swap = |get: &dyn Fn(&Particles<R>) -> &[R]| -> Vec<R> {
+        let out: Vec<R> = parts.iter().flat_map(|p| get(p).iter().copied()).collect();
+        let mut got = vec![R::default(); arrivals];
+        let from = Partition::new(&out[..], &send[..], &send_at[..]);
+        let mut into = PartitionMut::new(&mut got[..], &receive[..], &receive_at[..]);
+        comm.all_to_all_varcount_into(&from, &mut into);
+        got
+    };
+    let got = Particles {
+        kernel: like.kernel,
+        role: like.role,
+        layout: like.layout.clone(),
+        pos: [0, 1, 2].map(|c| swap(&|p: &Particles<R>| &p.pos[c])),
+        slots: (0..like.slots.len())
+            .map(|s| swap(&|p: &Particles<R>| &p.slots[s]))
+            .collect(),
+    };
+    Ok((got, away(&send, me), away(&receive, me)))
 }

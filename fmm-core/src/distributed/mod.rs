@@ -4,22 +4,24 @@
 //! and domain as the others, and gets the outputs for its own targets, in
 //! its own order.
 //!
-//! What it does so far: every process gathers every process's sources
-//! (an all-gather of each field) and evaluates its own targets against
-//! them by [`crate::evaluate`], on its own backend. That is exact for every
-//! method, domain and backend (the same sums as one process would make
-//! for those targets) and its memory is the whole source set on each
-//! process: the first step of yokota2012 section 3, without the partition
-//! (orthogonal recursive bisection) and the local essential tree that
-//! make it scale. A tolerance is met on every process's targets, so it is
-//! met over all of them (the squared errors add up as the squared
-//! references do).
+//! How (yokota2012 section 3): the particles are moved to parts of space
+//! of equal work found by orthogonal recursive bisection
+//! ([`orb_partition`], [`Migration`]); each process sends each other the
+//! part of its sources that the other's targets need, near ones as
+//! particles and far cells as the strengths at their nodes (the local
+//! essential tree, [`crate::essential`]); each evaluates its targets
+//! against its own sources and what it got, by [`crate::evaluate`] on its
+//! own backend; the outputs go back to the processes the targets came
+//! from. A simulation whose particles stay where the partition put them
+//! calls [`evaluate_partitioned`], which skips the moves. The direct sum
+//! gathers every source instead (it needs each one anyway).
 //!
-//! [`orb_partition`] finds where particles should live: parts of space of
-//! equal weight by orthogonal recursive bisection, the partition the
-//! local essential tree will build on; [`Migration`] moves particles to
-//! their processes and brings what was computed for them back, in their
-//! owners' order.
+//! Accuracy: the direct sum is exact; the tree methods differ from one
+//! process's by the nodes' far field error, which is kept below the
+//! method's ([`crate::essential::Essential::for_method`]); a tolerance is
+//! met on every process's targets against what it holds, so it is met
+//! over all of them (the squared errors add up as the squared references
+//! do) up to that error.
 //!
 //! Every process takes the same collectives in the same order: an error
 //! on one (a bad input, an evaluation that fails) is agreed on and
@@ -33,22 +35,29 @@ mod orb;
 pub use exchange::Migration;
 pub use orb::orb_partition;
 
+use std::borrow::Cow;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::time::Instant;
 
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Equivalence, PartitionMut};
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use mpi::Count;
 
-use crate::backend::Backend;
+use crate::backend::{resolve, Backend};
 use crate::error::Error;
+use crate::essential::{essential_sources_on, Essential, Region};
 use crate::evaluate::{check, evaluate, Evaluation};
 use crate::kernel::Kernel;
 use crate::methods::Method;
+use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::problem::Problem;
 use crate::real::Real;
+use crate::reference;
+use crate::stats::Stage;
+use crate::tree::positions_f64;
 
 /// Evaluates kernel `K` from every process's `sources` at this process's
 /// `targets` (see the module's text); a collective call: every process of
@@ -63,23 +72,290 @@ pub fn evaluate_distributed<'a, K, R, C>(
 ) -> Result<Evaluation<R>, Error>
 where
     K: Kernel,
+    R: Real + Equivalence + Default,
+    C: Communicator,
+{
+    let problem = problem.into();
+    agree_on_the_inputs::<K, R, C>(comm, method, &problem, targets, sources)?;
+    if Essential::for_method::<K>(method).is_none() {
+        return gathered::<K, R, C>(comm, backend, method, problem, targets, sources);
+    }
+    // Parts of equal work: targets and sources together, one each.
+    let clock = Instant::now();
+    let me = comm.rank() as usize;
+    let mut x = positions_f64(targets);
+    let s = positions_f64(sources);
+    for a in 0..3 {
+        x[a].extend_from_slice(&s[a]);
+    }
+    if let Some(b) = problem.domain.periodic() {
+        // Checked above: only the periodic axes wrap.
+        b.wrap(&mut x)?;
+    }
+    let points: Vec<[f64; 3]> = (0..x[0].len())
+        .map(|i| [x[0][i], x[1][i], x[2][i]])
+        .collect();
+    let dest = orb_partition(comm, &points, &vec![1.0; points.len()])?;
+    let nt = targets.len();
+    let (to_t, to_s) = (
+        Migration::new(comm, &dest[..nt])?,
+        Migration::new(comm, &dest[nt..])?,
+    );
+    let (t, s) = (to_t.particles(comm, targets), to_s.particles(comm, sources));
+    let moved = [to_t.traffic(me), to_s.traffic(me)];
+    let partition = clock.elapsed().as_secs_f64();
+    let mut ev = with_essential_trees::<K, R, C>(comm, backend, method, problem, &t, &s)?;
+    let clock = Instant::now();
+    let no = ev.outputs.slots().len();
+    ev.outputs = ev.outputs.map_slots(|v| to_t.back(comm, &v));
+    let bytes = |n: usize, per: usize| (n * per * std::mem::size_of::<R>()) as u64;
+    let (tw, sw) = (3 + targets.slots.len(), 3 + sources.slots.len());
+    ev.stats.sent_bytes += bytes(moved[0].0, tw) + bytes(moved[1].0, sw) + bytes(moved[0].1, no);
+    ev.stats.received_bytes +=
+        bytes(moved[0].1, tw) + bytes(moved[1].1, sw) + bytes(moved[0].0, no);
+    ev.stats
+        .add(Stage::Partition, partition + clock.elapsed().as_secs_f64());
+    Ok(ev)
+}
+
+/// [`evaluate_distributed`] for particles already in their parts (a
+/// simulation that moved them where [`orb_partition`] says and keeps them
+/// there between steps): nothing moves but the local essential trees. Any
+/// placement gives the same outputs; one with targets of each process
+/// near each other sends the least.
+pub fn evaluate_partitioned<'a, K, R, C>(
+    comm: &C,
+    backend: Backend,
+    method: &Method,
+    problem: impl Into<Problem<'a>>,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> Result<Evaluation<R>, Error>
+where
+    K: Kernel,
+    R: Real + Equivalence + Default,
+    C: Communicator,
+{
+    let problem = problem.into();
+    agree_on_the_inputs::<K, R, C>(comm, method, &problem, targets, sources)?;
+    with_essential_trees::<K, R, C>(comm, backend, method, problem, targets, sources)
+}
+
+/// The job agreed on and each process's particles checked (the sets
+/// made for this kernel, its requirements, the domain's side of a wall),
+/// so that a bad one is named by the process that holds it.
+fn agree_on_the_inputs<K: Kernel, R: Real, C: Communicator>(
+    comm: &C,
+    method: &Method,
+    problem: &Problem<'_>,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> Result<(), Error> {
+    agree_on_the_job::<K, R, C>(comm, method, problem)?;
+    let mut checked = check::<K, R>(method, problem, targets, sources).map(|_| ());
+    if let (Ok(()), Some(b)) = (&checked, problem.domain.periodic()) {
+        // Positions off the box along an open axis, named here.
+        checked = b
+            .wrap(&mut positions_f64(targets))
+            .and_then(|_| b.wrap(&mut positions_f64(sources)));
+    }
+    agree(comm, checked)
+}
+
+/// Every process's sources gathered, each process's targets evaluated
+/// against them: the direct sum's way.
+fn gathered<'a, K, R, C>(
+    comm: &C,
+    backend: Backend,
+    method: &Method,
+    problem: Problem<'a>,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> Result<Evaluation<R>, Error>
+where
+    K: Kernel,
+    R: Real + Equivalence,
+    C: Communicator,
+{
+    let clock = Instant::now();
+    let all = gather_particles(comm, sources)?;
+    let exchange = clock.elapsed().as_secs_f64();
+    let result = evaluate::<K, R>(backend, method, problem, targets, &all);
+    let verdict = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
+    agree(comm, verdict.map_err(Error::BadOption))?;
+    let mut ev = result?;
+    ev.stats.add(Stage::Exchange, exchange);
+    let width = ((3 + sources.slots.len()) * std::mem::size_of::<R>()) as u64;
+    let others = (all.len() - sources.len()) as u64;
+    ev.stats.sent_bytes += sources.len() as u64 * width * (comm.size() as u64 - 1);
+    ev.stats.received_bytes += others * width;
+    Ok(ev)
+}
+
+/// Each process sends each other its local essential tree and evaluates
+/// its targets against its sources and the trees it got.
+fn with_essential_trees<'a, K, R, C>(
+    comm: &C,
+    backend: Backend,
+    method: &Method,
+    problem: Problem<'a>,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+) -> Result<Evaluation<R>, Error>
+where
+    K: Kernel,
+    R: Real + Equivalence + Default,
+    C: Communicator,
+{
+    let Some(how) = Essential::for_method::<K>(method) else {
+        return gathered::<K, R, C>(comm, backend, method, problem, targets, sources);
+    };
+    let clock = Instant::now();
+    let me = comm.rank() as usize;
+    let mine = Region::around_in(targets.positions(), Some(&problem.domain));
+    let regions = all_regions(comm, mine);
+    let built = resolve(backend).and_then(|device| {
+        essential_sources_on::<K, R>(device, sources, &regions, me, &how, &problem.domain)
+    });
+    agree(
+        comm,
+        built
+            .as_ref()
+            .map(|_| ())
+            .map_err(|e| Error::BadOption(e.to_string())),
+    )?;
+    let (sends, _) = built?;
+    let essential = clock.elapsed().as_secs_f64();
+    let clock = Instant::now();
+    let (got, sent, received) = exchange::send_each(comm, &sends, sources)?;
+    let exchange = clock.elapsed().as_secs_f64();
+    let all = if got.is_empty() {
+        Cow::Borrowed(sources)
+    } else {
+        Cow::Owned(joined(sources, got))
+    };
+    let result = evaluate::<K, R>(backend, method, problem, targets, &all);
+    let verdict = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
+    agree(comm, verdict.map_err(Error::BadOption))?;
+    let mut ev = result?;
+    ev.stats.add(Stage::Essential, essential);
+    ev.stats.add(Stage::Exchange, exchange);
+    let width = ((3 + sources.slots.len()) * std::mem::size_of::<R>()) as u64;
+    ev.stats.sent_bytes += sent as u64 * width;
+    ev.stats.received_bytes += received as u64 * width;
+    Ok(ev)
+}
+
+/// Every process's region, in rank order.
+fn all_regions<C: Communicator>(comm: &C, mine: Region) -> Vec<Region> {
+    let flat = [mine.lo, mine.hi].concat();
+    let mut all = vec![0.0; 6 * comm.size() as usize];
+    comm.all_gather_into(&flat[..], &mut all[..]);
+    all.chunks_exact(6)
+        .map(|c| Region {
+            lo: [c[0], c[1], c[2]],
+            hi: [c[3], c[4], c[5]],
+        })
+        .collect()
+}
+
+/// `a`'s particles followed by `b`'s.
+fn joined<R: Real>(a: &Particles<R>, b: Particles<R>) -> Particles<R> {
+    let cat = |x: &[R], y: Vec<R>| [x, &y[..]].concat();
+    let [bx, by, bz] = b.pos;
+    Particles {
+        kernel: a.kernel,
+        role: a.role,
+        layout: a.layout.clone(),
+        pos: [cat(&a.pos[0], bx), cat(&a.pos[1], by), cat(&a.pos[2], bz)],
+        slots: a
+            .slots
+            .iter()
+            .zip(b.slots)
+            .map(|(x, y)| cat(x, y))
+            .collect(),
+    }
+}
+
+/// The relative L2 error of `outputs` (this process's, for its
+/// `targets`) over every process's targets, estimated on `samples`
+/// targets a process against an f64 direct sum over every process's
+/// `sources`: the samples are gathered, each process sums its own
+/// sources at all of them (on `backend`), and the sums are added up. In
+/// free space or over a wall (a periodic box's Ewald sum wants a neutral
+/// set on each process: an error says so). A collective call.
+pub fn sampled_error<'a, K, R, C>(
+    comm: &C,
+    backend: Backend,
+    problem: impl Into<Problem<'a>>,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    outputs: &Outputs<R>,
+    samples: usize,
+) -> Result<f64, Error>
+where
+    K: Kernel,
     R: Real + Equivalence,
     C: Communicator,
 {
     let problem = problem.into();
-    agree_on_the_job::<K, R, C>(comm, method, &problem)?;
-    // Each process checks its own particles first (the sets made for this
-    // kernel, its requirements, the domain's side of a wall), so that a
-    // bad one is named by the process that holds it.
-    agree(
-        comm,
-        check::<K, R>(method, &problem, targets, sources).map(|_| ()),
-    )?;
-    let all = gather_sources(comm, sources)?;
-    let result = evaluate::<K, R>(backend, method, problem, targets, &all);
-    let verdict = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
-    agree(comm, verdict.map_err(Error::BadOption))?;
-    result
+    if problem.domain.periodic().is_some() {
+        return Err(Error::BadOption(
+            "the sampled error over processes is summed in free space or over a wall; in a \
+             periodic box, compare with one process's Ewald sum"
+                .into(),
+        ));
+    }
+    let idx = reference::sample_indices(targets.len(), samples);
+    let mine = targets.to_f64(Some(&idx));
+    let all = gather_particles(comm, &mine)?;
+    let part = evaluate::<K, f64>(
+        backend,
+        &Method::direct(),
+        problem,
+        &all,
+        &sources.to_f64(None),
+    );
+    let part = agreed(comm, part)?;
+    // This process's samples start after the lower ranks'.
+    let k = idx.len() as i64;
+    let mut before = 0i64;
+    comm.exclusive_scan_into(&k, &mut before, SystemOperation::sum());
+    let before = if comm.rank() == 0 { 0 } else { before as usize };
+    let (mut d, mut r) = (0.0, 0.0);
+    for (got, slot) in outputs.slots().iter().zip(part.outputs.slots()) {
+        let mut sum = vec![0.0; slot.len()];
+        comm.all_reduce_into(&slot[..], &mut sum[..], SystemOperation::sum());
+        for (j, &i) in idx.iter().enumerate() {
+            let want = sum[before + j];
+            d += (got[i].to_f64() - want).powi(2);
+            r += want * want;
+        }
+    }
+    let mut dr = [0.0f64; 2];
+    comm.all_reduce_into(&[d, r][..], &mut dr[..], SystemOperation::sum());
+    Ok(if dr[1] > 0.0 {
+        (dr[0] / dr[1]).sqrt()
+    } else {
+        dr[0].sqrt()
+    })
+}
+
+/// The GPU of this process, from its rank among the processes of its
+/// node (`MPI_Comm_split_type` shared): the node's processes take its
+/// devices in turn, several to a device where there are more processes
+/// than devices (slower, correct). `None` where the process sees no
+/// device: it runs on the CPU. `FMM_CUDA_DEVICE`, where set, still wins.
+/// A collective call; make it before the first GPU evaluation.
+pub fn node_device<C: Communicator>(comm: &C) -> Result<Option<usize>, Error> {
+    let node = comm.split_shared(comm.rank());
+    let count = crate::cuda::Gpu::count();
+    if count == 0 {
+        return Ok(None);
+    }
+    let ordinal = node.rank() as usize % count;
+    crate::cuda::Gpu::choose(ordinal)?;
+    Ok(Some(ordinal))
 }
 
 /// What every process must agree on, hashed: the kernel, the precision,
@@ -102,9 +378,17 @@ fn agree_on_the_job<K: Kernel, R: Real, C: Communicator>(
     problem: &Problem<'_>,
 ) -> Result<(), Error> {
     let mine = fingerprint::<K, R>(method, problem);
-    let (mut lo, mut hi) = (0i64, 0i64);
-    comm.all_reduce_into(&mine, &mut lo, SystemOperation::min());
-    comm.all_reduce_into(&mine, &mut hi, SystemOperation::max());
+    // The first collective of a call: where a process that never comes
+    // (it failed before the call, or took another way) is found.
+    let mut lo_hi = [0i64; 2];
+    all_reduce_within(
+        comm,
+        &[mine, -mine],
+        &mut lo_hi,
+        SystemOperation::min(),
+        "the start of an evaluation",
+    );
+    let (lo, hi) = (lo_hi[0], -lo_hi[1]);
     if lo != hi {
         return Err(Error::Mismatch(
             "the processes were given different kernels, precisions, methods, parameters or domains"
@@ -114,13 +398,82 @@ fn agree_on_the_job<K: Kernel, R: Real, C: Communicator>(
     Ok(())
 }
 
+/// Seconds a process waits at the start of a collective call for the
+/// others (`FMM_MPI_TIMEOUT`, default 600).
+fn timeout() -> f64 {
+    std::env::var("FMM_MPI_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|t: &f64| *t > 0.0)
+        .unwrap_or(600.0)
+}
+
+/// An all-reduce of `send` into `recv` that waits at most [`timeout`]
+/// for the other processes (a nonblocking all-reduce, polled). Past it,
+/// the process says where it waited and aborts the job: a collective
+/// cannot be called off, and every process waiting on one that will
+/// never come would hang.
+fn all_reduce_within<C: Communicator>(
+    comm: &C,
+    send: &[i64],
+    recv: &mut [i64],
+    op: SystemOperation,
+    at: &str,
+) {
+    let (limit, start) = (timeout(), Instant::now());
+    mpi::request::scope(|scope| {
+        let mut request = comm.immediate_all_reduce_into(scope, send, recv, op);
+        loop {
+            match request.test() {
+                Ok(_) => return,
+                Err(r) => request = r,
+            }
+            if start.elapsed().as_secs_f64() > limit {
+                eprintln!(
+                    "process {}: waited {limit} s at {at} for processes that did not come \
+                     (one failed before the call, or called something else); aborting the job \
+                     (FMM_MPI_TIMEOUT sets the wait)",
+                    comm.rank()
+                );
+                comm.abort(75);
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    });
+}
+
+/// `mine` (this process's result) agreed on by every process of `comm`: where
+/// any failed, every process returns the error of the lowest-ranked one
+/// that did, naming it ([`Error::Distributed`]). Put a process's own setup
+/// (its particles made, read or checked) through it before a collective
+/// call, so that a failure there is said on every process instead of
+/// leaving the others waiting. A collective call.
+pub fn agreed<T, C: Communicator>(comm: &C, mine: Result<T, Error>) -> Result<T, Error> {
+    let (verdict, value) = match mine {
+        Ok(v) => (Ok(()), Some(v)),
+        Err(e) => (Err(e), None),
+    };
+    agree(comm, verdict)?;
+    Ok(value.expect("agreed: this process succeeded"))
+}
+
 /// Every process learns whether any failed; where some did, each returns
 /// the error of the lowest-ranked one that did, naming it.
 fn agree<C: Communicator>(comm: &C, mine: Result<(), Error>) -> Result<(), Error> {
     let me = comm.rank();
-    let failed = if mine.is_err() { me } else { Count::MAX };
-    let mut first = 0;
-    comm.all_reduce_into(&failed, &mut first, SystemOperation::min());
+    let failed = [if mine.is_err() { me as i64 } else { i64::MAX }];
+    let mut first = [0i64];
+    all_reduce_within(
+        comm,
+        &failed,
+        &mut first,
+        SystemOperation::min(),
+        "an agreement",
+    );
+    if first[0] == i64::MAX {
+        return Ok(());
+    }
+    let first = first[0] as Count;
     if first == Count::MAX {
         return Ok(());
     }
@@ -140,9 +493,9 @@ fn agree<C: Communicator>(comm: &C, mine: Result<(), Error>) -> Result<(), Error
     })
 }
 
-/// Every process's sources, in rank order (an all-gather of the
+/// Every process's particles, in rank order (an all-gather of the
 /// positions and of each field's slots).
-fn gather_sources<R: Real + Equivalence, C: Communicator>(
+fn gather_particles<R: Real + Equivalence, C: Communicator>(
     comm: &C,
     sources: &Particles<R>,
 ) -> Result<Particles<R>, Error> {

@@ -1,6 +1,8 @@
 //! Particles in tree order as contiguous arrays (structure of arrays), the
 //! form the CPU methods walk.
 
+use rayon::prelude::*;
+
 use crate::kernel::{SourceSlices, MAX_SLOTS};
 use crate::particles::Particles;
 use crate::real::Real;
@@ -87,7 +89,7 @@ pub(crate) fn sorted<R: Real>(p: &Particles<R>, order: &[u32]) -> SoA<R> {
 /// The positions in f64, one array per axis.
 pub(crate) fn positions_f64<R: Real>(p: &Particles<R>) -> [Vec<f64>; 3] {
     p.positions()
-        .map(|v| v.iter().map(|x| x.to_f64()).collect())
+        .map(|v| v.par_iter().map(|x| x.to_f64()).collect())
 }
 
 /// Moves the points of both sets into the unit box: their common bounding

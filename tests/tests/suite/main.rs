@@ -17,6 +17,7 @@ mod flops;
 mod fmm;
 mod generated_vs_ir;
 mod gpu;
+mod gpu_essential;
 mod gpu_fmm;
 mod gpu_periodic;
 mod gpu_scale;

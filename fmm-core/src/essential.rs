@@ -1,0 +1,649 @@
+//! The local essential tree (yokota2012 section 3.4; Warren and Salmon
+//! 1993): what each process sends each other process of its own sources,
+//! so that the other can evaluate its targets as if it held them all.
+//!
+//! The sender builds an octree of its sources and walks it once per
+//! receiver against the box around the receiver's targets. A cell whose
+//! sphere (radius `r`, holding its nodes) satisfies the MAC
+//! `r < theta_let d`, `d` the distance from its centre to the box, goes as
+//! the strengths at its Chebyshev nodes (the kernel-independent far
+//! field's upward pass, [`crate::far::nodes`]: any kernel with a
+//! strength), which the receiver takes as plain sources: its own method
+//! sums them as it sums its own particles. A cell that fails the MAC is
+//! opened; a leaf that fails it, or a cell with fewer particles than
+//! nodes, goes as its particles. Every source is in exactly one of the
+//! pieces sent, so the receiver's sum differs from the sum over every
+//! remote source only by the nodes' far field error, which `theta_let`
+//! and the order keep below the method's own ([`Essential::for_method`]).
+//!
+//! In a periodic box the distance is the nearest image's (the receiver's
+//! method takes every image of what it gets, all farther than the
+//! nearest); nodes go only where they stay inside the box along an open
+//! axis and above a wall, where the receiver's checks want every source.
+
+use std::borrow::Cow;
+
+use cudarc::driver::CudaSlice;
+
+use crate::backend::Device;
+use crate::cuda::device::{download, upload};
+use crate::cuda::{primitives, Gpu};
+use crate::domain::{wrap1, Domain};
+use crate::error::Error;
+use crate::far::cuda::{self as far_cuda, DeviceBasis};
+use crate::far::nodes;
+use crate::far::{FarField, Representation};
+use crate::kernel::Kernel;
+use crate::methods::fmm::Accuracy;
+use crate::methods::Method;
+use crate::particles::Particles;
+use crate::real::Real;
+use crate::tree::soa::{positions_f64, sorted};
+use crate::tree::{DeviceOctree, Octree, SoA};
+use rayon::prelude::*;
+
+/// Most sources in a leaf of the sender's tree.
+const NCRIT: usize = 64;
+
+/// The box around a process's targets: `lo > hi` where it has none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Region {
+    pub lo: [f64; 3],
+    pub hi: [f64; 3],
+}
+
+impl Region {
+    /// The box around points `pos` (one vector per axis).
+    pub fn around<R: Real>(pos: [&[R]; 3]) -> Region {
+        Self::around_in(pos, None)
+    }
+
+    /// The box around points `pos` wrapped into `domain`'s periodic box
+    /// (where it has one), on every core.
+    pub fn around_in<R: Real>(pos: [&[R]; 3], domain: Option<&Domain>) -> Region {
+        let periodic = domain.and_then(Domain::periodic);
+        let mut r = Region {
+            lo: [f64::INFINITY; 3],
+            hi: [f64::NEG_INFINITY; 3],
+        };
+        for (a, axis) in pos.iter().enumerate() {
+            let at = |x: &R| match periodic {
+                Some(b) if b.axes[a] => wrap1(x.to_f64(), b.origin[a], b.side),
+                _ => x.to_f64(),
+            };
+            (r.lo[a], r.hi[a]) = axis.par_iter().map(|x| (at(x), at(x))).reduce(
+                || (f64::INFINITY, f64::NEG_INFINITY),
+                |p, q| (p.0.min(q.0), p.1.max(q.1)),
+            );
+        }
+        r
+    }
+
+    pub fn is_empty(&self) -> bool {
+        (0..3).any(|a| self.lo[a] > self.hi[a])
+    }
+
+    /// The distance from `x` to the box, the nearest periodic image's
+    /// along the axes `periodic` (side `side`) where there are any.
+    fn distance(&self, x: [f64; 3], periodic: Option<([bool; 3], f64)>) -> f64 {
+        let mut d2 = 0.0;
+        for a in 0..3 {
+            let gap = |v: f64| (self.lo[a] - v).max(v - self.hi[a]).max(0.0);
+            let v = x[a];
+            let g = match periodic {
+                Some((axes, l)) if axes[a] => gap(v).min(gap(v - l)).min(gap(v + l)),
+                _ => gap(v),
+            };
+            d2 += g * g;
+        }
+        d2.sqrt()
+    }
+}
+
+/// How the cells sent are represented: the Chebyshev nodes' order, and
+/// the MAC that sends a cell as nodes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Essential {
+    pub p: usize,
+    pub theta: f64,
+}
+
+impl Essential {
+    /// For kernel `K` evaluated by `method`: `None` for the direct sum
+    /// (every remote source goes as it is). The nodes' error is kept below
+    /// the method's: a quarter of a tolerance, `1e-4 (theta / 0.5)^2` for
+    /// the treecode (whose monopole at 0.5 errs near 1e-3), and
+    /// `(theta / 3)^(p + 1)` for a fixed FMM (near what its M2L reaches).
+    /// At the MAC 0.5 the nodes' error falls tenfold an order, measured on
+    /// alternating charges (the hard case: a small total field) as
+    /// `0.04 x 10^-p` (3.7e-6 at p 4, 3.1e-8 at 6, 3.1e-12 at 10); `p`
+    /// takes one order more than that asks (a gradient, stretching's,
+    /// loses one), and past the highest order the MAC narrows to 0.3.
+    /// Chebyshev nodes, not pseudo-particles, for every kernel: at equal
+    /// error they send as much and their upward pass (by axes) costs a
+    /// third; they keep a cell's moments to degree `p` along each axis, the
+    /// second moment a periodic box's sum wants among them.
+    pub fn for_method<K: Kernel>(method: &Method) -> Option<Essential> {
+        let eps = match method {
+            Method::Direct(_) => return None,
+            Method::Treecode(o) => 4e-4 * o.theta * o.theta,
+            Method::Fmm(o) => match o.accuracy {
+                Accuracy::Fixed { p, theta } => (theta / 3.0).powi(p as i32 + 1),
+                Accuracy::Tolerance(e) => e / 4.0,
+            },
+            Method::Tolerance(e) => e / 4.0,
+        };
+        let orders = (0.4 / eps.clamp(1e-16, 0.1)).log10().ceil() as usize;
+        let top = FarField::KernelIndependent.max_order();
+        Some(Essential {
+            p: orders.clamp(2, top),
+            theta: if orders > top { 0.3 } else { 0.5 },
+        })
+    }
+}
+
+/// What one receiver gets of the sender's tree: the cells sent as nodes
+/// and the cells sent as their particles (tree order, each source in
+/// exactly one).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Selection {
+    pub nodes: Vec<usize>,
+    pub particles: Vec<usize>,
+}
+
+/// Where nodes may go: the domain's limits on a source's position.
+struct Limits {
+    periodic: Option<([bool; 3], f64)>,
+    /// Per axis, the interval a source must lie in.
+    lo: [f64; 3],
+    hi: [f64; 3],
+}
+
+impl Limits {
+    fn of(domain: &Domain) -> Limits {
+        let mut l = Limits {
+            periodic: None,
+            lo: [f64::NEG_INFINITY; 3],
+            hi: [f64::INFINITY; 3],
+        };
+        if let Some(b) = domain.periodic() {
+            l.periodic = Some((b.axes, b.side));
+            for a in 0..3 {
+                if !b.axes[a] {
+                    (l.lo[a], l.hi[a]) = (b.origin[a], b.origin[a] + b.side);
+                }
+            }
+        }
+        if let Some(w) = domain.wall() {
+            l.lo[w.axis] = w.at;
+        }
+        l
+    }
+
+    /// Whether a sphere of radius `r` about `c` stays within the limits.
+    fn holds(&self, c: [f64; 3], r: f64) -> bool {
+        (0..3).all(|a| c[a] - r >= self.lo[a] && c[a] + r <= self.hi[a])
+    }
+}
+
+/// The walk of `tree` against `region`: a cell goes as nodes (`k` of them,
+/// sphere radius `radius` in the unit frame) where it satisfies the MAC
+/// and has more particles than nodes; a leaf that does not goes as its
+/// particles.
+fn select(
+    tree: &Octree,
+    k: usize,
+    radius: f64,
+    theta: f64,
+    region: &Region,
+    limits: &Limits,
+) -> Selection {
+    let mut s = Selection::default();
+    if region.is_empty() {
+        return s;
+    }
+    let mut i = 0;
+    while i < tree.cells.len() {
+        let c = &tree.cells[i];
+        let r = radius * c.half;
+        let far = r < theta * region.distance(c.center, limits.periodic);
+        if far && c.len() > k && limits.holds(c.center, r) {
+            s.nodes.push(i);
+            i = c.next;
+        } else if far || c.is_leaf() {
+            // A far cell of few particles, or a near leaf: its particles.
+            s.particles.push(i);
+            i = c.next;
+        } else {
+            i = c.more;
+        }
+    }
+    s
+}
+
+/// This process's sources for each other process (`regions[q]` the box
+/// around process `q`'s targets; `me`'s own gets nothing), the cells
+/// represented by Chebyshev nodes at `how`'s order; also the selections,
+/// for tests and statistics. A kernel without a strength sends every
+/// source as it is. On the CPU; [`essential_sources_on`] builds the tree
+/// and the nodes on the GPU.
+pub fn essential_sources<K: Kernel, R: Real>(
+    sources: &Particles<R>,
+    regions: &[Region],
+    me: usize,
+    how: &Essential,
+    domain: &Domain,
+) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
+    essential_sources_on::<K, R>(Device::Cpu, sources, regions, me, how, domain)
+}
+
+/// [`essential_sources`] on `device`: on a GPU the tree is built and the
+/// nodes' strengths summed there (the FMM's own tree and upward pass),
+/// only the walk on the host; the same sources go as on the CPU, the
+/// nodes' strengths to round-off.
+pub fn essential_sources_on<K: Kernel, R: Real>(
+    device: Device<'_>,
+    sources: &Particles<R>,
+    regions: &[Region],
+    me: usize,
+    how: &Essential,
+    domain: &Domain,
+) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
+    let empty = || Particles {
+        kernel: sources.kernel,
+        role: sources.role,
+        layout: sources.layout.clone(),
+        pos: Default::default(),
+        slots: vec![Vec::new(); sources.slots.len()],
+    };
+    let nobody = regions
+        .iter()
+        .enumerate()
+        .all(|(q, r)| q == me || r.is_empty());
+    if nobody || sources.is_empty() {
+        // No other process has targets (one process): no tree to build.
+        let none = vec![Selection::default(); regions.len()];
+        return Ok(((0..regions.len()).map(|_| empty()).collect(), none));
+    }
+    let strength = crate::problem::strength_slots::<K>("the local essential tree").ok();
+    let limits = Limits::of(domain);
+    let walk = |tree: &Octree, k: usize, radius: f64| -> Vec<Selection> {
+        regions
+            .iter()
+            .enumerate()
+            .map(|(q, region)| {
+                if q == me {
+                    Selection::default()
+                } else if strength.is_none() {
+                    // No strength to put on nodes: every source as it is.
+                    select(tree, usize::MAX, 0.0, 0.0, region, &limits)
+                } else {
+                    select(tree, k, radius, how.theta, region, &limits)
+                }
+            })
+            .collect()
+    };
+    if let Device::Cuda(gpu) = device {
+        if how.p <= far_cuda::max_gpu_order(FarField::KernelIndependent) {
+            let here = match domain.periodic() {
+                None => sources.pos.each_ref().map(|v| Cow::Borrowed(&v[..])),
+                Some(b) => {
+                    let mut pos = positions_f64(sources);
+                    b.wrap(&mut pos)?;
+                    pos.map(|v| Cow::Owned(v.par_iter().map(|&x| R::c(x)).collect()))
+                }
+            };
+            return on_gpu(gpu, sources, here, &strength, how.p, walk, empty);
+        }
+    }
+    let mut pos = positions_f64(sources);
+    if let Some(b) = domain.periodic() {
+        b.wrap(&mut pos)?;
+    }
+    let tree = Octree::build([&pos[0], &pos[1], &pos[2]], NCRIT);
+    let mut src = sorted(sources, &tree.order);
+    if domain.periodic().is_some() {
+        src.set_positions([&pos[0], &pos[1], &pos[2]], &tree.order);
+    }
+    let b = nodes::basis(FarField::KernelIndependent, how.p);
+    let selections = walk(&tree, b.len(), b.radius());
+    let any_nodes = selections.iter().any(|s| !s.nodes.is_empty());
+    let up = match (&strength, any_nodes) {
+        (Some(strength), true) => {
+            let rep = Representation {
+                far_field: FarField::KernelIndependent,
+                strength: strength.clone(),
+                target_slots: 0,
+            };
+            Some(nodes::upward(&*b, &tree, &src, &rep))
+        }
+        _ => None,
+    };
+    let sends = selections
+        .iter()
+        .map(|s| {
+            let mut out = match (&up, &strength) {
+                (Some(up), Some(strength)) => {
+                    nodes::node_sources::<R>(&*b, &tree, up, strength, &s.nodes)
+                }
+                _ => SoA::with_capacity(src.slots.len(), 0),
+            };
+            for &c in &s.particles {
+                let cell = &tree.cells[c];
+                out.push_from(&src, cell.begin..cell.end);
+            }
+            Particles {
+                kernel: sources.kernel,
+                role: sources.role,
+                layout: sources.layout.clone(),
+                pos: out.pos,
+                slots: out.slots,
+            }
+        })
+        .collect();
+    Ok((sends, selections))
+}
+
+/// The GPU's part of [`essential_sources_on`]: the tree of the positions
+/// `pos` (f64, wrapped into a periodic box) built on `gpu`, walked by
+/// `walk` on the host, the nodes' strengths of every cell summed on the
+/// GPU and those of the cells sent gathered there and copied back.
+fn on_gpu<R: Real>(
+    gpu: &Gpu,
+    sources: &Particles<R>,
+    here: [Cow<'_, [R]>; 3],
+    strength: &Option<Vec<usize>>,
+    p: usize,
+    walk: impl Fn(&Octree, usize, f64) -> Vec<Selection>,
+    empty: impl Fn() -> Particles<R>,
+) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
+    let s = gpu.stream();
+    let d_pos = [
+        upload(s, &here[0])?,
+        upload(s, &here[1])?,
+        upload(s, &here[2])?,
+    ];
+    let d_tree = DeviceOctree::build(gpu, [&d_pos[0], &d_pos[1], &d_pos[2]], NCRIT)?;
+    let tree = d_tree.to_host(gpu)?;
+    let basis = DeviceBasis::upload(gpu, FarField::KernelIndependent, p)?;
+    let k = basis.k;
+    let selections = walk(&tree, k, basis.radius);
+    let mut sends: Vec<Particles<R>> = selections.iter().map(|_| empty()).collect();
+    let in_order = |v: &CudaSlice<R>| d_tree.gather(gpu, v);
+    let sorted = [
+        in_order(&d_pos[0])?,
+        in_order(&d_pos[1])?,
+        in_order(&d_pos[2])?,
+    ];
+    let slots = sources
+        .slots
+        .iter()
+        .map(|v| in_order(&upload(s, v)?))
+        .collect::<Result<Vec<_>, Error>>()?;
+    if let (Some(strength), true) = (strength, selections.iter().any(|s| !s.nodes.is_empty())) {
+        let rep = Representation {
+            far_field: FarField::KernelIndependent,
+            strength: strength.clone(),
+            target_slots: 0,
+        };
+        let ops = far_cuda::NodeOps::get::<R>(gpu)?;
+        let (_, node_pos, node_slots) =
+            far_cuda::upward(gpu, &ops, &basis, &d_tree, &sorted, &slots, &rep)?;
+        for (out, sel) in sends.iter_mut().zip(&selections) {
+            if sel.nodes.is_empty() {
+                continue;
+            }
+            let idx: Vec<u32> = sel
+                .nodes
+                .iter()
+                .flat_map(|&c| (c * k) as u32..((c + 1) * k) as u32)
+                .collect();
+            let d_idx = upload(s, &idx)?;
+            let take = |v: &CudaSlice<R>| -> Result<Vec<R>, Error> {
+                download(
+                    s,
+                    &primitives::gather(gpu, &d_idx, v, idx.len())?,
+                    idx.len(),
+                )
+            };
+            out.pos = [
+                take(&node_pos[0])?,
+                take(&node_pos[1])?,
+                take(&node_pos[2])?,
+            ];
+            out.slots = node_slots.iter().map(take).collect::<Result<_, _>>()?;
+        }
+    }
+    // The cells sent as their particles: runs of the sources in tree
+    // order, copied back once.
+    if selections.iter().any(|s| !s.particles.is_empty()) {
+        let n = sources.len();
+        let back = |v: &CudaSlice<R>| download(s, v, n);
+        let pos = [back(&sorted[0])?, back(&sorted[1])?, back(&sorted[2])?];
+        let slots = slots.iter().map(back).collect::<Result<Vec<_>, _>>()?;
+        for (out, sel) in sends.iter_mut().zip(&selections) {
+            for &c in &sel.particles {
+                let run = tree.cells[c].begin..tree.cells[c].end;
+                for (o, v) in out
+                    .pos
+                    .iter_mut()
+                    .zip(&pos)
+                    .chain(out.slots.iter_mut().zip(&slots))
+                {
+                    o.extend_from_slice(&v[run.clone()]);
+                }
+            }
+        }
+    }
+    Ok((sends, selections))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn points(n: usize, seed: u64) -> [Vec<f64>; 3] {
+        let mut s = seed;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut p: [Vec<f64>; 3] = Default::default();
+        for _ in 0..n {
+            for axis in p.iter_mut() {
+                axis.push(next());
+            }
+        }
+        p
+    }
+
+    /// Every source is sent exactly once, every cell sent as nodes
+    /// satisfies the MAC and its parent does not (the walk opened it), and
+    /// every cell sent as particles is a leaf or has too few particles.
+    #[test]
+    fn the_walk_sends_each_source_once_and_only_what_the_mac_needs() {
+        let p = points(20_000, 7);
+        let tree = Octree::build([&p[0], &p[1], &p[2]], NCRIT);
+        let region = Region {
+            lo: [1.2, 0.1, 0.2],
+            hi: [1.6, 0.6, 0.7],
+        };
+        let limits = Limits::of(&Domain::FreeSpace);
+        let (k, radius, theta) = (36, 3f64.sqrt(), 0.4);
+        let s = select(&tree, k, radius, theta, &region, &limits);
+        assert!(!s.nodes.is_empty() && !s.particles.is_empty());
+        let mut covered = vec![0u8; tree.order.len()];
+        for &c in s.nodes.iter().chain(&s.particles) {
+            let cell = &tree.cells[c];
+            covered[cell.begin..cell.end]
+                .iter_mut()
+                .for_each(|v| *v += 1);
+        }
+        assert!(covered.iter().all(|&v| v == 1), "each source once");
+        let mac = |c: usize| {
+            let cell = &tree.cells[c];
+            radius * cell.half < theta * region.distance(cell.center, None)
+        };
+        // Parents by the depth-first layout: the last cell before `c` whose
+        // subtree holds it.
+        let parent = |c: usize| (0..c).rev().find(|&q| tree.cells[q].next > c);
+        for &c in &s.nodes {
+            assert!(mac(c) && tree.cells[c].len() > k);
+            assert!(
+                parent(c).is_none_or(|q| !mac(q)),
+                "cell {c}'s parent was opened"
+            );
+        }
+        for &c in &s.particles {
+            let cell = &tree.cells[c];
+            assert!(cell.is_leaf() || (mac(c) && cell.len() <= k));
+            assert!(parent(c).is_none_or(|q| !mac(q)));
+        }
+        // An empty region gets nothing; a region over the points gets every
+        // source as it is.
+        let none = Region::around::<f64>([&[], &[], &[]]);
+        assert_eq!(
+            select(&tree, k, radius, theta, &none, &limits),
+            Selection::default()
+        );
+        let over = Region::around([&p[0], &p[1], &p[2]]);
+        let all = select(&tree, k, radius, theta, &over, &limits);
+        assert!(all.nodes.is_empty());
+        let sent: usize = all.particles.iter().map(|&c| tree.cells[c].len()).sum();
+        assert_eq!(sent, 20_000);
+    }
+
+    /// The direct sum over the local essential tree equals the direct sum
+    /// over every source to the nodes' error, for a scalar strength
+    /// (pseudo-particles) and a vector one (the vortex kernel), in free
+    /// space and across a periodic box's face, and sends fewer particles
+    /// than there are.
+    #[test]
+    fn the_essential_tree_sums_as_every_source_does() {
+        use crate::kernels::{Gravity, VelocityStretching};
+        use crate::{evaluate, Backend, Method, PeriodicBox, Problem};
+        let n = 20_000;
+        let p = points(n, 11);
+        let xs: Vec<[f64; 3]> = (0..n).map(|i| [p[0][i], p[1][i], p[2][i]]).collect();
+        let q = points(n, 12);
+        // Neutral: a periodic box needs it.
+        let mean = q[0].iter().sum::<f64>() / n as f64;
+        let m: Vec<f64> = q[0].iter().map(|v| v - mean).collect();
+        // Targets in a box beside the sources' (free space: 0.3 from
+        // them; periodic: across the face at x = 1 from the sources).
+        let t = points(500, 13);
+        let beside: Vec<[f64; 3]> = (0..500)
+            .map(|i| [1.3 + 0.5 * t[0][i], t[1][i], t[2][i]])
+            .collect();
+        let across: Vec<[f64; 3]> = (0..500)
+            .map(|i| [2.05 + 0.3 * t[0][i], t[1][i], t[2][i]])
+            .collect();
+        // 20,000 sources a cube, so few a cell that at a tight tolerance,
+        // or 0.05 from the targets across a periodic face, most go as they
+        // are; 0.3 away at 1e-4, under half.
+        let check = |name: &str, err: f64, eps: f64, sent: usize, most: usize| {
+            eprintln!("{name}: error {err:.2e}, {sent} sources sent for {n}");
+            assert!(err < eps, "{name}: {err:.2e} against {eps:.1e}");
+            assert!(sent < most, "{name}: {sent} of {n} sent");
+        };
+        let periodic = Domain::Periodic(PeriodicBox::cube([0.0; 3], 2.4));
+        for (tol, domain, at, most) in [
+            (1e-4, Domain::FreeSpace, &beside, n / 2),
+            (1e-4, periodic, &across, n),
+            (1e-7, Domain::FreeSpace, &beside, n),
+        ] {
+            let how = Essential::for_method::<Gravity>(&Method::Tolerance(tol)).unwrap();
+            let mut src = Particles::sources::<Gravity>(&xs).unwrap();
+            src.set("m", &m).unwrap();
+            {
+                let tg = Particles::targets::<Gravity>(at).unwrap();
+                let tpos = positions_f64(&tg);
+                let regions = [
+                    Region::around::<f64>([&[], &[], &[]]),
+                    Region::around([&tpos[0], &tpos[1], &tpos[2]]),
+                ];
+                let (sends, _) =
+                    essential_sources::<Gravity, f64>(&src, &regions, 0, &how, &domain).unwrap();
+                let problem = Problem::new(&[0.0]).in_domain(domain);
+                let direct = |s: &Particles<f64>| {
+                    evaluate::<Gravity, f64>(Backend::Cpu, &Method::direct(), problem, &tg, s)
+                        .unwrap()
+                        .outputs
+                };
+                let (all, tree) = (direct(&src), direct(&sends[1]));
+                let err = crate::reference::relative_l2(
+                    &crate::reference::at(&tree, &(0..500).collect::<Vec<_>>()),
+                    &crate::reference::at(&all, &(0..500).collect::<Vec<_>>()),
+                );
+                let name = format!("gravity {tol:e} {domain:?}");
+                check(&name, err, tol / 4.0, sends[1].len(), most);
+            }
+        }
+        // The vortex kernel: vector strengths, outputs that depend on the
+        // target's own strength.
+        let how = Essential::for_method::<VelocityStretching>(&Method::Tolerance(1e-5)).unwrap();
+        let mut src = Particles::sources::<VelocityStretching>(&xs).unwrap();
+        let alpha: Vec<[f64; 3]> = (0..n)
+            .map(|i| [m[i], q[1][i] - 0.5, q[2][i] - 0.5])
+            .collect();
+        src.set_vec3("alpha", &alpha).unwrap();
+        src.set("sigma", &vec![0.02; n]).unwrap();
+        let mut tg = Particles::targets::<VelocityStretching>(&beside).unwrap();
+        tg.set_vec3("alpha_i", &alpha[..500]).unwrap();
+        let tpos = positions_f64(&tg);
+        let regions = [
+            Region::around::<f64>([&[], &[], &[]]),
+            Region::around([&tpos[0], &tpos[1], &tpos[2]]),
+        ];
+        let (sends, _) = essential_sources::<VelocityStretching, f64>(
+            &src,
+            &regions,
+            0,
+            &how,
+            &Domain::FreeSpace,
+        )
+        .unwrap();
+        let direct = |s: &Particles<f64>| {
+            evaluate::<VelocityStretching, f64>(Backend::Cpu, &Method::direct(), &[], &tg, s)
+                .unwrap()
+                .outputs
+        };
+        let (all, tree) = (direct(&src), direct(&sends[1]));
+        let idx: Vec<usize> = (0..500).collect();
+        let err = crate::reference::relative_l2(
+            &crate::reference::at(&tree, &idx),
+            &crate::reference::at(&all, &idx),
+        );
+        check("vortex 1e-5", err, 1e-5 / 4.0, sends[1].len(), n);
+    }
+
+    /// A periodic box's distance is the nearest image's: a cell at one face
+    /// is near a region at the other.
+    #[test]
+    fn periodic_distance_takes_the_nearest_image() {
+        let r = Region {
+            lo: [0.9, 0.0, 0.0],
+            hi: [1.0, 1.0, 1.0],
+        };
+        let x = [0.05, 0.5, 0.5];
+        assert!((r.distance(x, None) - 0.85).abs() < 1e-12);
+        let d = r.distance(x, Some(([true; 3], 1.0)));
+        assert!((d - 0.05).abs() < 1e-12, "{d}");
+        // Not along an open axis.
+        let d = r.distance(x, Some(([false, true, true], 1.0)));
+        assert!((d - 0.85).abs() < 1e-12);
+    }
+
+    /// The settings keep the nodes' error below the method's.
+    #[test]
+    fn the_nodes_are_finer_for_tighter_methods() {
+        use crate::kernels::Gravity;
+        assert_eq!(Essential::for_method::<Gravity>(&Method::direct()), None);
+        let at = |tol: f64| Essential::for_method::<Gravity>(&Method::Tolerance(tol)).unwrap();
+        assert_eq!(at(1e-4), Essential { p: 5, theta: 0.5 });
+        assert_eq!(at(1e-8), Essential { p: 9, theta: 0.5 });
+        assert_eq!(at(1e-14), Essential { p: 12, theta: 0.3 });
+    }
+}

@@ -1,0 +1,96 @@
+//! GPU test of the local essential tree (`fmm_core::essential`): built on
+//! the GPU (the device tree and the node far field's upward pass there),
+//! it sends the same cells as the CPU's (the device tree is the CPU's
+//! exactly), its nodes' strengths equal to round-off, and the direct sum
+//! over it equals the sum over every source to the nodes' error; for
+//! gravity and for the vortex kernel (a vector strength and a core
+//! radius), in f64 and f32.
+//!
+//! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored --nocapture gpu_essential::`.
+
+use fmm_core::distributions::uniform_cube;
+use fmm_core::essential::{essential_sources_on, Essential, Region};
+use fmm_core::kernels::{Gravity, VelocityStretching};
+use fmm_core::reference::{at, relative_l2};
+use fmm_core::{evaluate, resolve, Backend, Device, Domain, Kernel, Method, Particles, Real};
+
+/// The sources sent for a box beside the cube by the CPU and by the GPU,
+/// compared; the direct sums over them against the sum over all.
+fn case<K: Kernel, R: Real>(src: &Particles<R>, tg: &Particles<R>, params: &[f64], tol: f64) {
+    let how = Essential::for_method::<K>(&Method::Tolerance(tol)).unwrap();
+    let regions = [Region::around::<f64>([&[], &[], &[]]), {
+        let p = tg.positions();
+        let f = |a: usize| p[a].iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+        let (x, y, z) = (f(0), f(1), f(2));
+        Region::around([&x, &y, &z])
+    }];
+    let gpu = resolve(Backend::Cuda).expect("these tests need a CUDA GPU");
+    let run = |device: Device<'static>| {
+        essential_sources_on::<K, R>(device, src, &regions, 0, &how, &Domain::FreeSpace).unwrap()
+    };
+    let (cpu, cpu_sel) = run(Device::Cpu);
+    let (dev, dev_sel) = run(gpu);
+    assert_eq!(cpu_sel, dev_sel, "the same cells");
+    assert_eq!(cpu[1].len(), dev[1].len());
+    let direct = |s: &Particles<R>| {
+        evaluate::<K, R>(Backend::Cpu, &Method::direct(), params, tg, s)
+            .unwrap()
+            .outputs
+    };
+    let idx: Vec<usize> = (0..tg.len()).collect();
+    let (all, c, g) = (direct(src), direct(&cpu[1]), direct(&dev[1]));
+    let (all, c, g) = (at(&all, &idx), at(&c, &idx), at(&g, &idx));
+    let (cpu_err, gpu_err, apart) = (
+        relative_l2(&c, &all),
+        relative_l2(&g, &all),
+        relative_l2(&g, &c),
+    );
+    println!(
+        "{} {}: {} of {} sources sent ({} cells as nodes); CPU {cpu_err:.2e}, GPU {gpu_err:.2e} from every source; GPU from CPU {apart:.2e}",
+        K::name(),
+        std::any::type_name::<R>(),
+        dev[1].len(),
+        src.len(),
+        dev_sel[1].nodes.len()
+    );
+    assert!(!dev_sel[1].nodes.is_empty());
+    let round = if std::mem::size_of::<R>() == 8 {
+        1e-12
+    } else {
+        1e-5
+    };
+    assert!(apart < round, "{apart}");
+    assert!(gpu_err < tol / 4.0 + round, "{gpu_err}");
+}
+
+#[test]
+#[ignore]
+fn gpu_essential_tree_is_the_cpus() {
+    let n = 400_000;
+    let x = uniform_cube(n, 21);
+    let beside: Vec<[f64; 3]> = uniform_cube(2000, 22)
+        .iter()
+        .map(|p| [1.2 + 0.5 * p[0], p[1], p[2]])
+        .collect();
+    fn gravity<R: Real>(x: &[[f64; 3]], t: &[[f64; 3]]) {
+        let xr: Vec<[R; 3]> = x.iter().map(|p| p.map(R::c)).collect();
+        let mut s = Particles::sources::<Gravity>(&xr).unwrap();
+        let m: Vec<R> = (0..x.len()).map(|i| R::c(1.0 + (i % 7) as f64)).collect();
+        s.set("m", &m).unwrap();
+        let tr: Vec<[R; 3]> = t.iter().map(|p| p.map(R::c)).collect();
+        let tg = Particles::targets::<Gravity>(&tr).unwrap();
+        case::<Gravity, R>(&s, &tg, &[0.0], 1e-6);
+    }
+    gravity::<f64>(&x, &beside);
+    gravity::<f32>(&x, &beside);
+    let xr = x.clone();
+    let mut s = Particles::sources::<VelocityStretching>(&xr).unwrap();
+    let alpha: Vec<[f64; 3]> = (0..n)
+        .map(|i| [(i % 5) as f64 - 2.0, (i % 3) as f64 - 1.0, 1.0])
+        .collect();
+    s.set_vec3("alpha", &alpha).unwrap();
+    s.set("sigma", &vec![0.02; n]).unwrap();
+    let mut tg = Particles::targets::<VelocityStretching>(&beside).unwrap();
+    tg.set_vec3("alpha_i", &alpha[..2000]).unwrap();
+    case::<VelocityStretching, f64>(&s, &tg, &[], 1e-5);
+}
