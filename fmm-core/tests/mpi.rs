@@ -11,7 +11,8 @@
 //! exit fails the run.
 
 use fmm_core::distributed::{
-    agreed, evaluate_distributed, evaluate_partitioned, orb_partition, sampled_error, Migration,
+    agreed, evaluate_distributed, evaluate_partitioned, orb_partition, sampled_error, Balance,
+    Migration,
 };
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::{Coulomb, Gravity, VelocityStretching};
@@ -356,6 +357,28 @@ fn main() {
         ));
         assert!(e < 0.01, "{e}");
     }
+
+    // Rebalancing by measured work: processes whose particles cost
+    // 1, 2, .. seconds-per-particle units (a cluster's deeper tree), cut
+    // again with weights from those seconds: the loads come out even.
+    let mine = &cube[lo..hi];
+    let seconds = (hi - lo) as f64 * (1 + w.rank) as f64 * 1e-6;
+    let imbalance = Balance::imbalance(&w.comm, seconds);
+    let weights = Balance::weights(seconds, hi - lo);
+    let dest = orb_partition(&w.comm, mine, &weights).unwrap();
+    let mut load = vec![0.0; w.size];
+    for (d, v) in dest.iter().zip(&weights) {
+        load[*d as usize] += v;
+    }
+    let loads: Vec<f64> = load.iter().map(|&l| w.sum(l)).collect();
+    let mean = loads.iter().sum::<f64>() / w.size as f64;
+    let after = loads.iter().fold(0.0f64, |m, &l| m.max(l / mean));
+    w.say(&format!(
+        "rebalanced by measured work: the slowest process {imbalance:.2} of the mean before, \
+         {after:.4} after"
+    ));
+    assert!(w.size < 3 || Balance::default().due(&w.comm, seconds));
+    assert!(after < 1.01, "{after}");
 
     // The particles moved to their parts, evaluated there, and their
     // outputs brought back to their owners in their order.

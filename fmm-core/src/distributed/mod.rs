@@ -277,6 +277,59 @@ fn joined<R: Real>(a: &Particles<R>, b: Particles<R>) -> Particles<R> {
     }
 }
 
+/// When to partition again, from the work each process measured
+/// (yokota2012 section 3.2: weights from the last evaluation's measured
+/// work). A simulation keeps its particles in their parts between steps
+/// ([`evaluate_partitioned`]); as they move, or as the work per particle
+/// changes (a cluster forming), the slowest process falls behind, and
+/// past `threshold` the particles are cut again with each one weighted by
+/// the seconds its process spent per particle.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Balance {
+    /// The slowest process's seconds over the mean past which to partition
+    /// again.
+    pub threshold: f64,
+}
+
+impl Default for Balance {
+    fn default() -> Self {
+        Balance { threshold: 1.2 }
+    }
+}
+
+impl Balance {
+    /// The slowest process's `seconds` over the mean (1: even); a
+    /// collective call.
+    pub fn imbalance<C: Communicator>(comm: &C, seconds: f64) -> f64 {
+        let (mut most, mut sum) = (0.0, 0.0);
+        comm.all_reduce_into(&seconds, &mut most, SystemOperation::max());
+        comm.all_reduce_into(&seconds, &mut sum, SystemOperation::sum());
+        let mean = sum / comm.size() as f64;
+        if mean > 0.0 {
+            most / mean
+        } else {
+            1.0
+        }
+    }
+
+    /// Whether the last evaluation's `seconds` (this process's) call for a
+    /// new partition; a collective call.
+    pub fn due<C: Communicator>(&self, comm: &C, seconds: f64) -> bool {
+        Self::imbalance(comm, seconds) > self.threshold
+    }
+
+    /// This process's `n` particles' weights for [`orb_partition`]: its
+    /// `seconds` shared evenly (every weight 1 where none were measured).
+    pub fn weights(seconds: f64, n: usize) -> Vec<f64> {
+        let w = if seconds > 0.0 && n > 0 {
+            seconds / n as f64
+        } else {
+            1.0
+        };
+        vec![w; n]
+    }
+}
+
 /// The relative L2 error of `outputs` (this process's, for its
 /// `targets`) over every process's targets, estimated on `samples`
 /// targets a process against an f64 direct sum over every process's

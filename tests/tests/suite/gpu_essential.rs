@@ -64,7 +64,7 @@ fn case<K: Kernel, R: Real>(src: &Particles<R>, tg: &Particles<R>, params: &[f64
 }
 
 #[test]
-#[ignore]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_essential_tree_is_the_cpus() {
     let n = 400_000;
     let x = uniform_cube(n, 21);
