@@ -156,9 +156,10 @@ fn line<R>(comm: &SimpleCommunicator, what: &str, ev: &Evaluation<R>, wall: f64)
     let local = reduce(comm, local, true);
     let sent = reduce(comm, ev.stats.sent_bytes as f64, false);
     let wall = reduce(comm, wall, true);
+    let runs = reduce(comm, ev.stats.runs as f64, true);
     format!(
         "{what:<22} wall {wall:8.4} s | partition {p:7.4}  essential {e:7.4}  exchange {x:7.4}  \
-         local {local:7.4} (slowest process) | sent {:.1} MB in all",
+         local {local:7.4} (slowest process; {runs} runs) | sent {:.1} MB in all",
         sent / 1e6
     )
 }
