@@ -346,7 +346,18 @@ fn main() {
     assert!(w.size != 2 || got < 0.2 * elsewhere, "{got} of {elsewhere}");
 
     // The partition: equal loads in disjoint parts of space.
+    // A lattice: its layers share coordinates, and ties split too.
+    let lattice: Vec<[f64; 3]> = (0..N)
+        .map(|i| {
+            [
+                (i % 10) as f64,
+                ((i / 10) % 10) as f64,
+                (i / 100) as f64 / 3.0,
+            ]
+        })
+        .collect();
     for (what, x, skew) in [
+        ("lattice 10 x 10 x 30", &lattice, 0.0),
         ("uniform cube", &cube, 0.0),
         ("Plummer sphere", &plum, 0.0),
         ("uniform cube, weights 1 + 10 x", &cube, 10.0),

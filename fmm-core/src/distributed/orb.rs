@@ -129,12 +129,40 @@ pub fn orb_partition<C: Communicator>(
                 }
             }
         }
-        // Below the plane to the lower half, the rest to the upper.
+        // Points in [lo, hi] are on the plane (the probes cannot part
+        // them: a lattice's layer shares a coordinate). Of those, the lower
+        // half takes what its share still wants, in the order of the
+        // processes and then of each process's points, so that ties split
+        // as finely as the weights do.
+        let (mut below, mut tied) = (vec![0.0; k], vec![0.0; k]);
+        for (i, p) in x.iter().enumerate() {
+            if let Some(s) = slot(group[i]) {
+                if p[axis[s]] < lo[s] {
+                    below[s] += w[i];
+                } else if p[axis[s]] <= hi[s] {
+                    tied[s] += w[i];
+                }
+            }
+        }
+        let (mut all_below, mut tied_before) = (vec![0.0; k], vec![0.0; k]);
+        comm.all_reduce_into(&below[..], &mut all_below[..], SystemOperation::sum());
+        comm.exclusive_scan_into(&tied[..], &mut tied_before[..], SystemOperation::sum());
+        if comm.rank() == 0 {
+            tied_before.iter_mut().for_each(|t| *t = 0.0);
+        }
+        let mut wants: Vec<f64> = (0..k)
+            .map(|s| share[s] * total[s] - all_below[s] - tied_before[s])
+            .collect();
         for (i, p) in x.iter().enumerate() {
             if let Some(s) = slot(group[i]) {
                 let g = group[i];
                 let mid = g + (end[g as usize] - g) / 2;
-                if p[axis[s]] >= hi[s] {
+                let c = p[axis[s]];
+                let lower = c < lo[s] || (c <= hi[s] && wants[s] >= 0.5 * w[i]);
+                if c >= lo[s] && c <= hi[s] && lower {
+                    wants[s] -= w[i];
+                }
+                if !lower {
                     group[i] = mid;
                 }
             }
