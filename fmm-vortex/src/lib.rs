@@ -25,6 +25,8 @@ pub mod axisymmetric;
 pub mod checkpoint;
 pub mod device_dust;
 pub mod diagnostics;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 pub mod error;
 pub mod grid;
 pub mod integrals;
