@@ -629,7 +629,7 @@ mod tests {
     /// behind [`Essential::for_method`]. `cargo test --release -p fmm-core
     /// --lib essential::tests::error_by_order -- --ignored --nocapture`.
     #[test]
-    #[ignore]
+    #[ignore = "a measurement (docs/MPI.md), run by hand with the command above"]
     fn error_by_order() {
         use crate::kernels::Gravity;
         use crate::{evaluate, Backend};

@@ -45,7 +45,10 @@ use mpi::datatype::{Equivalence, PartitionMut};
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use mpi::Count;
 
+use rayon::prelude::*;
+
 use crate::backend::{resolve, Backend};
+use crate::domain::PeriodicBox;
 use crate::error::Error;
 use crate::essential::{essential_sources_on, Essential, Region};
 use crate::evaluate::{check, evaluate, Evaluation};
@@ -154,12 +157,26 @@ fn agree_on_the_inputs<K: Kernel, R: Real, C: Communicator>(
     agree_on_the_job::<K, R, C>(comm, method, problem)?;
     let mut checked = check::<K, R>(method, problem, targets, sources).map(|_| ());
     if let (Ok(()), Some(b)) = (&checked, problem.domain.periodic()) {
-        // Positions off the box along an open axis, named here.
-        checked = b
-            .wrap(&mut positions_f64(targets))
-            .and_then(|_| b.wrap(&mut positions_f64(sources)));
+        // Positions off the box along an open axis, named here (the
+        // periodic axes wrap any position).
+        checked = inside_open_axes(b, targets).and_then(|_| inside_open_axes(b, sources));
     }
     agree(comm, checked)
+}
+
+/// The error of the first point of `p` off `b` along an open axis.
+fn inside_open_axes<R: Real>(b: &PeriodicBox, p: &Particles<R>) -> Result<(), Error> {
+    for (a, x) in p.positions().iter().enumerate() {
+        let (lo, hi) = (b.origin[a], b.origin[a] + b.side);
+        let off = |v: &R| !(v.to_f64() >= lo && v.to_f64() <= hi);
+        if let Some(i) = (!b.axes[a])
+            .then(|| x.par_iter().position_first(off))
+            .flatten()
+        {
+            return Err(b.outside(i, a, x[i].to_f64()));
+        }
+    }
+    Ok(())
 }
 
 /// Every process's sources gathered, each process's targets evaluated
@@ -180,10 +197,10 @@ where
     let clock = Instant::now();
     let all = gather_particles(comm, sources)?;
     let exchange = clock.elapsed().as_secs_f64();
-    let result = evaluate::<K, R>(backend, method, problem, targets, &all);
-    let verdict = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
-    agree(comm, verdict.map_err(Error::BadOption))?;
-    let mut ev = result?;
+    let mut ev = agreed(
+        comm,
+        evaluate::<K, R>(backend, method, problem, targets, &all),
+    )?;
     ev.stats.add(Stage::Exchange, exchange);
     let width = ((3 + sources.slots.len()) * std::mem::size_of::<R>()) as u64;
     let others = (all.len() - sources.len()) as u64;
@@ -217,14 +234,7 @@ where
     let built = resolve(backend).and_then(|device| {
         essential_sources_on::<K, R>(device, sources, &regions, me, &how, &problem.domain)
     });
-    agree(
-        comm,
-        built
-            .as_ref()
-            .map(|_| ())
-            .map_err(|e| Error::BadOption(e.to_string())),
-    )?;
-    let (sends, _) = built?;
+    let (sends, _) = agreed(comm, built)?;
     let essential = clock.elapsed().as_secs_f64();
     let clock = Instant::now();
     let (got, sent, received) = exchange::send_each(comm, &sends, sources)?;
@@ -234,10 +244,10 @@ where
     } else {
         Cow::Owned(joined(sources, got))
     };
-    let result = evaluate::<K, R>(backend, method, problem, targets, &all);
-    let verdict = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
-    agree(comm, verdict.map_err(Error::BadOption))?;
-    let mut ev = result?;
+    let mut ev = agreed(
+        comm,
+        evaluate::<K, R>(backend, method, problem, targets, &all),
+    )?;
     ev.stats.add(Stage::Essential, essential);
     ev.stats.add(Stage::Exchange, exchange);
     let width = ((3 + sources.slots.len()) * std::mem::size_of::<R>()) as u64;
