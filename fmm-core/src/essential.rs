@@ -26,7 +26,8 @@ use std::borrow::Cow;
 use cudarc::driver::CudaSlice;
 
 use crate::backend::Device;
-use crate::cuda::device::{download, upload};
+use crate::cuda::device::{cuda_err, upload};
+use crate::cuda::laps::Laps;
 use crate::cuda::{primitives, Gpu};
 use crate::domain::{wrap1, Domain};
 use crate::error::Error;
@@ -34,6 +35,7 @@ use crate::far::cuda::{self as far_cuda, DeviceBasis};
 use crate::far::nodes;
 use crate::far::{FarField, Representation};
 use crate::kernel::Kernel;
+use crate::memory::touched;
 use crate::methods::fmm::Accuracy;
 use crate::methods::Method;
 use crate::particles::Particles;
@@ -284,17 +286,15 @@ pub fn essential_sources_on<K: Kernel, R: Real>(
             .collect()
     };
     if let Device::Cuda(gpu) = device {
-        if how.p <= far_cuda::max_gpu_order(FarField::KernelIndependent) {
-            let here = match domain.periodic() {
-                None => sources.pos.each_ref().map(|v| Cow::Borrowed(&v[..])),
-                Some(b) => {
-                    let mut pos = positions_f64(sources);
-                    b.wrap(&mut pos)?;
-                    pos.map(|v| Cow::Owned(v.par_iter().map(|&x| R::c(x)).collect()))
-                }
-            };
-            return on_gpu(gpu, sources, here, &strength, how.p, walk, empty);
-        }
+        let here = match domain.periodic() {
+            None => sources.pos.each_ref().map(|v| Cow::Borrowed(&v[..])),
+            Some(b) => {
+                let mut pos = positions_f64(sources);
+                b.wrap(&mut pos)?;
+                pos.map(|v| Cow::Owned(v.par_iter().map(|&x| R::c(x)).collect()))
+            }
+        };
+        return on_gpu(gpu, sources, here, &strength, how.p, walk);
     }
     let mut pos = positions_f64(sources);
     if let Some(b) = domain.periodic() {
@@ -346,8 +346,8 @@ pub fn essential_sources_on<K: Kernel, R: Real>(
 
 /// The GPU's part of [`essential_sources_on`]: the tree of the positions
 /// `pos` (f64, wrapped into a periodic box) built on `gpu`, walked by
-/// `walk` on the host, the nodes' strengths of every cell summed on the
-/// GPU and those of the cells sent gathered there and copied back.
+/// `walk` on the host, the nodes' strengths of the cells sent summed on
+/// the GPU from their particles, gathered there and copied back.
 fn on_gpu<R: Real>(
     gpu: &Gpu,
     sources: &Particles<R>,
@@ -355,20 +355,23 @@ fn on_gpu<R: Real>(
     strength: &Option<Vec<usize>>,
     p: usize,
     walk: impl Fn(&Octree, usize, f64) -> Vec<Selection>,
-    empty: impl Fn() -> Particles<R>,
 ) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
     let s = gpu.stream();
+    let mut lap = Laps::new(Some(gpu), "local essential tree");
     let d_pos = [
         upload(s, &here[0])?,
         upload(s, &here[1])?,
         upload(s, &here[2])?,
     ];
+    lap.say("upload")?;
     let d_tree = DeviceOctree::build(gpu, [&d_pos[0], &d_pos[1], &d_pos[2]], NCRIT)?;
+    lap.say("tree")?;
     let tree = d_tree.cells_to_host(gpu)?;
-    let basis = DeviceBasis::upload(gpu, FarField::KernelIndependent, p)?;
+    lap.say("cells to the host")?;
+    let basis = DeviceBasis::without_children(gpu, FarField::KernelIndependent, p)?;
     let k = basis.k;
     let selections = walk(&tree, k, basis.radius);
-    let mut sends: Vec<Particles<R>> = selections.iter().map(|_| empty()).collect();
+    lap.say("walk")?;
     let in_order = |v: &CudaSlice<R>| d_tree.gather(gpu, v);
     let sorted = [
         in_order(&d_pos[0])?,
@@ -380,43 +383,78 @@ fn on_gpu<R: Real>(
         .iter()
         .map(|v| in_order(&upload(s, v)?))
         .collect::<Result<Vec<_>, Error>>()?;
-    if let (Some(strength), true) = (strength, selections.iter().any(|s| !s.nodes.is_empty())) {
+    lap.say("sources in tree order")?;
+    // Every cell sent as nodes to some process, once; what each process
+    // gets: node sources (their index among those cells' nodes) and
+    // particles (their index in tree order).
+    let mut cells: Vec<usize> = selections.iter().flat_map(|s| s.nodes.clone()).collect();
+    cells.sort_unstable();
+    cells.dedup();
+    let node_idx: Vec<Vec<u32>> = selections
+        .iter()
+        .map(|sel| {
+            sel.nodes
+                .iter()
+                .map(|c| cells.binary_search(c).expect("a chosen cell"))
+                .flat_map(|u| (u * k) as u32..((u + 1) * k) as u32)
+                .collect()
+        })
+        .collect();
+    let particle_idx: Vec<Vec<u32>> = selections
+        .iter()
+        .map(|sel| {
+            sel.particles
+                .iter()
+                .flat_map(|&c| tree.cells[c].begin as u32..tree.cells[c].end as u32)
+                .collect()
+        })
+        .collect();
+    let mut sends: Vec<Particles<R>> = node_idx
+        .iter()
+        .zip(&particle_idx)
+        .map(|(a, b)| {
+            let n = a.len() + b.len();
+            Particles {
+                kernel: sources.kernel,
+                role: sources.role,
+                layout: sources.layout.clone(),
+                pos: [touched(n), touched(n), touched(n)],
+                slots: (0..sources.slots.len()).map(|_| touched(n)).collect(),
+            }
+        })
+        .collect();
+    if let (Some(strength), false) = (strength, cells.is_empty()) {
         let rep = Representation {
             far_field: FarField::KernelIndependent,
             strength: strength.clone(),
             target_slots: 0,
         };
         let ops = far_cuda::NodeOps::get::<R>(gpu)?;
-        let (_, node_pos, node_slots) =
-            far_cuda::upward(gpu, &ops, &basis, &d_tree, &sorted, &slots, &rep)?;
-        for (out, sel) in sends.iter_mut().zip(&selections) {
-            let idx: Vec<u32> = sel
-                .nodes
-                .iter()
-                .flat_map(|&c| (c * k) as u32..((c + 1) * k) as u32)
-                .collect();
-            append_gathered(gpu, out, &idx, &node_pos, &node_slots)?;
+        let (node_pos, node_slots) = far_cuda::cell_node_sources(
+            gpu, &ops, &basis, &d_tree, &tree, &sorted, &slots, &rep, &cells,
+        )?;
+        lap.say("nodes' strengths")?;
+        for (out, idx) in sends.iter_mut().zip(&node_idx) {
+            copy_gathered(gpu, out, 0, idx, &node_pos, &node_slots)?;
         }
+        lap.say("nodes gathered")?;
     }
     // The cells sent as their particles: runs of the sources in tree
-    // order, gathered on the GPU and copied back.
-    for (out, sel) in sends.iter_mut().zip(&selections) {
-        let idx: Vec<u32> = sel
-            .particles
-            .iter()
-            .flat_map(|&c| tree.cells[c].begin as u32..tree.cells[c].end as u32)
-            .collect();
-        append_gathered(gpu, out, &idx, &sorted, &slots)?;
+    // order, gathered on the GPU and copied back after the nodes.
+    for ((out, idx), nodes) in sends.iter_mut().zip(&particle_idx).zip(&node_idx) {
+        copy_gathered(gpu, out, nodes.len(), idx, &sorted, &slots)?;
     }
+    lap.say("particles gathered")?;
     Ok((sends, selections))
 }
 
-/// Appends the entries `idx` of the device arrays `pos` and `slots` to
-/// `out` (gathered on the GPU, then copied back: only what is sent
-/// crosses the bus).
-fn append_gathered<R: Real>(
+/// The entries `idx` of the device arrays `pos` and `slots` copied into
+/// `out`'s arrays from `at` on (gathered on the GPU, then copied back:
+/// only what is sent crosses the bus).
+fn copy_gathered<R: Real>(
     gpu: &Gpu,
     out: &mut Particles<R>,
+    at: usize,
     idx: &[u32],
     pos: &[CudaSlice<R>; 3],
     slots: &[CudaSlice<R>],
@@ -426,18 +464,16 @@ fn append_gathered<R: Real>(
     }
     let s = gpu.stream();
     let d_idx = upload(s, idx)?;
-    let take = |v: &CudaSlice<R>| -> Result<Vec<R>, Error> {
-        download(
-            s,
-            &primitives::gather(gpu, &d_idx, v, idx.len())?,
-            idx.len(),
-        )
+    let into = |v: &CudaSlice<R>, o: &mut Vec<R>| -> Result<(), Error> {
+        let g = primitives::gather(gpu, &d_idx, v, idx.len())?;
+        s.memcpy_dtoh(&g.slice(0..idx.len()), &mut o[at..at + idx.len()])
+            .map_err(cuda_err("copy from the device"))
     };
     for (o, v) in out.pos.iter_mut().zip(pos) {
-        o.extend(take(v)?);
+        into(v, o)?;
     }
     for (o, v) in out.slots.iter_mut().zip(slots) {
-        o.extend(take(v)?);
+        into(v, o)?;
     }
     Ok(())
 }

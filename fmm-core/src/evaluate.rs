@@ -1083,7 +1083,12 @@ fn switch_possible<K: Kernel>(asked: FarField, far: &far::Plan, f32_floor: bool)
 
 /// The key a tolerance's choices (the settings that met it, the switch of
 /// the default far field, the methods' times) are remembered by.
-fn problem_key<K: Kernel>(problem: &Problem<'_>, tol: f64, f32: bool, gpu: bool) -> ProblemKey {
+pub(crate) fn problem_key<K: Kernel>(
+    problem: &Problem<'_>,
+    tol: f64,
+    f32: bool,
+    gpu: bool,
+) -> ProblemKey {
     let key = ProblemKey::new(K::name(), problem.params, tol, f32, gpu);
     match problem.domain.periodic() {
         Some(b) => key.in_domain(format!("{b:?}")),

@@ -32,6 +32,7 @@ pub mod far;
 pub mod io;
 pub mod kernel;
 pub mod kernels;
+pub(crate) mod memory;
 pub mod methods;
 pub mod outputs;
 pub mod particles;

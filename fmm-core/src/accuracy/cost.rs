@@ -31,8 +31,15 @@
 //! follows the run checks.
 
 use crate::far::FarField;
-use crate::methods::fmm::Settings;
-use crate::stats::{Stage, Stats};
+use crate::methods::fmm::{Settings, MAX_F32_M2L_ORDER};
+use crate::stats::{M2lKind, Stage, Stats};
+
+/// How much dearer the GPU's M2L a pair is in double than in float, where
+/// an order past [`MAX_F32_M2L_ORDER`] leaves the float M2L: velocity +
+/// stretching at 2^24 points, p 12 in float 1.09 s and p 13 in double
+/// 10.4 s (H200, 2026-11-28), 7.6 times the float's growth of an order.
+/// Unseen, the model took p 13 for 1.8 s and the run took 11.2.
+const DOUBLE_M2L: f64 = 8.0;
 
 /// A narrower MAC is taken where it is predicted to meet the tolerance
 /// at most this fraction as dear as the current MAC (the model's
@@ -63,6 +70,8 @@ pub(crate) struct Run {
     expansions: f64,
     /// Trees, traversal, copies: neither theta nor p.
     fixed: f64,
+    /// Whether its M2L ran in float (the GPU's, f32 particles).
+    float_m2l: bool,
 }
 
 impl Run {
@@ -78,6 +87,7 @@ impl Run {
             far_pairs: stats.m2l as f64,
             expansions: s(Stage::Upward) + s(Stage::Downward),
             fixed: s(Stage::Tree) + s(Stage::Traversal) + s(Stage::Upload) + s(Stage::Download),
+            float_m2l: stats.m2l_kind == Some(M2lKind::FloatLanes),
         }
     }
 }
@@ -108,10 +118,13 @@ impl Model {
         let last = self.runs.last().expect("a run");
         let fitted = self.runs.iter().rev().skip(1).find_map(|r| {
             let (a, b) = (r.settings, last.settings);
-            (a.theta == b.theta && a.p != b.p && r.far > 0.0 && last.far > 0.0).then(|| {
-                ((last.far / last.far_pairs.max(1.0)) / (r.far / r.far_pairs.max(1.0))).ln()
-                    / ((b.p + 1) as f64 / (a.p + 1) as f64).ln()
-            })
+            let same_kind = r.float_m2l == last.float_m2l;
+            (a.theta == b.theta && a.p != b.p && same_kind && r.far > 0.0 && last.far > 0.0).then(
+                || {
+                    ((last.far / last.far_pairs.max(1.0)) / (r.far / r.far_pairs.max(1.0))).ln()
+                        / ((b.p + 1) as f64 / (a.p + 1) as f64).ln()
+                },
+            )
         });
         fitted_or(fitted, self.by_far_field(3.0, 4.0), 2.0..=7.0)
     }
@@ -150,8 +163,13 @@ impl Model {
         let last = self.runs.last().expect("a run");
         let pairs = (last.settings.theta / to.theta).powf(self.pair_exponent());
         let order = (to.p + 1) as f64 / (last.settings.p + 1) as f64;
+        let double = if last.float_m2l && to.p > MAX_F32_M2L_ORDER {
+            DOUBLE_M2L
+        } else {
+            1.0
+        };
         last.near * pairs
-            + last.far * pairs * order.powf(self.far_exponent())
+            + last.far * pairs * order.powf(self.far_exponent()) * double
             + last.expansions * order.powi(3)
             + last.fixed
     }
@@ -297,6 +315,35 @@ mod tests {
         let next = next.expect("a narrower MAC");
         assert!(next.theta < 0.7 && next.p <= 12, "{next:?}");
         assert!(model.error(5e-4, 0.9, next) <= AIM * 1e-4);
+    }
+
+    /// The GPU's float M2L stops at p 12: past it the M2L runs in double,
+    /// which the prediction counts. Velocity + stretching at 2^24 points
+    /// on one H200 (2026-11-28): p 10 at theta 0.7 took 1.60 s (P2P 0.68,
+    /// M2L 0.66 in float), error 3.0e-4 on the safe side, falling 0.55 an
+    /// order from p 6; p 13
+    /// there was predicted at 2.2 s and took 11.2 s (M2L 10.4 in double),
+    /// where p 9 at theta 0.56 met the tolerance in 1.49 s.
+    #[test]
+    fn an_order_past_the_float_m2l_counts_the_double_one() {
+        let mut model = Model::new(FarField::Laplace);
+        let at = Settings { p: 10, theta: 0.7 };
+        let mut st = stats(0.68, 2_000_000_000, 0.66, 40_000_000, false);
+        st.m2l_kind = Some(M2lKind::FloatLanes);
+        model.push(Run::new(at, &st));
+        let p13 = Settings { p: 13, theta: 0.7 };
+        assert!(model.seconds(p13) > 4.0, "{}", model.seconds(p13));
+        let (e, fall) = (3.0e-4, 0.55);
+        assert_eq!(model.order_at(e, fall, 1e-4, 0.7, 20), Some(13));
+        let next = model.cheaper_narrower(e, fall, 1e-4, 20, [0.56, 0.448, 0.4], NARROWER_GAIN);
+        let next = next.expect("a narrower MAC, at an order the float M2L takes");
+        assert!(next.p <= MAX_F32_M2L_ORDER, "{next:?}");
+        // Where the M2L ran in double anyway, no such jump.
+        model.push(Run::new(
+            at,
+            &stats(0.68, 2_000_000_000, 0.66, 40_000_000, false),
+        ));
+        assert!(model.seconds(p13) < 2.5, "{}", model.seconds(p13));
     }
 
     /// Two runs at two MACs fit the pairs' growth.

@@ -140,3 +140,21 @@ pub(crate) fn remember_time(key: &ProblemKey, method: &'static str, seconds: f64
         k == key && *m == method
     });
 }
+
+/// Another process's way of meeting the same tolerance taken up as this
+/// process's next first try (`fmm_core::distributed`): `achieved`'s method
+/// known to take `seconds` a run at the sizes `sizes`, starting at its
+/// settings and far field. The next evaluation tries it first and
+/// measures it; where it is slower here, or misses the tolerance here, the
+/// way this process found comes back.
+pub(crate) fn adopt(
+    key: &ProblemKey,
+    sizes: (usize, usize),
+    method: &'static str,
+    far: FarField,
+    settings: Settings,
+    seconds: f64,
+) {
+    remember_time(&key.with_sizes(sizes.0, sizes.1), method, seconds);
+    remember_start(key, far, settings);
+}

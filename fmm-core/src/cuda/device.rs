@@ -68,8 +68,9 @@ pub(crate) fn upload<T: DeviceRepr + Default + Clone>(
 }
 
 /// The first `n` elements on the host (none for `n = 0`, without touching
-/// the device).
-pub(crate) fn download<T: DeviceRepr + Default + Clone>(
+/// the device), into memory first written on every core
+/// ([`crate::memory`]).
+pub(crate) fn download<T: DeviceRepr + Default + Copy + Send + Sync>(
     s: &Arc<CudaStream>,
     v: &CudaSlice<T>,
     n: usize,
@@ -77,8 +78,10 @@ pub(crate) fn download<T: DeviceRepr + Default + Clone>(
     if n == 0 {
         return Ok(Vec::new());
     }
-    s.clone_dtoh(&v.slice(0..n))
-        .map_err(cuda_err("copy from the device"))
+    let mut out = crate::memory::touched(n);
+    s.memcpy_dtoh(&v.slice(0..n), &mut out[..])
+        .map_err(cuda_err("copy from the device"))?;
+    Ok(out)
 }
 
 /// One block of [`BLOCK`] threads per `per_block` items, at least one

@@ -14,6 +14,7 @@
 
 pub mod cache;
 pub(crate) mod device;
+pub(crate) mod laps;
 pub(crate) mod launch;
 pub mod module;
 pub mod nvrtc;

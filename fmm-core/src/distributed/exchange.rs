@@ -7,7 +7,10 @@ use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::traits::{Communicator, CommunicatorCollectives};
 use mpi::Count;
 
+use rayon::prelude::*;
+
 use crate::error::Error;
+use crate::memory::touched;
 use crate::particles::Particles;
 use crate::real::Real;
 
@@ -138,14 +141,20 @@ impl Migration {
     }
 }
 
-/// Each of `parts` (one per process, in rank order) sent to its process;
-/// what the others sent here, by sending process, as one set like `like`;
-/// and the particles sent away and received. A collective call.
-pub(crate) fn send_each<R: Real + Equivalence + Default, C: Communicator>(
+/// `mine` followed by what the other processes sent here, by sending
+/// process (each of `parts`, one per process in rank order, sent to its
+/// process); `None` where nothing came. Also the particles sent away and
+/// received. A collective call.
+///
+/// The arrays are made once at their full length and first written on
+/// every core ([`crate::memory`]): joining the arrivals to a process's own
+/// sources afterwards took 0.2 s at 2^24 sources on the GPU hosts, half
+/// the evaluation it feeds.
+pub(crate) fn with_arrivals<R: Real + Equivalence + Default, C: Communicator>(
     comm: &C,
     parts: &[Particles<R>],
-    like: &Particles<R>,
-) -> Result<(Particles<R>, usize, usize), Error> {
+    mine: &Particles<R>,
+) -> Result<(Option<Particles<R>>, usize, usize), Error> {
     let me = comm.rank() as usize;
     let mut send = Vec::with_capacity(parts.len());
     for p in parts {
@@ -158,24 +167,65 @@ pub(crate) fn send_each<R: Real + Equivalence + Default, C: Communicator>(
     }
     let mut receive = vec![0 as Count; parts.len()];
     comm.all_to_all_into(&send[..], &mut receive[..]);
-    let (send_at, receive_at) = (offsets(&send), offsets(&receive));
-    let arrivals: usize = receive.iter().map(|&c| c as usize).sum();
-    let swap = |get: &dyn Fn(&Particles<R>) -> &[R]| -> Vec<R> {
-        let out: Vec<R> = parts.iter().flat_map(|p| get(p).iter().copied()).collect();
-        let mut got = vec![R::default(); arrivals];
-        let from = Partition::new(&out[..], &send[..], &send_at[..]);
-        let mut into = PartitionMut::new(&mut got[..], &receive[..], &receive_at[..]);
-        comm.all_to_all_varcount_into(&from, &mut into);
-        got
-    };
-    let got = Particles {
-        kernel: like.kernel,
-        role: like.role,
-        layout: like.layout.clone(),
-        pos: [0, 1, 2].map(|c| swap(&|p: &Particles<R>| &p.pos[c])),
-        slots: (0..like.slots.len())
-            .map(|s| swap(&|p: &Particles<R>| &p.slots[s]))
+    let (sent, received) = (away(&send, me), away(&receive, me));
+    if received == 0 {
+        // Nothing came: the sends still go (they are empty here too).
+        for get in 0..3 + mine.slots.len() {
+            let _ = swap(comm, parts, &[], &send, &receive, |p| column(p, get));
+        }
+        return Ok((None, sent, received));
+    }
+    let all = Particles {
+        kernel: mine.kernel,
+        role: mine.role,
+        layout: mine.layout.clone(),
+        pos: [0, 1, 2].map(|c| swap(comm, parts, &mine.pos[c], &send, &receive, |p| &p.pos[c])),
+        slots: (0..mine.slots.len())
+            .map(|s| {
+                swap(comm, parts, &mine.slots[s], &send, &receive, |p| {
+                    &p.slots[s]
+                })
+            })
             .collect(),
     };
-    Ok((got, away(&send, me), away(&receive, me)))
+    Ok((Some(all), sent, received))
+}
+
+/// Array `i` of `p`: a position's component for `i < 3`, else slot `i - 3`.
+fn column<R>(p: &Particles<R>, i: usize) -> &[R] {
+    if i < 3 {
+        &p.pos[i]
+    } else {
+        &p.slots[i - 3]
+    }
+}
+
+/// One array sent: `head` followed by the arrivals of `get(part)` from
+/// every process.
+fn swap<R: Real + Equivalence + Default, C: Communicator>(
+    comm: &C,
+    parts: &[Particles<R>],
+    head: &[R],
+    send: &[Count],
+    receive: &[Count],
+    get: impl Fn(&Particles<R>) -> &[R],
+) -> Vec<R> {
+    let arrivals: usize = receive.iter().map(|&c| c as usize).sum();
+    let mut out = touched(send.iter().map(|&c| c as usize).sum());
+    let mut at = 0;
+    for p in parts {
+        let v = get(p);
+        out[at..at + v.len()].copy_from_slice(v);
+        at += v.len();
+    }
+    let mut all = touched(head.len() + arrivals);
+    all[..head.len()]
+        .par_chunks_mut(1 << 16)
+        .zip(head.par_chunks(1 << 16))
+        .for_each(|(a, b)| a.copy_from_slice(b));
+    let (send_at, receive_at) = (offsets(send), offsets(receive));
+    let from = Partition::new(&out[..], send, &send_at[..]);
+    let mut into = PartitionMut::new(&mut all[head.len()..], receive, &receive_at[..]);
+    comm.all_to_all_varcount_into(&from, &mut into);
+    all
 }

@@ -214,6 +214,50 @@ __device__ void p2m(const int n_cells, const int kind, const int p, const int k,
     for (int s = 0; s < nq; ++s) q[t * nq + s] = acc[s];
 }
 
+// P2M straight from the particles to the Chebyshev nodes of chosen cells,
+// at any level (the local essential tree's cells: a few of a large tree,
+// where an upward pass over every cell cost more than the rest of its
+// build). One block a run of at most P2M_RUN particles of one cell (run t:
+// cell u = run_cell[t] of the chosen ones, particles run_begin[t] ..
+// run_end[t] in tree order); the run's 1D weights and strengths in shared
+// memory, a thread a node, each run's sums added to q[(u k + i) nq + s]
+// with atomics. The runs of a cell add in any order: equal to the upward
+// pass's strengths to round-off, not to the last bit.
+template <typename T>
+__device__ void p2m_cells(const int* __restrict__ run_cell, const int* __restrict__ run_begin,
+                          const int* __restrict__ run_end, const double* __restrict__ cx,
+                          const double* __restrict__ cy, const double* __restrict__ cz,
+                          const double* __restrict__ half, const int p, const int k,
+                          const double* __restrict__ table, const T* __restrict__ x,
+                          const T* __restrict__ y, const T* __restrict__ z, const int nq,
+                          const u64* __restrict__ qs, double* __restrict__ q)
+{
+    extern __shared__ double shared[];
+    const int side = p + 1, t = blockIdx.x;
+    const int u = run_cell[t], b = run_begin[t], m = run_end[t] - b;
+    double* w = shared;                          // [j][axis][side]
+    double* qv = shared + P2M_RUN * 3 * side;    // [j][s]
+    for (int j = threadIdx.x; j < m; j += blockDim.x) {
+        double f[3];
+        unit_frame((double)x[b + j], (double)y[b + j], (double)z[b + j], cx[u], cy[u], cz[u],
+                   half[u], f);
+        for (int a = 0; a < 3; ++a) chebyshev_1d(f[a], side, table, w + (j * 3 + a) * side);
+        for (int s = 0; s < nq; ++s) qv[j * nq + s] = (double)((const T*)qs[s])[b + j];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        const int ix = i % side, iy = (i / side) % side, iz = i / (side * side);
+        double acc[MAX_SLOTS];
+        for (int s = 0; s < nq; ++s) acc[s] = 0.0;
+        for (int j = 0; j < m; ++j) {
+            const double* wj = w + j * 3 * side;
+            const double wn = wj[ix] * (wj[side + iy] * wj[2 * side + iz]);
+            for (int s = 0; s < nq; ++s) acc[s] += wn * qv[j * nq + s];
+        }
+        for (int s = 0; s < nq; ++s) atomicAdd(q + ((long long)u * k + i) * nq + s, acc[s]);
+    }
+}
+
 // M2M: one thread per (cell of a level, node, strength component); the
 // children's node strengths (a level deeper, done) through the child
 // weights `m` (8 matrices, m[o k k + cn k + i]: parent node i's weight for
@@ -411,6 +455,17 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
     {                                                                                              \
         p2m<T>(n_cells, kind, p, k, table, rs, n_children, begin, end, cx, cy, cz, half, x, y, z,  \
                nq, qs, q);                                                                         \
+    }                                                                                              \
+    extern "C" __global__ void far_nodes_p2m_cells_##S(                                            \
+        const int* __restrict__ run_cell, const int* __restrict__ run_begin,                       \
+        const int* __restrict__ run_end, const double* __restrict__ cx,                            \
+        const double* __restrict__ cy, const double* __restrict__ cz,                              \
+        const double* __restrict__ half, const int p, const int k,                                 \
+        const double* __restrict__ table, const T* __restrict__ x, const T* __restrict__ y,        \
+        const T* __restrict__ z, const int nq, const u64* __restrict__ qs, double* __restrict__ q) \
+    {                                                                                              \
+        p2m_cells<T>(run_cell, run_begin, run_end, cx, cy, cz, half, p, k, table, x, y, z, nq, qs, \
+                     q);                                                                           \
     }                                                                                              \
     extern "C" __global__ void far_nodes_sources_##S(                                              \
         const int n_cells, const int k, const int nq, const int ns,                                \

@@ -269,11 +269,14 @@ fn f32_targets_apart_from_the_sources_stay_finite_and_accurate() {
     let t = Particles::targets::<Gravity>(&f64s(&tpos32)).unwrap();
     let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
     let opts = fmm_options(8, 0.5, 8);
-    let (got, _) = fmm_gpu::<Gravity, f32>(&[0.0], &t32, &s32, &opts).unwrap();
+    let (got, stats) = fmm_gpu::<Gravity, f32>(&[0.0], &t32, &s32, &opts).unwrap();
     let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
     assert!(got.iter().all(|x| x.is_finite()));
     let e = rel_l2(&got, &exact.slots().concat());
-    println!("f32 gravity, targets 1e-4 off a lattice of sources: relative L2 error {e:.2e}");
+    println!(
+        "f32 gravity, targets 1e-4 off a lattice of sources: relative L2 error {e:.2e} ({:?} M2L)",
+        stats.m2l_kind
+    );
     assert!(e < 1e-4, "{e:e}");
 }
 
@@ -293,13 +296,25 @@ fn the_float_m2l_of_three_expansions_is_as_accurate_as_the_double_one() {
     let f32_exact = |x: Vec<[f64; 3]>| -> Vec<[f64; 3]> {
         x.iter().map(|x| x.map(|c| c as f32 as f64)).collect()
     };
+    // Then targets apart from the sources (two trees, whose cells can lie
+    // closer than one tree's: the float M2L checks each pair).
+    let (plummer, cube) = (
+        f32_exact(plummer(60_000, 5).0),
+        f32_exact(uniform_cube(60_000, 6)),
+    );
     let sets = [
-        (8, f32_exact(plummer(60_000, 5).0), "Plummer"),
-        (12, f32_exact(uniform_cube(60_000, 6)), "uniform cube"),
+        (8, plummer.clone(), plummer, "Plummer"),
+        (12, cube.clone(), cube.clone(), "uniform cube"),
+        (
+            8,
+            f32_exact(uniform_cube(50_000, 7)),
+            cube,
+            "targets apart, uniform cube",
+        ),
     ];
-    for (p, pos64, what) in sets {
+    for (p, tpos64, pos64, what) in sets {
         // The same values in f32 and f64: random strengths and target vectors.
-        let case = case_at(pos64.clone(), pos64, Strengths::RandomSign, 0.02, 8);
+        let case = case_at(pos64, tpos64, Strengths::RandomSign, 0.02, 8);
         let (t32, s32) = build::<VelocityStretching, f32>(&case);
         let (t64, s64) = build::<VelocityStretching, f64>(&case);
         let exact = direct_cpu::<VelocityStretching, f64>(&[], &t64, &s64).unwrap();

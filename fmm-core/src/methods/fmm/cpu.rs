@@ -22,6 +22,7 @@ use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stats};
+use crate::tree::morton::Bounds;
 use crate::tree::traversal::{children, spheres, split, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, to_unit_box, Octree, SoA};
 use fmm_codegen::kernel::{FarTerm, Term};
@@ -132,7 +133,20 @@ impl<R: Real> FarPasses<R> for Laplace<'_, R> {
         };
         // The lattice shifts the traversal meets the source tree at (unit box).
         let images = periodic.map_or(vec![[0.0; 3]], |b| b.near_images());
-        let stree = Octree::build([&spos[0], &spos[1], &spos[2]], ncrit);
+        // Free space: both trees in the root cube of all the points, so
+        // that their cells lie on one lattice (the GPU's the same): two
+        // trees with roots of their own paired cells across lattices, and
+        // a process's targets against its sources and the local essential
+        // trees it got took up to 5 times the P2P (2 H200s, 2^24 a process).
+        let root = periodic.is_none().then(|| {
+            Bounds::of([&spos[0], &spos[1], &spos[2]])
+                .union(&Bounds::of([&tpos[0], &tpos[1], &tpos[2]]))
+        });
+        let build = |pos: &[Vec<f64>; 3]| match root {
+            Some(r) => Octree::build_in([&pos[0], &pos[1], &pos[2]], ncrit, r),
+            None => Octree::build([&pos[0], &pos[1], &pos[2]], ncrit),
+        };
+        let stree = build(&spos);
         let mut src = sorted(sources, &stree.order);
         let sp = points(&spos, &stree.order);
         let q: Vec<Vec<f64>> = self
@@ -140,7 +154,7 @@ impl<R: Real> FarPasses<R> for Laplace<'_, R> {
             .iter()
             .map(|&k| src.slots[k].iter().map(|x| x.to_f64()).collect())
             .collect();
-        let ttree = Octree::build([&tpos[0], &tpos[1], &tpos[2]], ncrit);
+        let ttree = build(&tpos);
         let mut tgt = sorted(targets, &ttree.order);
         let tp = points(&tpos, &ttree.order);
         if let Some(b) = periodic {

@@ -16,9 +16,10 @@ use std::marker::PhantomData;
 
 use cudarc::driver::{CudaSlice, LaunchConfig};
 
-use super::periodic_reference::{periodic_sums, source_tree, Laps};
+use super::periodic_reference::{periodic_sums, source_tree};
 use super::Trees;
 use crate::cuda::device::{alloc, cuda_err, download, upload, zeros};
+use crate::cuda::laps::Laps;
 use crate::cuda::launch::{Args, Entry};
 use crate::cuda::primitives::{gather, gather_u32, widen};
 use crate::cuda::resident::DeviceParticles;
@@ -164,7 +165,7 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
             };
             tpos.iter().chain(targets.slots()).map(sampled).collect()
         };
-        let mut lap = Laps::new(gpu, "error estimate");
+        let mut lap = Laps::new(Some(gpu), "error estimate");
         // A periodic reference's tree of the sources where no run built
         // one (the node far fields').
         let own = match (periodic, trees) {

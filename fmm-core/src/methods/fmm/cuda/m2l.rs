@@ -1,14 +1,13 @@
 //! The M2L on the GPU (`fmm_m2l` and `fmm_m2l_lanes_*` in `ops.cu`): which
 //! of the two runs, how their work is cut, and the launches.
 //!
-//! - f32 particles, one tree, p up to [`MAX_F32_M2L_ORDER`]: the float
-//!   M2L, lanes over source cells, on coefficients normalised by the
-//!   target cell's size. Its work is cut into items by [`lane_plan`];
-//!   where the expansions' shared memory does not fit a block, one
-//!   expansion a pass.
-//! - Otherwise (f64 particles, targets apart from the sources, higher
-//!   orders, [`M2lChoice::Double`]), or where a float pair's cells differ
-//!   too much in size or a float sum leaves float's range: the double M2L,
+//! - f32 particles, p up to [`MAX_F32_M2L_ORDER`]: the float M2L, lanes
+//!   over source cells, on coefficients normalised by the target cell's
+//!   size. Its work is cut into items by [`lane_plan`]; where the
+//!   expansions' shared memory does not fit a block, one expansion a pass.
+//! - Otherwise (f64 particles, higher orders, [`M2lChoice::Double`]), or
+//!   where a float pair's cells differ too much in size or lie too close
+//!   (two trees) or a float sum leaves float's range: the double M2L,
 //!   one thread per (coefficient rows, expansion), its tasks from
 //!   [`m2l_tasks`].
 
@@ -43,30 +42,33 @@ fn m2l_shared(tuning: &GpuTuning) -> usize {
 pub const MAX_F32_M2L_ORDER: usize = 12;
 
 /// Whether the M2L's products run in float: for f32 particles up to
-/// [`MAX_F32_M2L_ORDER`], when the targets are the sources, and when the
-/// cells' sizes keep the scale factors 2^(-e (k + 1)) of `ops.cu` in
-/// double's range. Otherwise, and where [`M2lChoice::Double`] asks for it
-/// (to compare), in double.
+/// [`MAX_F32_M2L_ORDER`], and when the cells' sizes keep the scale
+/// factors 2^(-e (k + 1)) of `ops.cu` in double's range. Otherwise, and
+/// where [`M2lChoice::Double`] asks for it (to compare), in double.
 ///
-/// Why one tree only: the float form normalises the translation by the
-/// source cell's size, and |v| is at least twice that for two distinct
-/// cells of one octree; cells of two trees can be closer, and the
-/// harmonics of a short normalised v would overflow float.
+/// The float form normalises the translation by the source cell's size,
+/// and |v| is at least twice that for two distinct cells of one octree;
+/// cells of two trees (targets apart from the sources: a process's
+/// targets against its sources and the local essential trees it got) can
+/// be closer, where the harmonics of a short normalised v would overflow
+/// float. The kernel checks each pair and raises its flag on one closer
+/// than twice the source's size, and the double M2L runs instead. (Two
+/// trees ran the double M2L always before: three times the float's time
+/// at 2^24 targets, 2026-11-28.)
 ///
 /// Where the float M2L's shared memory for all the expansions does not fit
 /// in a block (p 12 with three expansions on an H100: 249 KB of 227), it
 /// runs one expansion a pass; where one does not fit either, the double
 /// one runs.
-fn float_m2l<R: Real>(p: usize, one_tree: bool, root_half: f64, choice: M2lChoice) -> bool {
+fn float_m2l<R: Real>(p: usize, root_halves: [f64; 2], choice: M2lChoice) -> bool {
     let forced = choice == M2lChoice::Double;
-    // ilogb of the root's half side; cells are at most MAX_LEVEL below.
-    let e_root = ((root_half.to_bits() >> 52) & 0x7ff) as i64 - 1023;
-    let e_most = e_root.abs() + crate::tree::morton::MAX_LEVEL as i64 + 1;
-    R::NAME == "f32"
-        && p <= MAX_F32_M2L_ORDER
-        && one_tree
-        && e_most * (p as i64 + 1) < 1000
-        && !forced
+    // ilogb of the roots' half sides; cells are at most MAX_LEVEL below.
+    let in_range = |root_half: f64| {
+        let e_root = ((root_half.to_bits() >> 52) & 0x7ff) as i64 - 1023;
+        let e_most = e_root.abs() + crate::tree::morton::MAX_LEVEL as i64 + 1;
+        e_most * (p as i64 + 1) < 1000
+    };
+    R::NAME == "f32" && p <= MAX_F32_M2L_ORDER && root_halves.into_iter().all(in_range) && !forced
 }
 
 /// The double M2L's tasks (see `fmm_m2l` in `ops.cu`): `(c, n_lo, n_hi,
@@ -246,7 +248,8 @@ pub(super) fn m2l<R: Real>(
     // Log2 of the unit box's scale (a power of two): the float M2L's
     // exponents are the unit box's cells'.
     let eu = u.log2().round() as i32;
-    if float_m2l::<R>(p, std::ptr::eq(tt, st), st.tree.bounds.half * u, tuning.m2l) {
+    let roots = [st.tree.bounds.half * u, tt.tree.bounds.half * u];
+    if float_m2l::<R>(p, roots, tuning.m2l) {
         let most = gpu
             .context()
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
@@ -289,6 +292,7 @@ pub(super) fn m2l<R: Real>(
                     &tnci, &lists.m2l_begin, &lists.m2l_end, &lists.m2l,
                     &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
                     &st.tree.half,
+                    &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2], &tt.tree.half,
                     &d_items, &d_warps, &max_d, &eu, m, l, &mut flag)
             };
             if passes == 1 {

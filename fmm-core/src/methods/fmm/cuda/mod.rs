@@ -537,8 +537,10 @@ impl<R: Real> DeviceFarPasses<R> for Laplace<'_, R> {
         &self.ops
     }
 
+    /// Both trees in one root cube in free space (as the CPU's): cells of
+    /// two trees on one lattice.
     fn cube<'b>(&self, pbox: Option<&'b PeriodicBox>) -> Cube<'b> {
-        pbox.map_or(Cube::Own, Cube::Box)
+        pbox.map_or(Cube::Union, Cube::Box)
     }
 
     fn adjust(&self, _: &mut FmmTree<R>) -> Result<(), Error> {

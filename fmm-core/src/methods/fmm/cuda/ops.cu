@@ -598,8 +598,9 @@ __device__ __forceinline__ void copies_done()
 // lev, their harmonics in ish (computed), their multipoles in msh (copied
 // without waiting; copies_done() and a barrier before they are read).
 template <int NQ>
-__device__ __forceinline__ void m2l_stage(const int a, const int et, const long long chunk,
-                                          const long long end,
+__device__ __forceinline__ void m2l_stage(const int a, const int et, const double ax,
+                                          const double ay, const double az,
+                                          const long long chunk, const long long end,
                                           const int* __restrict__ list,
                                           const double* __restrict__ cx,
                                           const double* __restrict__ cy,
@@ -635,10 +636,12 @@ __device__ __forceinline__ void m2l_stage(const int a, const int et, const long 
                 lev[s] = et - es;
             }
             const double inv_rho = pow2(-es);
-            singular_column<float, float2>(
-                (float)((cx[a] - (cx[b] + v[0])) * inv_rho),
-                (float)((cy[a] - (cy[b] + v[1])) * inv_rho),
-                (float)((cz[a] - (cz[b] + v[2])) * inv_rho), m,
+            const double ux = (ax - (cx[b] + v[0])) * inv_rho, uy = (ay - (cy[b] + v[1])) * inv_rho,
+                         uz = (az - (cz[b] + v[2])) * inv_rho;
+            // |u| >= 2 keeps the harmonics in float's range: so between
+            // two cells of one octree; cells of two trees could be closer.
+            if (m == 0 && ux * ux + uy * uy + uz * uz < 4.0) *flag = 1;
+            singular_column<float, float2>((float)ux, (float)uy, (float)uz, m,
                 [&](int n, int mm, float2 v) { hs[full(n, mm) * LANE_LD] = v; });
         } else {
             if (m == 0) lev[s] = 0;
@@ -657,7 +660,9 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
                           const long long* __restrict__ list_end, const int* __restrict__ list,
                           const double* __restrict__ cx, const double* __restrict__ cy,
                           const double* __restrict__ cz, const double* __restrict__ shift,
-                          const double* __restrict__ half,
+                          const double* __restrict__ half, const double* __restrict__ tcx,
+                          const double* __restrict__ tcy, const double* __restrict__ tcz,
+                          const double* __restrict__ thalf,
                           const int4* __restrict__ items, const int2* __restrict__ warp_items,
                           const int max_d, const int eu, const float2* __restrict__ mfull,
                           double2* __restrict__ local, int* __restrict__ flag)
@@ -673,7 +678,7 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
     for (int a = blockIdx.x; a < n_cells; a += gridDim.x) {
         const long long ls = list_begin[a], le = list_end[a];
         if (ls == le) continue;
-        const int et = ilogb(half[a]);
+        const int et = ilogb(thalf[a]);
 #pragma unroll
         for (int v = 0; v < 8 * NQ; ++v) acc[v] = 0.0f;
         for (int i = mine.x; i < mine.y; ++i) {
@@ -684,8 +689,8 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
         for (long long chunk = ls; chunk < le; chunk += 32) {
             // The previous chunk's sums are done with the buffer.
             __syncthreads();
-            m2l_stage<NQ>(a, et, chunk, le, list, cx, cy, cz, shift, half, mfull, max_d, lev, ish,
-                          msh, flag);
+            m2l_stage<NQ>(a, et, tcx[a], tcy[a], tcz[a], chunk, le, list, cx, cy, cz, shift, half,
+                          mfull, max_d, lev, ish, msh, flag);
             copies_done();
             __syncthreads();
             const float2* hs = ish + lane;
@@ -726,12 +731,14 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
         const long long* __restrict__ list_end, const int* __restrict__ list,                     \
         const double* __restrict__ cx, const double* __restrict__ cy,                             \
         const double* __restrict__ cz, const double* __restrict__ shift,                          \
-        const double* __restrict__ half, const int4* __restrict__ items,                          \
+        const double* __restrict__ half, const double* __restrict__ tcx,                          \
+        const double* __restrict__ tcy, const double* __restrict__ tcz,                           \
+        const double* __restrict__ thalf, const int4* __restrict__ items,                         \
         const int2* __restrict__ warp_items, const int max_d, const int eu,                       \
         const float2* __restrict__ mfull, double2* __restrict__ local, int* __restrict__ flag)    \
     {                                                                                             \
-        m2l_lanes<NQ>(n_cells, list_begin, list_end, list, cx, cy, cz, shift, half, items,       \
-                      warp_items, max_d, eu, mfull, local, flag);                                 \
+        m2l_lanes<NQ>(n_cells, list_begin, list_end, list, cx, cy, cz, shift, half, tcx, tcy,    \
+                      tcz, thalf, items, warp_items, max_d, eu, mfull, local, flag);              \
     }
 // At most 32 warps for one expansion, 16 for more (their sums take more
 // registers than 64, the most a thread of 1024 may have, without spills).

@@ -40,6 +40,7 @@ use rayon::prelude::*;
 use super::periodic::{self, Images};
 use super::{p2p_lists, per_cell, unit_scale, FmmTree, Ops, Points};
 use crate::cuda::device::{alloc, download, launch, refs3, upload, zeros};
+use crate::cuda::laps::Laps;
 use crate::cuda::launch::Entry;
 use crate::cuda::primitives::{gather, gather_i32, widen};
 use crate::cuda::resident::DeviceParticles;
@@ -106,7 +107,7 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
     let nc = ncoef(p);
     let s = gpu.stream();
     let ns = cols[0].len();
-    let mut lap = Laps::new(gpu, "periodic reference");
+    let mut lap = Laps::new(Some(gpu), "periodic reference");
     let ops = Ops::get::<R>(gpu, p)?;
     let q = |k: usize| &sslots[strength[k.min(nq - 1)]];
     let moments = periodic::moments::<R>(gpu, b, &st.pos, [q(0), q(1), q(2)], nq)?;
@@ -508,40 +509,5 @@ impl Walk {
                 cx, cy, cz, &nqi, &u, &mut mult)?;
         }
         Ok(mult)
-    }
-}
-
-/// The reference's stages timed on stderr where `FMM_TRACE` is set (the
-/// stream waited for at each): what its cost at 10^7 is made of.
-pub(super) struct Laps<'a> {
-    gpu: &'a Gpu,
-    what: &'static str,
-    last: Option<std::time::Instant>,
-}
-
-impl<'a> Laps<'a> {
-    /// Laps of `what` (named in each line).
-    pub(super) fn new(gpu: &'a Gpu, what: &'static str) -> Self {
-        let last = crate::stats::trace().then(std::time::Instant::now);
-        Laps { gpu, what, last }
-    }
-
-    /// Says the time since the last stage, `what` its name.
-    pub(super) fn say(&mut self, what: &str) -> Result<(), Error> {
-        let Some(last) = self.last else {
-            return Ok(());
-        };
-        self.gpu
-            .stream()
-            .synchronize()
-            .map_err(crate::cuda::device::cuda_err(what))?;
-        let now = std::time::Instant::now();
-        eprintln!(
-            "[fmm] {}: {what} {:.4} s",
-            self.what,
-            (now - last).as_secs_f64()
-        );
-        self.last = Some(now);
-        Ok(())
     }
 }
