@@ -8,10 +8,10 @@
 //! `mpirun -n 4 target/release/examples/vortex_ring_mpi --layers 6`.
 
 use clap::Parser;
-use fmm_core::distributed::{node_device, orb_partition, Migration};
+use fmm_core::distributed::node_device;
 use fmm_core::Backend;
-use fmm_vortex::distributed::{impulse_centre_partitioned, rates_partitioned};
-use fmm_vortex::{thin_ring_speed, Ring, Scheme, Solver, Stepper, VortexParticles};
+use fmm_vortex::distributed::{impulse_centre_partitioned, rates_partitioned, share_of};
+use fmm_vortex::{thin_ring_speed, Ring, Scheme, Solver, Stepper};
 use mpi::traits::*;
 
 #[derive(Parser, Debug)]
@@ -47,23 +47,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (radius, gamma, core) = (1.0, 1.0, 0.1);
     let all = Ring::resolved(radius, gamma, core, args.layers, 1.0).particles()?;
     // Each process a share, then the parts of space.
-    let mine: Vec<usize> = (rank..all.len()).step_by(size).collect();
-    let pick = |v: &[[f64; 3]]| -> Vec<[f64; 3]> { mine.iter().map(|&i| v[i]).collect() };
-    let x = pick(&all.x);
-    let dest = orb_partition(&comm, &x, &vec![1.0; x.len()])?;
-    let mig = Migration::new(&comm, &dest)?;
-    let axis = |v: &[[f64; 3]], c: usize| -> Vec<f64> { v.iter().map(|a| a[c]).collect() };
-    let moved3 = |v: &[[f64; 3]]| -> Vec<[f64; 3]> {
-        let [a, b, c] = [0, 1, 2].map(|k| mig.forward(&comm, &axis(v, k)));
-        (0..a.len()).map(|i| [a[i], b[i], c[i]]).collect()
-    };
-    let scalar = |v: &[f64]| -> Vec<f64> { mine.iter().map(|&i| v[i]).collect() };
-    let mut p = VortexParticles::new(
-        moved3(&x),
-        moved3(&pick(&all.alpha)),
-        mig.forward(&comm, &scalar(&all.sigma)),
-        mig.forward(&comm, &scalar(&all.volume)),
-    )?;
+    let mut p = share_of(&comm, &all)?;
     let solver = Solver {
         backend: args.backend,
         method: fmm_core::Method::tolerance(args.tol),

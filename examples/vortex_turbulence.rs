@@ -13,26 +13,13 @@
 mod common;
 
 use clap::Parser;
-use common::periodic_flow::{run, Case, RunArgs};
-use fmm_vortex::spectral::{passot_pouquet, SpectralNs};
+use common::periodic_flow::{run, Case, Isotropic, RunArgs};
 
 #[derive(Parser, Debug)]
 #[command(about = "Decaying isotropic turbulence: vortex particles against a spectral solver")]
 struct Args {
-    /// Particles (and spectral grid points) a side.
-    #[arg(long, default_value_t = 32)]
-    n: usize,
-    /// The spectrum's peak wavenumber (the box is 2 pi a side).
-    #[arg(long, default_value_t = 3.0)]
-    kp: f64,
-    /// The initial r.m.s. velocity of one component, u'.
-    #[arg(long, default_value_t = 1.0)]
-    u_rms: f64,
-    #[arg(long, default_value_t = 0.01)]
-    nu: f64,
-    /// The random phases' seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    field: Isotropic,
     /// How long, in eddy turnover times.
     #[arg(long, default_value_t = 1.0)]
     turnovers: f64,
@@ -46,13 +33,8 @@ struct Args {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let side = std::f64::consts::TAU;
-    let shape = |k: f64| passot_pouquet(k, args.kp);
-    // The amplitude that gives K = 3/2 u'^2 over the shells kept.
-    let unit = SpectralNs::isotropic(args.n, side, args.nu, shape, args.seed)?;
-    let k_target = 1.5 * args.u_rms * args.u_rms;
-    let scale = k_target / unit.energy();
-    let spectral = SpectralNs::isotropic(args.n, side, args.nu, |k| scale * shape(k), args.seed)?;
+    let spectral = args.field.field()?;
+    let (n, nu) = (args.field.n, args.field.nu);
     // The integral scale and the turnover time from the discrete
     // spectrum, the Taylor microscale's Reynolds number and k_max eta.
     let e = spectral.spectrum();
@@ -66,9 +48,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .sum::<f64>();
     let turnover = integral / u1;
     let eps = spectral.dissipation();
-    let lambda = (15.0 * args.nu * u1 * u1 / eps).sqrt();
-    let eta = (args.nu.powi(3) / eps).powf(0.25);
-    let kmax = (args.n / 2 - 1) as f64;
+    let lambda = (15.0 * nu * u1 * u1 / eps).sqrt();
+    let eta = (nu.powi(3) / eps).powf(0.25);
+    let kmax = (n / 2 - 1) as f64;
     let dt = match args.dt {
         Some(dt) => dt,
         None => {
@@ -78,17 +60,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!(
         "initial field: K {k:.4}, u' {u1:.4}, L {integral:.4}, T {turnover:.4}, epsilon {eps:.4}, Re_lambda {:.1}, k_max eta {:.2}",
-        u1 * lambda / args.nu,
+        u1 * lambda / nu,
         kmax * eta
     );
     let case = Case {
         name: "vortex_turbulence",
         title: format!(
             "Decaying isotropic turbulence, {}^3, Re_lambda {:.0} at the start",
-            args.n,
-            u1 * lambda / args.nu
+            n,
+            u1 * lambda / nu
         ),
-        nu: args.nu,
+        nu,
         dt,
         t_end: args.turnovers * turnover,
         unit: (turnover, "t/T"),

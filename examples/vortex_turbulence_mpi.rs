@@ -18,34 +18,23 @@
 
 use std::time::Instant;
 
+mod common;
+
 use clap::Parser;
-use fmm_core::distributed::{node_device, orb_partition, Migration};
-use fmm_core::{Backend, Domain, PeriodicBox};
-use fmm_vortex::distributed::rates_partitioned;
-use fmm_vortex::grid::Grid;
+use common::periodic_flow::Isotropic;
+use fmm_core::distributed::node_device;
+use fmm_core::{Backend, Domain};
+use fmm_vortex::distributed::{rates_partitioned, share_of};
 use fmm_vortex::remesh::interpolate_on_lattice;
-use fmm_vortex::spectral::{passot_pouquet, SpectralNs};
-use fmm_vortex::{spread_cores, Scheme, Solver, Stepper, VortexParticles};
+use fmm_vortex::{spread_cores, Scheme, Solver, Stepper};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
 #[derive(Parser, Debug)]
 #[command(about = "Decaying isotropic turbulence by vortex particles under MPI")]
 struct Args {
-    /// Particles a side.
-    #[arg(long, default_value_t = 32)]
-    n: usize,
-    /// The spectrum's peak wavenumber.
-    #[arg(long, default_value_t = 3.0)]
-    kp: f64,
-    /// The initial r.m.s. velocity of one component, u'.
-    #[arg(long, default_value_t = 1.0)]
-    u_rms: f64,
-    #[arg(long, default_value_t = 0.01)]
-    nu: f64,
-    /// The random phases' seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    field: Isotropic,
     #[arg(long, default_value_t = 5)]
     steps: usize,
     /// The step; by default a Courant number of 0.8 of the spectral
@@ -78,53 +67,17 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let setup = Instant::now();
     // Every process makes the same field (the same seed), then keeps a
     // share of the lattice's particles.
-    let (n, side) = (args.n, std::f64::consts::TAU);
-    let shape = |k: f64| passot_pouquet(k, args.kp);
-    let unit = SpectralNs::isotropic(n, side, args.nu, shape, args.seed)?;
-    let scale = 1.5 * args.u_rms * args.u_rms / unit.energy();
-    let spectral = SpectralNs::isotropic(n, side, args.nu, |k| scale * shape(k), args.seed)?;
+    let spectral = args.field.field()?;
+    let (n, nu) = (args.field.n, args.field.nu);
     let dt = match args.dt {
         Some(dt) => dt,
         None => spectral.stable_dt(0.8),
     };
-    let h = side / n as f64;
-    let pbox = PeriodicBox::cube([-0.5 * h; 3], side);
-    let grid = Grid {
-        origin: [0.0; 3],
-        side,
-        n,
-    };
-    let w = spectral.vorticity();
-    let volume = h * h * h;
-    let alpha: Vec<[f64; 3]> = (0..n * n * n)
-        .map(|i| [w[0][i] * volume, w[1][i] * volume, w[2][i] * volume])
-        .collect();
-    let count = alpha.len();
-    let mut all = VortexParticles::new(
-        grid.points(),
-        alpha,
-        vec![args.overlap * h; count],
-        vec![volume; count],
-    )?;
+    let (mut all, pbox, _) = spectral.lattice_particles(args.overlap)?;
     interpolate_on_lattice(&mut all, &pbox, n)?;
     drop(spectral);
-    let mine: Vec<usize> = (rank..count).step_by(size).collect();
-    let pick = |v: &[[f64; 3]]| -> Vec<[f64; 3]> { mine.iter().map(|&i| v[i]).collect() };
-    let x = pick(&all.x);
-    let dest = orb_partition(&comm, &x, &vec![1.0; x.len()])?;
-    let mig = Migration::new(&comm, &dest)?;
-    let axis = |v: &[[f64; 3]], c: usize| -> Vec<f64> { v.iter().map(|a| a[c]).collect() };
-    let moved3 = |v: &[[f64; 3]]| -> Vec<[f64; 3]> {
-        let [a, b, c] = [0, 1, 2].map(|k| mig.forward(&comm, &axis(v, k)));
-        (0..a.len()).map(|i| [a[i], b[i], c[i]]).collect()
-    };
-    let scalar = |v: &[f64]| -> Vec<f64> { mine.iter().map(|&i| v[i]).collect() };
-    let mut p = VortexParticles::new(
-        moved3(&x),
-        moved3(&pick(&all.alpha)),
-        mig.forward(&comm, &scalar(&all.sigma)),
-        mig.forward(&comm, &scalar(&all.volume)),
-    )?;
+    let count = all.len();
+    let mut p = share_of(&comm, &all)?;
     drop(all);
     let solver = Solver::f32_at(args.backend, args.tol).in_domain(Domain::Periodic(pbox));
     let sum = |x: f64, op| {
@@ -136,14 +89,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if rank == 0 {
         println!(
             "{n}^3 particles over {size} process(es), dt {dt:.5}, nu {}, set up in {setup:.1} s",
-            args.nu
+            nu
         );
     }
     let mut stepper = Stepper::new(Scheme::Ab2);
     let mut seconds = Vec::new();
     for step in 0..args.steps {
         let r = stepper.step_particles(&mut p, dt, |s| rates_partitioned(&solver, &comm, s))?;
-        spread_cores(&mut p, args.nu, dt)?;
+        spread_cores(&mut p, nu, dt)?;
         // The rates at the step's start: K there, over every particle.
         let k = sum(
             r.u.iter()

@@ -30,14 +30,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use fmm_core::{Domain, PeriodicBox};
-use fmm_vortex::grid::{write_vti, Grid};
+use fmm_core::Domain;
+use fmm_vortex::grid::write_vti;
 use fmm_vortex::output::write_whole;
 use fmm_vortex::remesh::{
     filter_lattice, interpolate_on_lattice, lattice_energy, remesh, Lattice, LatticeFilter,
 };
-use fmm_vortex::spectral::{spectrum_of, SpectralNs};
-use fmm_vortex::{spread_cores, Checkpoint, Precision, Scheme, Solver, Stepper, VortexParticles};
+use fmm_vortex::spectral::{passot_pouquet, spectrum_of, SpectralNs};
+use fmm_vortex::{spread_cores, Checkpoint, Precision, Scheme, Solver, Stepper};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::plot::{plot_panels, plot_spectra, Panel, SpectrumLine};
@@ -121,6 +121,46 @@ pub struct RunArgs {
     /// checkpoint (`fmm_vortex::Checkpoint`).
     #[arg(long)]
     pub save: Option<PathBuf>,
+}
+
+/// Decaying isotropic turbulence's initial field (yokota2009 section 5):
+/// a solenoidal velocity with random phases and the Passot-Pouquet
+/// spectrum `E(k) ~ (k/kp)^4 exp(-2 (k/kp)^2)` in a periodic box of side
+/// 2 pi, scaled to `K = 3/2 u'^2`. Both turbulence examples take it.
+#[derive(clap::Args, Debug)]
+pub struct Isotropic {
+    /// Particles (and spectral grid points) a side.
+    #[arg(long, default_value_t = 32)]
+    pub n: usize,
+    /// The spectrum's peak wavenumber (the box is 2 pi a side).
+    #[arg(long, default_value_t = 3.0)]
+    pub kp: f64,
+    /// The initial r.m.s. velocity of one component, u'.
+    #[arg(long, default_value_t = 1.0)]
+    pub u_rms: f64,
+    #[arg(long, default_value_t = 0.01)]
+    pub nu: f64,
+    /// The random phases' seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl Isotropic {
+    /// The field on the spectral solver's grid (the same seed, the same
+    /// field on every process).
+    pub fn field(&self) -> Result<SpectralNs, Box<dyn Error>> {
+        let side = std::f64::consts::TAU;
+        let shape = |k: f64| passot_pouquet(k, self.kp);
+        let unit = SpectralNs::isotropic(self.n, side, self.nu, shape, self.seed)?;
+        let scale = 1.5 * self.u_rms * self.u_rms / unit.energy();
+        Ok(SpectralNs::isotropic(
+            self.n,
+            side,
+            self.nu,
+            |k| scale * shape(k),
+            self.seed,
+        )?)
+    }
 }
 
 /// What a run is: its name (the files' default stem), its title, the
@@ -249,24 +289,7 @@ pub fn run(args: &RunArgs, case: &Case, spectral: SpectralNs) -> Result<(), Box<
     let (n, side, nu) = (spectral.n(), spectral.side(), case.nu);
     let h = side / n as f64;
     // The spectral grid's points are this box's cell centres.
-    let pbox = PeriodicBox::cube([-0.5 * h; 3], side);
-    let grid = Grid {
-        origin: [0.0; 3],
-        side,
-        n,
-    };
-    let w = spectral.vorticity();
-    let volume = h * h * h;
-    let alpha: Vec<[f64; 3]> = (0..n * n * n)
-        .map(|i| [w[0][i] * volume, w[1][i] * volume, w[2][i] * volume])
-        .collect();
-    let count = alpha.len();
-    let mut p = VortexParticles::new(
-        grid.points(),
-        alpha,
-        vec![args.overlap * h; count],
-        vec![volume; count],
-    )?;
+    let (mut p, pbox, grid) = spectral.lattice_particles(args.overlap)?;
     // The reference: the spectral field, or smoothed as the blobs are.
     let smooth = match args.init {
         Init::Interpolate => {

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use fmm_core::distributed::evaluate_partitioned;
+use fmm_core::distributed::{evaluate_partitioned, orb_partition, Migration};
 use fmm_core::kernels::VelocityStretching;
 use fmm_core::{Kernel, Real};
 use mpi::collective::SystemOperation;
@@ -17,6 +17,36 @@ use crate::error::VortexError;
 use crate::particles::VortexParticles;
 use crate::rates::{front_door_sets, Precision, Rates, Solver, StretchingScheme};
 use crate::VelocityStretchingTranspose;
+
+/// This process's part of `all` (the same set made on every process: a
+/// ring, a lattice): each process takes every `size`-th particle from its
+/// rank, then the particles move to the parts of space of equal count cut
+/// by orthogonal recursive bisection; a collective call.
+pub fn share_of<C: Communicator>(
+    comm: &C,
+    all: &VortexParticles,
+) -> Result<VortexParticles, VortexError> {
+    let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+    let mine: Vec<usize> = (rank..all.len()).step_by(size).collect();
+    let pick3 = |v: &[[f64; 3]]| -> Vec<[f64; 3]> { mine.iter().map(|&i| v[i]).collect() };
+    let pick = |v: &[f64]| -> Vec<f64> { mine.iter().map(|&i| v[i]).collect() };
+    let x = pick3(&all.x);
+    let dest = orb_partition(comm, &x, &vec![1.0; x.len()])?;
+    let mig = Migration::new(comm, &dest)?;
+    let moved3 = |v: &[[f64; 3]]| -> Vec<[f64; 3]> {
+        let [a, b, c] = [0, 1, 2].map(|k| {
+            let axis: Vec<f64> = v.iter().map(|p| p[k]).collect();
+            mig.forward(comm, &axis)
+        });
+        (0..a.len()).map(|i| [a[i], b[i], c[i]]).collect()
+    };
+    VortexParticles::new(
+        moved3(&x),
+        moved3(&pick3(&all.alpha)),
+        mig.forward(comm, &pick(&all.sigma)),
+        mig.forward(comm, &pick(&all.volume)),
+    )
+}
 
 /// The rates of this process's particles `p` from every process's, by
 /// `solver`'s backend, method, precision, domain and stretching; a

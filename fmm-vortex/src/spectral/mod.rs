@@ -28,8 +28,11 @@ use rayon::prelude::*;
 use rustfft::num_complex::Complex64;
 
 use crate::error::VortexError;
+use crate::grid::Grid;
+use crate::particles::VortexParticles;
 pub use fft3::Fft3;
 use fft3::{pair_real, unpair_real, PaddedFft3};
+use fmm_core::PeriodicBox;
 pub use isotropic::passot_pouquet;
 
 /// A velocity field in a periodic box and its evolution.
@@ -188,6 +191,38 @@ impl SpectralNs {
     /// Points a side.
     pub fn n(&self) -> usize {
         self.n
+    }
+
+    /// The grid's points as vortex particles, strengths the vorticity
+    /// times a cell's volume and cores `overlap` spacings wide; with the
+    /// periodic box whose cell centres they are and the grid. The
+    /// turbulence and Taylor-Green cases start from them, on one process
+    /// or on many (`remesh::interpolate_on_lattice` then makes the blobs
+    /// give the field at the points).
+    pub fn lattice_particles(
+        &self,
+        overlap: f64,
+    ) -> Result<(VortexParticles, PeriodicBox, Grid), VortexError> {
+        let (n, side) = (self.n, self.side);
+        let h = side / n as f64;
+        let grid = Grid {
+            origin: [0.0; 3],
+            side,
+            n,
+        };
+        let w = self.vorticity();
+        let volume = h * h * h;
+        let alpha: Vec<[f64; 3]> = (0..n * n * n)
+            .map(|i| [w[0][i] * volume, w[1][i] * volume, w[2][i] * volume])
+            .collect();
+        let count = alpha.len();
+        let p = VortexParticles::new(
+            grid.points(),
+            alpha,
+            vec![overlap * h; count],
+            vec![volume; count],
+        )?;
+        Ok((p, PeriodicBox::cube([-0.5 * h; 3], side), grid))
     }
 
     /// The box's side.
