@@ -1037,7 +1037,13 @@ impl<K: Kernel, R: Real> Reference<K, R> {
         sources: &Particles<R>,
         tol: f64,
     ) -> Result<Self, Error> {
-        let idx = reference::stratified(targets, accuracy::ERROR_SAMPLES);
+        let images = if problem.domain.periodic().is_some() {
+            27
+        } else {
+            1
+        };
+        let samples = accuracy::cpu_error_samples(images * sources.len());
+        let idx = reference::stratified(targets, samples);
         let (params, src) = (problem.params, sources.to_f64(None));
         let want = match problem.domain.periodic() {
             None => reference::direct_f64_at::<K, R>(params, targets, &idx, &src),

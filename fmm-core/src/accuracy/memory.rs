@@ -147,6 +147,7 @@ pub(crate) fn remember_time(key: &ProblemKey, method: &'static str, seconds: f64
 /// settings and far field. The next evaluation tries it first and
 /// measures it; where it is slower here, or misses the tolerance here, the
 /// way this process found comes back.
+#[cfg(feature = "mpi")]
 pub(crate) fn adopt(
     key: &ProblemKey,
     sizes: (usize, usize),

@@ -61,10 +61,26 @@ pub(crate) use memory::{switched_before, ProblemKey};
 use crate::far::FarField;
 use crate::methods::fmm::Settings;
 
-/// Targets the error is estimated on by the CPU (at most; all of them
-/// where there are fewer): their f64 sums cost a few percent of the
-/// FMM's time at any size (64 N pairs).
+/// The fewest targets an error is estimated on (all of them where there
+/// are fewer): their f64 sums cost a few percent of the FMM's time at any
+/// size (64 N pairs on the CPU).
 pub const ERROR_SAMPLES: usize = 64;
+
+/// Targets the error is estimated on by the CPU, where each target's f64
+/// reference costs `pairs` pairs (the sources; in a periodic box times
+/// the 27 near images): 256 up to 2^16 pairs a target, where their sums
+/// take 2^24 pairs (25 ms on 2 cores), fewer above, down to
+/// [`ERROR_SAMPLES`] from 2^18. The FMM's errors gather on a few targets
+/// (half of 10^4 points at one spot, p 9 to 13: stratified samples drawn
+/// at random within their strata missed the whole error with their
+/// bound, [`crate::reference::Estimate::bound`], in 5 to 10% of draws of
+/// 64 targets and 0.5 to 1.5% of 256: the `error_samples` example), and
+/// the larger sample's bound is the tighter one too (1.5 to 1.6 times the
+/// whole error on average against 1.8 to 1.9), so a tolerance is met at
+/// cheaper settings.
+pub fn cpu_error_samples(pairs: usize) -> usize {
+    ((1usize << 24) / pairs.max(1)).clamp(ERROR_SAMPLES, 4 * ERROR_SAMPLES)
+}
 
 /// Targets the error is estimated on by the GPU for `sources` sources:
 /// 256 up to about 10^6 sources, where their f64 sums cost about what 64
