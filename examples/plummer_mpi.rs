@@ -8,26 +8,29 @@
 //! Rank 0 prints the energy and its drift, the seconds a step and the
 //! imbalance.
 //!
-//! Checkpoints (`--checkpoint DIR`, every `--every` steps and at the end):
-//! each process writes its particles to `DIR/part-<rank>` and, once all
-//! have, rank 0 writes `DIR/manifest` (the processes, the step); each file
-//! is written under a temporary name and renamed, so a directory without
-//! a manifest, or with an older one, never looks complete. `--restart
-//! DIR` resumes on any number of processes: process `r` reads the parts
-//! `q` with `q mod P = r`, and the partition puts them where they belong.
+//! Checkpoints (`--checkpoint DIR`, every `--every` steps and at the end;
+//! `fmm_core::distributed::checkpoint`): each process writes its
+//! particles to `DIR/part-<step>-<rank>` and, once all have, rank 0 writes
+//! `DIR/manifest` (the processes, the step); each file is written under a
+//! temporary name and renamed, and the older parts go only then, so a write
+//! cut short leaves the last checkpoint whole. `--restart DIR` resumes on
+//! any number of processes: process `r` reads the parts `q` with
+//! `q mod P = r`, and the partition puts them where they belong.
 //!
 //! `cargo build --release --features mpi --example plummer_mpi`, then
 //! `mpirun -n 4 target/release/examples/plummer_mpi --n 100000 --steps 20`.
 
-use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
+mod common;
+
 use clap::Parser;
-use fmm_core::distributed::{
-    agreed, evaluate_partitioned, node_device, orb_partition, Balance, Migration,
+use common::Checkpoints;
+use fmm_core::distributed::checkpoint::{
+    arrays_bytes, read_arrays, read_parts, write_parts, write_whole,
 };
+use fmm_core::distributed::{evaluate_partitioned, node_device, orb_partition, Balance, Migration};
 use fmm_core::distributions::plummer;
 use fmm_core::kernels::Gravity;
 use fmm_core::{Backend, Error, Method, Particles};
@@ -58,13 +61,8 @@ struct Args {
     /// The slowest process's seconds over the mean past which to cut again.
     #[arg(long, default_value_t = 1.2)]
     threshold: f64,
-    #[arg(long)]
-    checkpoint: Option<PathBuf>,
-    /// Steps between checkpoints (0: only at the end).
-    #[arg(long, default_value_t = 0)]
-    every: usize,
-    #[arg(long)]
-    restart: Option<PathBuf>,
+    #[command(flatten)]
+    checkpoints: Checkpoints,
 }
 
 /// A process's particles, one array a quantity (ids as f64: exact to
@@ -124,81 +122,23 @@ fn drawn(n: usize, rank: usize, size: usize) -> State {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary name and a rename.
-fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("partial");
-    let mut f = fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    fs::rename(&tmp, path)
-}
-
 fn checkpoint(comm: &SimpleCommunicator, dir: &Path, s: &State, step: usize) -> Result<(), Error> {
-    let mine = (|| -> std::io::Result<()> {
-        fs::create_dir_all(dir)?;
-        let mut bytes = Vec::with_capacity(8 * ARRAYS * s.len() + 8);
-        bytes.extend((s.len() as u64).to_le_bytes());
-        for a in s.arrays() {
-            bytes.extend(a.iter().flat_map(|v| v.to_le_bytes()));
-        }
-        write_whole(&dir.join(format!("part-{}", comm.rank())), &bytes)
-    })();
-    agreed(
-        comm,
-        mine.map_err(|e| Error::BadOption(format!("checkpoint: {e}"))),
-    )?;
-    // Every part is written: the manifest makes the directory complete.
-    let manifest = if comm.rank() == 0 {
-        write_whole(
-            &dir.join("manifest"),
-            format!("processes {}\nstep {step}\n", comm.size()).as_bytes(),
-        )
-    } else {
-        Ok(())
-    };
-    agreed(
-        comm,
-        manifest.map_err(|e| Error::BadOption(format!("checkpoint: {e}"))),
-    )
+    let arrays: Vec<&[f64]> = s.arrays().into_iter().map(|a| &a[..]).collect();
+    write_parts(comm, dir, step as u64, |path| {
+        write_whole(path, &arrays_bytes(&arrays))
+    })
 }
 
-/// The manifest's processes and step, and this process's share of the
-/// parts.
+/// This process's share of the parts, and the step they were written at.
 fn restart(comm: &SimpleCommunicator, dir: &Path) -> Result<(State, usize), Error> {
-    let read = || -> Result<(State, usize), String> {
-        let text = fs::read_to_string(dir.join("manifest"))
-            .map_err(|e| format!("{}: no complete checkpoint ({e})", dir.display()))?;
-        let field = |name: &str| -> Result<usize, String> {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-                .ok_or(format!("the manifest has no `{name}`"))
-        };
-        let (parts, step) = (field("processes")?, field("step")?);
-        let mut arrays: Vec<Vec<f64>> = vec![Vec::new(); ARRAYS];
-        for q in (0..parts).filter(|q| q % comm.size() as usize == comm.rank() as usize) {
-            let path = dir.join(format!("part-{q}"));
-            let bytes = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-            let want = 8 + 8 * ARRAYS * n;
-            if bytes.len() != want {
-                return Err(format!(
-                    "{}: {} bytes, not {want}",
-                    path.display(),
-                    bytes.len()
-                ));
-            }
-            for (k, a) in arrays.iter_mut().enumerate() {
-                let at = 8 + 8 * n * k;
-                a.extend(
-                    bytes[at..at + 8 * n]
-                        .chunks_exact(8)
-                        .map(|c| f64::from_le_bytes(c.try_into().unwrap())),
-                );
-            }
+    let back = read_parts(comm, dir, |path| read_arrays(path, ARRAYS))?;
+    let mut arrays: Vec<Vec<f64>> = vec![Vec::new(); ARRAYS];
+    for part in back.parts {
+        for (a, b) in arrays.iter_mut().zip(part) {
+            a.extend(b);
         }
-        Ok((State::from_arrays(arrays), step))
-    };
-    agreed(comm, read().map_err(Error::BadOption))
+    }
+    Ok((State::from_arrays(arrays), back.step as usize))
 }
 
 /// Accelerations (one array an axis), potentials, and the seconds taken.
@@ -273,7 +213,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     node_device(&comm)?;
-    let (mut s, first) = match &args.restart {
+    let (mut s, first) = match &args.checkpoints.restart {
         Some(dir) => restart(&comm, dir)?,
         None => (drawn(args.n, rank, size), 0),
     };
@@ -310,11 +250,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             (e - e0) / e0.abs(),
             if moved { ", cut again before it" } else { "" }
         ));
-        if let Some(dir) = &args.checkpoint {
-            if step == args.steps || (args.every > 0 && step % args.every == 0) {
-                checkpoint(&comm, dir, &s, step)?;
-                say(format!("checkpoint at step {step}: {}", dir.display()));
-            }
+        if let Some(dir) = args.checkpoints.due(step, args.steps) {
+            checkpoint(&comm, dir, &s, step)?;
+            say(format!("checkpoint at step {step}: {}", dir.display()));
         }
     }
     // A checksum of the final state, independent of where particles live.

@@ -2,16 +2,24 @@
 //! particles of its part of space (cut by orthogonal recursive bisection),
 //! their velocity and stretching from every process's particles through
 //! the local essential trees (`fmm_vortex::distributed`). Rank 0 prints
-//! the impulse centre's height and speed against Saffman's.
+//! the impulse centre's height and speed against Saffman's. Checkpoints
+//! (`--checkpoint DIR`, `--every N`) restart (`--restart DIR`) on any
+//! number of processes.
 //!
 //! `cargo build --release --features mpi --example vortex_ring_mpi`, then
 //! `mpirun -n 4 target/release/examples/vortex_ring_mpi --layers 6`.
 
+mod common;
+
 use clap::Parser;
+use common::Checkpoints;
 use fmm_core::distributed::node_device;
 use fmm_core::Backend;
-use fmm_vortex::distributed::{impulse_centre_partitioned, rates_partitioned, share_of};
-use fmm_vortex::{thin_ring_speed, Ring, Scheme, Solver, Stepper};
+use fmm_vortex::distributed::{
+    impulse_centre_partitioned, load_partitioned, rates_partitioned, save_partitioned, share_of,
+};
+use fmm_vortex::{thin_ring_speed, Checkpoint, Ring, Scheme, Solver, Stepper};
+use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
 #[derive(Parser, Debug)]
@@ -30,6 +38,8 @@ struct Args {
     /// Relative L2 error of the rates.
     #[arg(long, default_value_t = 1e-4)]
     tol: f64,
+    #[command(flatten)]
+    checkpoints: Checkpoints,
 }
 
 fn main() {
@@ -45,9 +55,19 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (rank, size) = (comm.rank() as usize, comm.size() as usize);
     node_device(&comm)?;
     let (radius, gamma, core) = (1.0, 1.0, 0.1);
-    let all = Ring::resolved(radius, gamma, core, args.layers, 1.0).particles()?;
-    // Each process a share, then the parts of space.
-    let mut p = share_of(&comm, &all)?;
+    let (mut p, mut stepper, first) = match &args.checkpoints.restart {
+        Some(dir) => {
+            let c = load_partitioned(&comm, dir)?;
+            (c.particles, c.stepper, c.step as usize)
+        }
+        None => {
+            let all = Ring::resolved(radius, gamma, core, args.layers, 1.0).particles()?;
+            // Each process a share, then the parts of space.
+            (share_of(&comm, &all)?, Stepper::new(Scheme::Rk2), 0)
+        }
+    };
+    let mut count = 0;
+    comm.all_reduce_into(&p.len(), &mut count, SystemOperation::sum());
     let solver = Solver {
         backend: args.backend,
         method: fmm_core::Method::tolerance(args.tol),
@@ -56,13 +76,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let saffman = thin_ring_speed(gamma, radius, core);
     if rank == 0 {
         println!(
-            "{} particles over {size} process(es); Saffman's speed {saffman:.5}",
-            all.len()
+            "{count} particles over {size} process(es) from step {first}; Saffman's speed {saffman:.5}"
         );
     }
-    let mut stepper = Stepper::new(Scheme::Rk2);
     let mut z = impulse_centre_partitioned(&comm, &p);
-    for step in 1..=args.steps {
+    for step in first + 1..=args.steps {
         let r =
             stepper.step_particles(&mut p, args.dt, |s| rates_partitioned(&solver, &comm, s))?;
         let z1 = impulse_centre_partitioned(&comm, &p);
@@ -75,6 +93,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         z = z1;
+        if let Some(dir) = args.checkpoints.due(step, args.steps) {
+            let c = Checkpoint {
+                step: step as u64,
+                time: step as f64 * args.dt,
+                particles: p.clone(),
+                stepper: stepper.clone(),
+            };
+            save_partitioned(&comm, dir, &c)?;
+            if rank == 0 {
+                println!("checkpoint at step {step}: {}", dir.display());
+            }
+        }
     }
     Ok(())
 }

@@ -8,6 +8,10 @@
 //! process's particles (`K = <|u|^2> / 2` at the particles) and the
 //! slowest process's seconds for the rates: yokota2012's time a step.
 //!
+//! Checkpoints (`--checkpoint DIR`, `--every N`) restart (`--restart DIR`)
+//! on any number of processes, Adams-Bashforth's last rates moving with
+//! their particles.
+//!
 //! The particles are not remeshed here (the single-process example
 //! remeshes every step by default; remeshing across processes is not
 //! written yet), so this is `vortex_turbulence --remesh-every 0 --viscous
@@ -22,11 +26,12 @@ mod common;
 
 use clap::Parser;
 use common::periodic_flow::Isotropic;
+use common::Checkpoints;
 use fmm_core::distributed::node_device;
-use fmm_core::{Backend, Domain};
-use fmm_vortex::distributed::{rates_partitioned, share_of};
+use fmm_core::{Backend, Domain, PeriodicBox};
+use fmm_vortex::distributed::{load_partitioned, rates_partitioned, save_partitioned, share_of};
 use fmm_vortex::remesh::interpolate_on_lattice;
-use fmm_vortex::{spread_cores, Scheme, Solver, Stepper};
+use fmm_vortex::{spread_cores, Checkpoint, Scheme, Solver, Stepper};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
@@ -50,6 +55,8 @@ struct Args {
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     backend: Backend,
+    #[command(flatten)]
+    checkpoints: Checkpoints,
 }
 
 fn main() {
@@ -65,20 +72,32 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (rank, size) = (comm.rank() as usize, comm.size() as usize);
     node_device(&comm)?;
     let setup = Instant::now();
-    // Every process makes the same field (the same seed), then keeps a
-    // share of the lattice's particles.
-    let spectral = args.field.field()?;
     let (n, nu) = (args.field.n, args.field.nu);
-    let dt = match args.dt {
-        Some(dt) => dt,
-        None => spectral.stable_dt(0.8),
+    // The lattice's box (`SpectralNs::lattice_particles`): side 2 pi, a
+    // lattice point at each cell's centre.
+    let side = std::f64::consts::TAU;
+    let pbox = PeriodicBox::cube([-0.5 * side / n as f64; 3], side);
+    let (mut p, mut stepper, first, dt) = match &args.checkpoints.restart {
+        Some(dir) => {
+            let c = load_partitioned(&comm, dir)?;
+            let dt = args
+                .dt
+                .or(c.stepper.last_step())
+                .ok_or("--dt: the checkpoint has none")?;
+            (c.particles, c.stepper, c.step as usize, dt)
+        }
+        None => {
+            // Every process makes the same field (the same seed), then
+            // keeps a share of the lattice's particles.
+            let spectral = args.field.field()?;
+            let dt = args.dt.unwrap_or_else(|| spectral.stable_dt(0.8));
+            let (mut all, _, _) = spectral.lattice_particles(args.overlap)?;
+            interpolate_on_lattice(&mut all, &pbox, n)?;
+            (share_of(&comm, &all)?, Stepper::new(Scheme::Ab2), 0, dt)
+        }
     };
-    let (mut all, pbox, _) = spectral.lattice_particles(args.overlap)?;
-    interpolate_on_lattice(&mut all, &pbox, n)?;
-    drop(spectral);
-    let count = all.len();
-    let mut p = share_of(&comm, &all)?;
-    drop(all);
+    let mut count = 0;
+    comm.all_reduce_into(&p.len(), &mut count, SystemOperation::sum());
     let solver = Solver::f32_at(args.backend, args.tol).in_domain(Domain::Periodic(pbox));
     let sum = |x: f64, op| {
         let mut y = 0.0;
@@ -88,13 +107,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let setup = sum(setup.elapsed().as_secs_f64(), SystemOperation::max());
     if rank == 0 {
         println!(
-            "{n}^3 particles over {size} process(es), dt {dt:.5}, nu {}, set up in {setup:.1} s",
-            nu
+            "{count} particles over {size} process(es) from step {first}, dt {dt:.5}, nu {nu}, set up in {setup:.1} s"
         );
     }
-    let mut stepper = Stepper::new(Scheme::Ab2);
     let mut seconds = Vec::new();
-    for step in 0..args.steps {
+    for step in first..args.steps {
         let r = stepper.step_particles(&mut p, dt, |s| rates_partitioned(&solver, &comm, s))?;
         spread_cores(&mut p, nu, dt)?;
         // The rates at the step's start: K there, over every particle.
@@ -115,6 +132,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 "step {step}: t {:.5}, K {k:.10}, rates {slowest:.3} s (slowest process{error})",
                 step as f64 * dt
             );
+        }
+        if let Some(dir) = args.checkpoints.due(step + 1, args.steps) {
+            let c = Checkpoint {
+                step: step as u64 + 1,
+                time: (step + 1) as f64 * dt,
+                particles: p.clone(),
+                stepper: stepper.clone(),
+            };
+            save_partitioned(&comm, dir, &c)?;
+            if rank == 0 {
+                println!("checkpoint after step {step}: {}", dir.display());
+            }
         }
     }
     if rank == 0 && seconds.len() > 1 {

@@ -14,6 +14,30 @@ use fmm_core::{evaluate, Kernel, Method, Outputs, Particles, Real, Stage, Stats}
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+/// The MPI examples' checkpoints (`fmm_core::distributed::checkpoint`: a
+/// part a process, then a manifest; a restart on any number of processes).
+#[derive(clap::Args, Debug)]
+pub struct Checkpoints {
+    /// The directory to write checkpoints to.
+    #[arg(long)]
+    pub checkpoint: Option<std::path::PathBuf>,
+    /// Steps between checkpoints (0: only at the last step).
+    #[arg(long, default_value_t = 0)]
+    pub every: usize,
+    /// A checkpoint to go on from (to `--steps` in all), written by any
+    /// number of processes.
+    #[arg(long)]
+    pub restart: Option<std::path::PathBuf>,
+}
+
+impl Checkpoints {
+    /// Where to write the checkpoint of `step` (of `last`), if one is due.
+    pub fn due(&self, step: usize, last: usize) -> Option<&std::path::Path> {
+        let dir = self.checkpoint.as_deref()?;
+        (step == last || (self.every > 0 && step.is_multiple_of(self.every))).then_some(dir)
+    }
+}
+
 /// The far fields, by name on the command line (`--far-field`).
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
 pub enum FarFieldName {

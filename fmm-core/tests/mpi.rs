@@ -10,6 +10,9 @@
 //! --oversubscribe`. A failed check panics, and the process's non-zero
 //! exit fails the run.
 
+use fmm_core::distributed::checkpoint::{
+    arrays_bytes, read_arrays, read_parts, write_parts, write_whole,
+};
 use fmm_core::distributed::{
     agreed, evaluate_distributed, evaluate_partitioned, orb_partition, sampled_error, Balance,
     Migration,
@@ -540,10 +543,86 @@ fn main() {
     .to_string();
     w.say(&format!("a point off the slab on process {last}: {err}"));
     assert!(err.starts_with(&format!("process {last}: ")), "{err}");
+    checkpoints(&w);
     w.say(&format!(
         "every distributed check passed on {} process(es)",
         w.size
     ));
+}
+
+/// Checkpoints written by every process and read back on as many, on
+/// one and on the rest (a restart on another number of processes): every
+/// particle once, in the order of the parts; a later step replaces the
+/// earlier; a part cut short, or a write that fails on one process, is an
+/// error on every process, and leaves no checkpoint looking complete.
+fn checkpoints(w: &World) {
+    let mut pid = std::process::id();
+    w.comm.process_at_rank(0).broadcast_into(&mut pid);
+    let dir = std::env::temp_dir().join(format!("fmm-mpi-checkpoint-{pid}"));
+    let (lo, hi) = share(N, w.rank, w.size);
+    let ids: Vec<f64> = (lo..hi).map(|i| i as f64).collect();
+    let squares: Vec<f64> = ids.iter().map(|i| i * i).collect();
+    let write = |step| {
+        write_parts(&w.comm, &dir, step, |path| {
+            write_whole(path, &arrays_bytes(&[&ids, &squares]))
+        })
+    };
+    write(5).unwrap();
+    write(7).unwrap();
+    // Read by every process: each particle once.
+    let read = |comm: &SimpleCommunicator| read_parts(comm, &dir, |path| read_arrays(path, 2));
+    let back = read(&w.comm).unwrap();
+    assert_eq!((back.step, back.processes), (7, w.size));
+    let mine: Vec<f64> = back.parts.iter().flat_map(|a| a[0].clone()).collect();
+    let count = w.sum(mine.len() as f64);
+    let sum = w.sum(mine.iter().sum());
+    assert_eq!((count, sum), (N as f64, (N * (N - 1) / 2) as f64));
+    for a in &back.parts {
+        assert!(a[0].iter().zip(&a[1]).all(|(i, q)| i * i == *q));
+    }
+    // Read by rank 0 alone (and by the others together): every particle
+    // in order.
+    let color = mpi::topology::Color::with_value(i32::from(w.rank > 0));
+    let group = w.comm.split_by_color(color).unwrap();
+    let back = read(&group).unwrap();
+    if w.rank == 0 {
+        let all: Vec<f64> = back.parts.iter().flat_map(|a| a[0].clone()).collect();
+        assert_eq!(all, (0..N).map(|i| i as f64).collect::<Vec<_>>());
+    }
+    let parts = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(parts, w.size + 1, "the parts of step 5 removed");
+    w.comm.barrier();
+    // The last process's part of step 7 cut short.
+    let last = w.size - 1;
+    if w.rank == last {
+        let path = dir.join(format!("part-7-{last}"));
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    }
+    w.comm.barrier();
+    let err = read(&w.comm).unwrap_err().to_string();
+    w.say(&format!("a part cut short: {err}"));
+    assert!(err.contains(&format!("part-7-{last}")), "{err}");
+    // A write that fails on the last process: an error everywhere, and
+    // the checkpoint of step 7 still the one the manifest names.
+    let err = write_parts(&w.comm, &dir, 9, |path| {
+        if w.rank == last {
+            Err("the disk is full".to_string())
+        } else {
+            write_whole(path, &arrays_bytes(&[&ids, &squares])).map_err(|e| e.to_string())
+        }
+    })
+    .unwrap_err()
+    .to_string();
+    w.say(&format!("a write that failed: {err}"));
+    assert!(err.contains("the disk is full"), "{err}");
+    let text = std::fs::read_to_string(dir.join("manifest")).unwrap();
+    assert!(text.contains("step 7"), "{text}");
+    w.comm.barrier();
+    if w.rank == 0 {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    w.say("checkpoints: written, read on as many, one and the rest; errors on every process");
 }
 
 /// Unit masses.

@@ -4,16 +4,20 @@
 //! `fmm_core::distributed::evaluate_partitioned` (the local essential
 //! trees); the ring's diagnostics are sums over the processes.
 
+use std::path::Path;
 use std::time::Instant;
 
-use fmm_core::distributed::{evaluate_partitioned, orb_partition, Migration};
+use fmm_core::distributed::checkpoint::{read_parts, write_parts};
+use fmm_core::distributed::{agreed, evaluate_partitioned, orb_partition, Migration};
 use fmm_core::kernels::VelocityStretching;
 use fmm_core::{Kernel, Real};
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
-use mpi::traits::{Communicator, CommunicatorCollectives};
+use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 
+use crate::checkpoint::Checkpoint;
 use crate::error::VortexError;
+use crate::integrate::{Scheme, Stepper};
 use crate::particles::VortexParticles;
 use crate::rates::{front_door_sets, Precision, Rates, Solver, StretchingScheme};
 use crate::VelocityStretchingTranspose;
@@ -30,22 +34,127 @@ pub fn share_of<C: Communicator>(
     let mine: Vec<usize> = (rank..all.len()).step_by(size).collect();
     let pick3 = |v: &[[f64; 3]]| -> Vec<[f64; 3]> { mine.iter().map(|&i| v[i]).collect() };
     let pick = |v: &[f64]| -> Vec<f64> { mine.iter().map(|&i| v[i]).collect() };
-    let x = pick3(&all.x);
-    let dest = orb_partition(comm, &x, &vec![1.0; x.len()])?;
+    let picked = VortexParticles::new(
+        pick3(&all.x),
+        pick3(&all.alpha),
+        pick(&all.sigma),
+        pick(&all.volume),
+    )?;
+    Ok(to_their_parts(comm, &picked, None)?.0)
+}
+
+/// `p` (this process's particles) and `rates` (six values a particle, as
+/// the stepper carries them) moved to the parts of space of equal count
+/// cut by orthogonal recursive bisection; a collective call.
+fn to_their_parts<C: Communicator>(
+    comm: &C,
+    p: &VortexParticles,
+    rates: Option<&[f64]>,
+) -> Result<(VortexParticles, Option<Vec<f64>>), VortexError> {
+    let dest = orb_partition(comm, &p.x, &vec![1.0; p.len()])?;
     let mig = Migration::new(comm, &dest)?;
-    let moved3 = |v: &[[f64; 3]]| -> Vec<[f64; 3]> {
-        let [a, b, c] = [0, 1, 2].map(|k| {
-            let axis: Vec<f64> = v.iter().map(|p| p[k]).collect();
-            mig.forward(comm, &axis)
-        });
-        (0..a.len()).map(|i| [a[i], b[i], c[i]]).collect()
+    // Each of `width` values a particle moved, interleaved again.
+    let moved = |v: &[f64], width: usize| -> Vec<f64> {
+        let columns: Vec<Vec<f64>> = (0..width)
+            .map(|k| {
+                let column: Vec<f64> = v.iter().skip(k).step_by(width).copied().collect();
+                mig.forward(comm, &column)
+            })
+            .collect();
+        let n = columns.first().map_or(0, Vec::len);
+        (0..n * width)
+            .map(|i| columns[i % width][i / width])
+            .collect()
     };
-    VortexParticles::new(
-        moved3(&x),
-        moved3(&pick3(&all.alpha)),
-        mig.forward(comm, &pick(&all.sigma)),
-        mig.forward(comm, &pick(&all.volume)),
-    )
+    let triples = |v: &[[f64; 3]]| -> Vec<[f64; 3]> {
+        moved(v.as_flattened(), 3)
+            .chunks_exact(3)
+            .map(|c| [c[0], c[1], c[2]])
+            .collect()
+    };
+    let particles = VortexParticles::new(
+        triples(&p.x),
+        triples(&p.alpha),
+        mig.forward(comm, &p.sigma),
+        mig.forward(comm, &p.volume),
+    )?;
+    Ok((particles, rates.map(|r| moved(r, 6))))
+}
+
+/// Writes `c` (this process's particles, with the run's step, time and
+/// stepper) as this process's part of the checkpoint in `dir`
+/// (`fmm_core::distributed::checkpoint`: each part a [`Checkpoint`] file,
+/// then a manifest); a collective call.
+pub fn save_partitioned<C: Communicator>(
+    comm: &C,
+    dir: &Path,
+    c: &Checkpoint,
+) -> Result<(), VortexError> {
+    Ok(write_parts(comm, dir, c.step, |path| c.save(path))?)
+}
+
+/// This process's share of the checkpoint in `dir`, written by any number
+/// of processes: its parts read, joined (particles and the stepper's
+/// rates), and moved to the parts of space of equal count; a collective
+/// call. Parts of different steps, times or schemes are refused.
+pub fn load_partitioned<C: Communicator>(comm: &C, dir: &Path) -> Result<Checkpoint, VortexError> {
+    let restart = read_parts(comm, dir, Checkpoint::load)?;
+    // Rank 0 holds part 0: its step, time and scheme are every process's
+    // (a process past the parts' count holds none).
+    let first = restart.parts.first();
+    let mut head = first.map_or([0.0; 4], |c| {
+        let last_dt = c.stepper.last.as_ref().map_or(-1.0, |l| l.1);
+        [
+            c.step as f64,
+            c.time,
+            c.stepper.scheme as u8 as f64,
+            last_dt,
+        ]
+    });
+    comm.process_at_rank(0).broadcast_into(&mut head[..]);
+    let scheme = [Scheme::Ab2, Scheme::Rk2, Scheme::Rk3, Scheme::Rk4]
+        .into_iter()
+        .find(|s| *s as u8 as f64 == head[2])
+        .expect("a scheme rank 0 read");
+    let mut joined = Vec::new();
+    let (mut x, mut alpha, mut sigma, mut volume) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut same = Ok(());
+    for c in restart.parts {
+        let last_dt = c.stepper.last.as_ref().map_or(-1.0, |l| l.1);
+        if [
+            c.step as f64,
+            c.time,
+            c.stepper.scheme as u8 as f64,
+            last_dt,
+        ] != head
+        {
+            same = Err(fmm_core::Error::Io(format!(
+                "{}: parts of different steps, times or schemes",
+                dir.display()
+            )));
+        }
+        if let Some((rates, _)) = &c.stepper.last {
+            joined.extend_from_slice(rates);
+        }
+        x.extend(c.particles.x);
+        alpha.extend(c.particles.alpha);
+        sigma.extend(c.particles.sigma);
+        volume.extend(c.particles.volume);
+    }
+    agreed(comm, same)?;
+    let mine = VortexParticles::new(x, alpha, sigma, volume);
+    let mine = agreed(comm, mine.map_err(|e| fmm_core::Error::Io(e.to_string())))?;
+    let rates = (head[3] >= 0.0).then_some(&joined[..]);
+    let (particles, rates) = to_their_parts(comm, &mine, rates)?;
+    let mut stepper = Stepper::new(scheme);
+    stepper.last = rates.map(|r| (r, head[3]));
+    Ok(Checkpoint {
+        step: head[0] as u64,
+        time: head[1],
+        particles,
+        stepper,
+    })
 }
 
 /// The rates of this process's particles `p` from every process's, by

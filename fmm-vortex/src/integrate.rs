@@ -126,6 +126,13 @@ impl<V> Stepper<V> {
         Stepper { scheme, last: None }
     }
 
+    /// The length of the step Adams-Bashforth's last rates were taken
+    /// over (none before the first step, and for the Runge-Kutta
+    /// schemes): a restart's step length.
+    pub fn last_step(&self) -> Option<f64> {
+        self.last.as_ref().map(|l| l.1)
+    }
+
     /// Forgets the rates Adams-Bashforth keeps (after the state was
     /// changed other than by a step: the next step starts again by Heun).
     pub fn restart(&mut self) {

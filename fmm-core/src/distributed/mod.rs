@@ -29,6 +29,7 @@
 //! different kernels, precisions, methods, parameters or domains all
 //! return [`Error::Mismatch`].
 
+pub mod checkpoint;
 mod exchange;
 mod orb;
 mod search;
