@@ -7,6 +7,12 @@
 //! `cargo run --release --example fmm_bench -- --kernel gravity --n 1000000 --dist uniform --p 6 --theta 0.5 --params 0`
 //! (`--backend cuda` for the GPU FMM; `--periodic 1` in the periodic unit
 //! box, `--periodic-axes xy` a slab, the strengths made zero-mean).
+//!
+//! Under MPI (`common::mpi_bench`): `cargo build --release --features mpi
+//! -p fmm-examples --example fmm_bench`, then `mpirun -n 4
+//! target/release/examples/fmm_bench --distributed --method tolerance
+//! --tol 1e-4 --n 1000000` (`--n` a process: weak scaling; `--strong`:
+//! in all).
 
 use std::time::Instant;
 
@@ -149,6 +155,14 @@ struct Args {
     /// which are timed once apart.
     #[arg(long)]
     resident: bool,
+    /// Run under `mpirun` (built with `--features mpi`), a GPU a process:
+    /// gravity or velocity-stretching, `--n` a process (weak scaling),
+    /// the first evaluation partitioning, then `--repeat` in the parts.
+    #[arg(long)]
+    distributed: bool,
+    /// With --distributed: `--n` in all (strong scaling).
+    #[arg(long, requires = "distributed")]
+    strong: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -268,6 +282,31 @@ fn run<K: Kernel, R: Real>(
     })
 }
 
+/// `--distributed`: the run over `mpirun`'s processes.
+#[cfg(feature = "mpi")]
+fn distributed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    common::mpi_bench::run(&common::mpi_bench::Bench {
+        n: args.n,
+        strong: args.strong,
+        kernel: args.kernel,
+        dist: args.dist,
+        precision: args.precision,
+        backend: args.backend.core(),
+        method: method_of(args),
+        params: args.params.clone(),
+        repeat: args.repeat,
+        samples: args.samples,
+        seed: args.seed,
+    })
+}
+
+#[cfg(not(feature = "mpi"))]
+fn distributed(_: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    Err("--distributed needs the mpi feature: \
+         cargo build --release --features mpi -p fmm-examples --example fmm_bench"
+        .into())
+}
+
 /// The method the flags ask for.
 fn method_of(args: &Args) -> Method {
     match args.method {
@@ -316,6 +355,9 @@ fn main() {
 }
 
 fn bench(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    if args.distributed {
+        return distributed(&args);
+    }
     let device = resolve(args.backend.core())?;
     args.switches.apply(device);
     let (report, name) = match args.precision {

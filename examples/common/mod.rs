@@ -5,6 +5,8 @@
 //! Each example compiles this module and uses a part of it.
 #![allow(dead_code)]
 
+#[cfg(feature = "mpi")]
+pub mod mpi_bench;
 pub mod periodic_flow;
 pub mod plot;
 
@@ -68,7 +70,7 @@ impl FarFieldName {
 }
 
 /// The built-in kernels, by name on the command line.
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 pub enum KernelName {
     Gravity,
     Coulomb,

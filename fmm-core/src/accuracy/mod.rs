@@ -66,9 +66,10 @@ use crate::methods::fmm::Settings;
 /// size (64 N pairs on the CPU).
 pub const ERROR_SAMPLES: usize = 64;
 
-/// Targets the error is estimated on by the CPU, where each target's f64
-/// reference costs `pairs` pairs (the sources; in a periodic box times
-/// the 27 near images): 256 up to 2^16 pairs a target, where their sums
+/// Targets the error is estimated on by the CPU in free space, where each
+/// target's f64 reference costs `pairs` pairs (the sources; a periodic
+/// box's references take [`ERROR_SAMPLES`]): 256 up to 2^16 pairs a
+/// target, where their sums
 /// take 2^24 pairs (25 ms on 2 cores), fewer above, down to
 /// [`ERROR_SAMPLES`] from 2^18. The FMM's errors gather on a few targets
 /// (half of 10^4 points at one spot, p 9 to 13: stratified samples drawn

@@ -449,13 +449,15 @@ fn the_node_far_fields_run_in_a_periodic_box() {
     let vwant = run::<VelocityStretching>(&Method::direct(), &[], pbox, &vt, &vs)
         .unwrap()
         .concat();
-    let o = fmm_options(8, 0.4, 64).with_far_field(FarField::Ppm);
+    // p 4: its operators stay compressed (at p 8, 3456 x 432 went to the
+    // M2L by the kernel, 30 s of this test for 4.0e-8); 9.2e-6 measured.
+    let o = fmm_options(4, 0.4, 64).with_far_field(FarField::Ppm);
     let vgot = run::<VelocityStretching>(&Method::Fmm(o), &[], pbox, &vt, &vs)
         .unwrap()
         .concat();
     let ev = rel_l2(&vgot, &vwant);
-    println!("Ppm p 8, velocity + stretching: {ev:.2e}");
-    assert!(ev < 1e-5, "velocity + stretching: {ev:e}");
+    println!("Ppm p 4, velocity + stretching: {ev:.2e}");
+    assert!(ev < 2e-5, "velocity + stretching: {ev:e}");
     // A net charge with a background (the error relative to the
     // fluctuation): within 3 times the Laplace FMM's at p 10.
     let q: Vec<f64> = zero_mean(n, 53).iter().map(|x| x + 0.5).collect();
