@@ -16,9 +16,9 @@ use common::Checkpoints;
 use fmm_core::distributed::node_device;
 use fmm_core::Backend;
 use fmm_vortex::distributed::{
-    impulse_centre_partitioned, load_partitioned, rates_partitioned, save_partitioned, share_of,
+    impulse_centre_partitioned, load_partitioned, rates_partitioned, share_of,
 };
-use fmm_vortex::{thin_ring_speed, Checkpoint, Ring, Scheme, Solver, Stepper};
+use fmm_vortex::{thin_ring_speed, Ring, Scheme, Solver, Stepper};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
@@ -93,18 +93,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         z = z1;
-        if let Some(dir) = args.checkpoints.due(step, args.steps) {
-            let c = Checkpoint {
-                step: step as u64,
-                time: step as f64 * args.dt,
-                particles: p.clone(),
-                stepper: stepper.clone(),
-            };
-            save_partitioned(&comm, dir, &c)?;
-            if rank == 0 {
-                println!("checkpoint at step {step}: {}", dir.display());
-            }
-        }
+        let when = (step, args.steps, step as f64 * args.dt);
+        args.checkpoints.save_vortex(&comm, when, &p, &stepper)?;
     }
     Ok(())
 }

@@ -29,9 +29,9 @@ use common::periodic_flow::Isotropic;
 use common::Checkpoints;
 use fmm_core::distributed::node_device;
 use fmm_core::{Backend, Domain, PeriodicBox};
-use fmm_vortex::distributed::{load_partitioned, rates_partitioned, save_partitioned, share_of};
+use fmm_vortex::distributed::{load_partitioned, rates_partitioned, share_of};
 use fmm_vortex::remesh::interpolate_on_lattice;
-use fmm_vortex::{spread_cores, Checkpoint, Scheme, Solver, Stepper};
+use fmm_vortex::{spread_cores, Scheme, Solver, Stepper};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
@@ -133,18 +133,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 step as f64 * dt
             );
         }
-        if let Some(dir) = args.checkpoints.due(step + 1, args.steps) {
-            let c = Checkpoint {
-                step: step as u64 + 1,
-                time: (step + 1) as f64 * dt,
-                particles: p.clone(),
-                stepper: stepper.clone(),
-            };
-            save_partitioned(&comm, dir, &c)?;
-            if rank == 0 {
-                println!("checkpoint after step {step}: {}", dir.display());
-            }
-        }
+        let when = (step + 1, args.steps, (step + 1) as f64 * dt);
+        args.checkpoints.save_vortex(&comm, when, &p, &stepper)?;
     }
     if rank == 0 && seconds.len() > 1 {
         // The first step pays the tolerance's search and compiling.

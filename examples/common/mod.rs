@@ -38,6 +38,33 @@ impl Checkpoints {
         let dir = self.checkpoint.as_deref()?;
         (step == last || (self.every > 0 && step.is_multiple_of(self.every))).then_some(dir)
     }
+
+    /// Writes the vortex particles `p` and `stepper` as the checkpoint of
+    /// `step` (of `last`, at `time`) where one is due, a part a process
+    /// (`fmm_vortex::distributed::save_partitioned`); rank 0 says so.
+    #[cfg(feature = "mpi")]
+    pub fn save_vortex<C: mpi::traits::Communicator>(
+        &self,
+        comm: &C,
+        (step, last, time): (usize, usize, f64),
+        p: &fmm_vortex::VortexParticles,
+        stepper: &fmm_vortex::Stepper,
+    ) -> Result<(), fmm_vortex::VortexError> {
+        let Some(dir) = self.due(step, last) else {
+            return Ok(());
+        };
+        let c = fmm_vortex::Checkpoint {
+            step: step as u64,
+            time,
+            particles: p.clone(),
+            stepper: stepper.clone(),
+        };
+        fmm_vortex::distributed::save_partitioned(comm, dir, &c)?;
+        if comm.rank() == 0 {
+            println!("checkpoint at step {step}: {}", dir.display());
+        }
+        Ok(())
+    }
 }
 
 /// The far fields, by name on the command line (`--far-field`).
