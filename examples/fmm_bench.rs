@@ -156,13 +156,19 @@ struct Args {
     #[arg(long)]
     resident: bool,
     /// Run under `mpirun` (built with `--features mpi`), a GPU a process:
-    /// gravity or velocity-stretching, `--n` a process (weak scaling),
-    /// the first evaluation partitioning, then `--repeat` in the parts.
+    /// gravity or velocity-stretching, `--n` a process (weak scaling, a
+    /// uniform set in a box grown with the processes), the first
+    /// evaluation partitioning, then `--repeat` in the parts.
     #[arg(long)]
     distributed: bool,
     /// With --distributed: `--n` in all (strong scaling).
     #[arg(long, requires = "distributed")]
     strong: bool,
+    /// With --distributed, weak scaling: every process's particles in the
+    /// unit cube (the density grows with the processes), not in a box
+    /// grown with them (x, y, z doubled in turn).
+    #[arg(long, requires = "distributed")]
+    fixed_box: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -288,6 +294,7 @@ fn distributed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     common::mpi_bench::run(&common::mpi_bench::Bench {
         n: args.n,
         strong: args.strong,
+        fixed_box: args.fixed_box,
         kernel: args.kernel,
         dist: args.dist,
         precision: args.precision,

@@ -31,7 +31,7 @@ use crate::methods::fmm::{self, tables, Accuracy, FmmOptions, Plan, Settings};
 use crate::methods::{direct, treecode, Method, TreeOptions};
 use crate::outputs::Outputs;
 use crate::particles::{Particles, Role};
-use crate::problem::{check_params, Problem};
+use crate::problem::{check_params, Domain, Problem};
 use crate::real::Real;
 use crate::reference;
 use crate::require::check_requirements;
@@ -81,17 +81,99 @@ pub fn evaluate<'a, K: Kernel, R: Real>(
     // The inputs are checked before a GPU is looked for: a bad input is
     // said the same on every machine.
     let params = check::<K, R>(method, &problem, targets, sources)?;
-    // What the GPU does not run in a periodic box (the Ewald sum) `Auto`
-    // runs on the CPU.
-    let device = match (backend, problem.domain.periodic()) {
+    let device = device_for(backend, method, &problem)?;
+    evaluate_checked::<K, R>(device, method, &problem, &params, targets, sources)
+}
+
+/// The device [`evaluate`] runs on: what the GPU does not run in a
+/// periodic box (the Ewald sum) `Auto` runs on the CPU.
+fn device_for(
+    backend: Backend,
+    method: &Method,
+    problem: &Problem<'_>,
+) -> Result<Device<'static>, Error> {
+    Ok(match (backend, problem.domain.periodic()) {
         (Backend::Auto, Some(_))
             if !gpu_runs_periodic(method) && Backend::from_env()? != Backend::Cuda =>
         {
             Device::Cpu
         }
         _ => resolve(backend)?,
+    })
+}
+
+/// [`evaluate`] from the sources `own` and `more` together (a process's
+/// own and those the others sent it), the particles checked already (a
+/// distributed evaluation checks each process's own; what is sent is made
+/// from them). On a GPU the two sets are joined there as they are copied
+/// over ([`DeviceParticles::upload_joined`]); on the CPU in host memory.
+#[cfg(feature = "mpi")]
+pub(crate) fn evaluate_joined<K: Kernel, R: Real>(
+    backend: Backend,
+    method: &Method,
+    problem: Problem<'_>,
+    targets: &Particles<R>,
+    own: &Particles<R>,
+    more: &Particles<R>,
+) -> Result<Evaluation<R>, Error> {
+    let device = device_for(backend, method, &problem)?;
+    match (method, device) {
+        (Method::Treecode(_) | Method::Fmm(_) | Method::Tolerance(_), Device::Cuda(gpu))
+            if problem.domain.periodic().is_none() || gpu_runs_periodic(method) =>
+        {
+            check_params::<K, R>(problem.params)?;
+            let mut stats = Stats::default();
+            let (outputs, achieved) = through_the_device::<K, R>(
+                gpu,
+                method,
+                &problem,
+                targets,
+                || DeviceParticles::upload_joined(gpu, &[own, more]),
+                false,
+                &mut stats,
+            )?;
+            Ok(Evaluation {
+                outputs,
+                stats,
+                achieved,
+                device: device.to_string(),
+            })
+        }
+        _ => {
+            let all = crate::memory::joined(own, more);
+            evaluate::<K, R>(backend, method, problem, targets, &all)
+        }
+    }
+}
+
+/// The resident path with the copies on each side: the sources uploaded
+/// by `upload`, the targets (at the sources' points where `at_sources`),
+/// the outputs copied back; `stats` the evaluation's, with the copies.
+fn through_the_device<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    method: &Method,
+    problem: &Problem<'_>,
+    targets: &Particles<R>,
+    upload: impl FnOnce() -> Result<DeviceParticles<R>, Error>,
+    at_sources: bool,
+    stats: &mut Stats,
+) -> Result<(Outputs<R>, Option<Achieved>), Error> {
+    let mut clock = Clock::gpu(stats, gpu);
+    let src = upload()?;
+    let tgt = if at_sources {
+        DeviceParticles::targets_at_sources(gpu, targets)?
+    } else {
+        DeviceParticles::upload(gpu, targets)?
     };
-    evaluate_checked::<K, R>(device, method, &problem, &params, targets, sources)
+    clock.lap(Stage::Upload)?;
+    let ev = evaluate_resident::<K, R>(gpu, method, *problem, &tgt, &src)?;
+    let t = std::time::Instant::now();
+    let out = ev.outputs.download(gpu)?;
+    let upload = stats.seconds(Stage::Upload);
+    *stats = ev.stats;
+    stats.stages.insert(0, (Stage::Upload, upload));
+    stats.add(Stage::Download, t.elapsed().as_secs_f64());
+    Ok((out, ev.achieved))
 }
 
 /// [`evaluate`] on a device already chosen (a [`Device`] from
@@ -149,7 +231,10 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
         } else {
             targets
         };
-        let free = Problem::new(problem.params);
+        let free = Problem {
+            domain: Domain::FreeSpace,
+            ..problem
+        };
         return evaluate_resident::<K, R>(gpu, method, free, targets, &images);
     }
     if problem.domain.periodic().is_some() && !gpu_runs_periodic(method) {
@@ -431,7 +516,10 @@ fn evaluate_checked<K: Kernel, R: Real>(
     if let Some(w) = problem.domain.wall() {
         // Checked on the wall's side: the sources and their images in
         // free space.
-        let free = Problem::new(problem.params);
+        let free = Problem {
+            domain: Domain::FreeSpace,
+            ..*problem
+        };
         let images = w.with_images(sources);
         return evaluate_checked::<K, R>(device, method, &free, params, targets, &images);
     }
@@ -593,23 +681,16 @@ fn evaluate_checked<K: Kernel, R: Real>(
             out
         }
         (Method::Treecode(_) | Method::Fmm(_) | Method::Tolerance(_), Device::Cuda(gpu)) => {
-            // The resident path, with the copies on each side.
-            let mut clock = Clock::gpu(&mut stats, gpu);
-            let src = DeviceParticles::upload(gpu, sources)?;
-            let tgt = if same_points(targets, sources) {
-                DeviceParticles::targets_at_sources(gpu, targets)?
-            } else {
-                DeviceParticles::upload(gpu, targets)?
-            };
-            clock.lap(Stage::Upload)?;
-            let ev = evaluate_resident::<K, R>(gpu, method, *problem, &tgt, &src)?;
-            let t = std::time::Instant::now();
-            let out = ev.outputs.download(gpu)?;
-            let upload = stats.seconds(Stage::Upload);
-            stats = ev.stats;
-            stats.stages.insert(0, (Stage::Upload, upload));
-            stats.add(Stage::Download, t.elapsed().as_secs_f64());
-            achieved = ev.achieved;
+            let (out, a) = through_the_device::<K, R>(
+                gpu,
+                method,
+                problem,
+                targets,
+                || DeviceParticles::upload(gpu, sources),
+                same_points(targets, sources),
+                &mut stats,
+            )?;
+            achieved = a;
             out
         }
     };
@@ -665,6 +746,7 @@ fn fmm_resident<K: Kernel, R: Real>(
             settings,
             opts: o,
             domain: &problem.domain,
+            cube: problem.cube,
             near: mac.near,
         };
         match &far {
@@ -834,6 +916,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
             settings,
             opts,
             domain: &problem.domain,
+            cube: problem.cube,
             near: mac.near,
         };
         let mut clock = Clock::cpu(stats);

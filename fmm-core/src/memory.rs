@@ -22,6 +22,37 @@ pub(crate) fn touched<T: Copy + Default + Send + Sync>(n: usize) -> Vec<T> {
     v
 }
 
+/// The particles `a` followed by `b` (made alike), each array made once
+/// at its full length by [`touched`] and copied into on every core.
+#[cfg(feature = "mpi")]
+pub(crate) fn joined<R: crate::real::Real>(
+    a: &crate::particles::Particles<R>,
+    b: &crate::particles::Particles<R>,
+) -> crate::particles::Particles<R> {
+    let join = |x: &[R], y: &[R]| {
+        let mut v: Vec<R> = touched(x.len() + y.len());
+        let (head, tail) = v.split_at_mut(x.len());
+        for (to, from) in [(head, x), (tail, y)] {
+            to.par_chunks_mut(1 << 16)
+                .zip(from.par_chunks(1 << 16))
+                .for_each(|(t, f)| t.copy_from_slice(f));
+        }
+        v
+    };
+    crate::particles::Particles {
+        kernel: a.kernel,
+        role: a.role,
+        layout: a.layout.clone(),
+        pos: [0, 1, 2].map(|c| join(&a.pos[c], &b.pos[c])),
+        slots: a
+            .slots
+            .iter()
+            .zip(&b.slots)
+            .map(|(x, y)| join(x, y))
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::particles::check_finite;
 use crate::real::Real;
+use crate::tree::Bounds;
 
 /// Checks the parameter values against kernel `K` and converts them.
 pub fn check_params<K: Kernel, R: Real>(params: &[f64]) -> Result<Vec<R>, Error> {
@@ -43,7 +44,8 @@ pub(crate) fn strength_slots<K: Kernel>(method: &'static str) -> Result<Vec<usiz
 }
 
 /// The problem besides the particles: the kernel's parameter values (in
-/// declaration order, a vec3 taking three) and the domain.
+/// declaration order, a vec3 taking three), the domain, and where given
+/// the root cube of the FMM's trees.
 ///
 /// The front door takes `impl Into<Problem>`, so parameters alone (`&[0.01]`,
 /// `&params`) mean free space.
@@ -51,6 +53,14 @@ pub(crate) fn strength_slots<K: Kernel>(method: &'static str) -> Result<Vec<usiz
 pub struct Problem<'a> {
     pub params: &'a [f64],
     pub domain: Domain,
+    /// The root cube of the FMM's trees outside a periodic box (`None`:
+    /// the cube around the points). A distributed evaluation gives every
+    /// process the cube around all of them, so that the cells of its trees
+    /// lie on the lattice of the cells the others send it (in cubes of
+    /// their own, the received nodes sat off its lattice and grew its root
+    /// cube by a quarter: the M2L 1.9 times one process's on 4 H200s). A
+    /// cube that does not hold every point is grown until it does.
+    pub cube: Option<Bounds>,
 }
 
 impl<'a> Problem<'a> {
@@ -59,12 +69,22 @@ impl<'a> Problem<'a> {
         Problem {
             params,
             domain: Domain::FreeSpace,
+            cube: None,
         }
     }
 
     /// The same parameters in `domain`.
     pub fn in_domain(self, domain: Domain) -> Self {
         Problem { domain, ..self }
+    }
+
+    /// The same problem with its trees in the root cube `cube` (see
+    /// [`Problem::cube`]).
+    pub fn in_cube(self, cube: Bounds) -> Self {
+        Problem {
+            cube: Some(cube),
+            ..self
+        }
     }
 }
 

@@ -55,6 +55,46 @@ impl<R: Real> DeviceParticles<R> {
         })
     }
 
+    /// Copies the particles `parts` (made alike: one kernel, role and
+    /// layout) to `gpu` as one set, each array joined on the device.
+    pub fn upload_joined(gpu: &Gpu, parts: &[&Particles<R>]) -> Result<Self, Error> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::BadOption("no particles to join".into()))?;
+        if let Some(p) = parts
+            .iter()
+            .find(|p| p.kernel != first.kernel || p.role != first.role || p.layout != first.layout)
+        {
+            return Err(Error::BadOption(format!(
+                "particles joined must be made alike: {}s of {} and {}s of {}",
+                first.role.name(),
+                first.kernel,
+                p.role.name(),
+                p.kernel
+            )));
+        }
+        let array = |get: &dyn Fn(&Particles<R>) -> &[R]| {
+            let host: Vec<&[R]> = parts.iter().map(|p| get(p)).collect();
+            gpu.upload_joined(&host)
+        };
+        let pos = [
+            array(&|p| p.positions()[0])?,
+            array(&|p| p.positions()[1])?,
+            array(&|p| p.positions()[2])?,
+        ];
+        let slots = (0..first.slots().len())
+            .map(|k| array(&|p| &p.slots()[k][..]))
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(DeviceParticles {
+            kernel: first.kernel,
+            role: first.role,
+            layout: first.layout.clone(),
+            n: parts.iter().map(|p| p.len()).sum(),
+            pos: Some(pos),
+            slots,
+        })
+    }
+
     /// Copies the fields of the targets `p` to `gpu`, but not their
     /// positions: they are the sources' positions, whichever sources this
     /// set is evaluated with (which must be as many). One tree is built

@@ -119,11 +119,44 @@ impl Gpu {
             .collect()
     }
 
+    /// Copies the host arrays `parts` one after another into one new
+    /// device array (a process's own sources and those the others sent,
+    /// joined on the device rather than in a fresh host array: 0.03 s of
+    /// page faults and copies at 2^24 sources on the GPU hosts).
+    pub fn upload_joined<R: Real>(&self, parts: &[&[R]]) -> Result<CudaSlice<R>, Error> {
+        let s = self.stream();
+        let n = parts.iter().map(|p| p.len()).sum();
+        // SAFETY: every element is written by the copies below.
+        let mut d = unsafe { s.alloc::<R>(n) }.map_err(cuda_err("device allocation"))?;
+        let mut at = 0;
+        for p in parts {
+            if self.staging_on() && std::mem::size_of_val(*p) >= STAGED_BYTES {
+                self.staged_htod_at(bytes_of(p), &mut d, at)?;
+            } else if !p.is_empty() {
+                s.memcpy_htod(*p, &mut d.slice_mut(at..at + p.len()))
+                    .map_err(cuda_err("copy to the device"))?;
+            }
+            at += p.len();
+        }
+        Ok(d)
+    }
+
     fn staged_htod<R: Real>(&self, src: &[u8], dst: &mut CudaSlice<R>) -> Result<(), Error> {
+        self.staged_htod_at(src, dst, 0)
+    }
+
+    /// The bytes `src` copied into `dst` from its element `at` on.
+    fn staged_htod_at<R: Real>(
+        &self,
+        src: &[u8],
+        dst: &mut CudaSlice<R>,
+        at: usize,
+    ) -> Result<(), Error> {
         let s = self.stream();
         let mut guard = self.staging()?;
         let st = guard.as_mut().expect("made above");
         let (base, _write) = dst.device_ptr_mut(s);
+        let base = base + (at * std::mem::size_of::<R>()) as u64;
         for (k, piece) in src.chunks(PIECE).enumerate() {
             let b = k % 2;
             if let Some(e) = st.done[b].take() {
@@ -134,7 +167,8 @@ impl Gpu {
                 .as_mut_slice()
                 .map_err(cuda_err("staging buffer"))?[..piece.len()];
             par_copy(buf, piece);
-            // SAFETY: the destination holds `src.len()` bytes from `base`;
+            // SAFETY: the destination holds `src.len()` bytes from `base`
+            // (the caller's `at` leaves room for them);
             // the buffer is page-locked and not written again before the
             // event recorded after this copy has completed.
             unsafe { result::memcpy_htod_async(base + (k * PIECE) as u64, &*buf, s.cu_stream()) }

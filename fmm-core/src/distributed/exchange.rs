@@ -6,6 +6,7 @@
 use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::traits::{Communicator, CommunicatorCollectives};
 use mpi::Count;
+use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -141,19 +142,19 @@ impl Migration {
     }
 }
 
-/// `mine` followed by what the other processes sent here, by sending
-/// process (each of `parts`, one per process in rank order, sent to its
-/// process); `None` where nothing came. Also the particles sent away and
+/// What the other processes sent here (each of `parts`, one per process
+/// in rank order, goes to its process), by sending process, made like
+/// `like`; `None` where nothing came. Also the particles sent away and
 /// received. A collective call.
 ///
-/// The arrays are made once at their full length and first written on
-/// every core ([`crate::memory`]): joining the arrivals to a process's own
-/// sources afterwards took 0.2 s at 2^24 sources on the GPU hosts, half
-/// the evaluation it feeds.
-pub(crate) fn with_arrivals<R: Real + Equivalence + Default, C: Communicator>(
+/// The arrays are made at their full length and first written on every
+/// core ([`crate::memory`]); the caller joins them to its own sources
+/// where they are evaluated (on the GPU as they are copied there: a join
+/// in host memory took 0.03 s at 2^24 sources on the GPU hosts).
+pub(crate) fn arrivals<R: Real + Equivalence + Default, C: Communicator>(
     comm: &C,
     parts: &[Particles<R>],
-    mine: &Particles<R>,
+    like: &Particles<R>,
 ) -> Result<(Option<Particles<R>>, usize, usize), Error> {
     let me = comm.rank() as usize;
     let mut send = Vec::with_capacity(parts.len());
@@ -166,66 +167,65 @@ pub(crate) fn with_arrivals<R: Real + Equivalence + Default, C: Communicator>(
         })?);
     }
     let mut receive = vec![0 as Count; parts.len()];
+    let clock = Instant::now();
     comm.all_to_all_into(&send[..], &mut receive[..]);
+    let mut laps = [clock.elapsed().as_secs_f64(), 0.0, 0.0];
     let (sent, received) = (away(&send, me), away(&receive, me));
+    let mut swap =
+        |get: &dyn Fn(&Particles<R>) -> &[R]| swap(comm, parts, &send, &receive, get, &mut laps);
+    let pos = [0, 1, 2].map(|c| swap(&|p| &p.pos[c]));
+    let slots = (0..like.slots.len())
+        .map(|s| swap(&|p| &p.slots[s]))
+        .collect();
+    if crate::stats::trace() {
+        eprintln!(
+            "[fmm] process {me}: exchange: counts {:.4} s, sends packed {:.4} s, all-to-all {:.4} s",
+            laps[0], laps[1], laps[2]
+        );
+    }
     if received == 0 {
-        // Nothing came: the sends still go (they are empty here too).
-        for get in 0..3 + mine.slots.len() {
-            let _ = swap(comm, parts, &[], &send, &receive, |p| column(p, get));
-        }
         return Ok((None, sent, received));
     }
-    let all = Particles {
-        kernel: mine.kernel,
-        role: mine.role,
-        layout: mine.layout.clone(),
-        pos: [0, 1, 2].map(|c| swap(comm, parts, &mine.pos[c], &send, &receive, |p| &p.pos[c])),
-        slots: (0..mine.slots.len())
-            .map(|s| {
-                swap(comm, parts, &mine.slots[s], &send, &receive, |p| {
-                    &p.slots[s]
-                })
-            })
-            .collect(),
+    let got = Particles {
+        kernel: like.kernel,
+        role: like.role,
+        layout: like.layout.clone(),
+        pos,
+        slots,
     };
-    Ok((Some(all), sent, received))
+    Ok((Some(got), sent, received))
 }
 
-/// Array `i` of `p`: a position's component for `i < 3`, else slot `i - 3`.
-fn column<R>(p: &Particles<R>, i: usize) -> &[R] {
-    if i < 3 {
-        &p.pos[i]
-    } else {
-        &p.slots[i - 3]
-    }
-}
-
-/// One array sent: `head` followed by the arrivals of `get(part)` from
-/// every process.
+/// One array sent: the arrivals of `get(part)` from every process; the
+/// seconds of packing the sends and of the all-to-all added to
+/// `laps[1..3]`.
 fn swap<R: Real + Equivalence + Default, C: Communicator>(
     comm: &C,
     parts: &[Particles<R>],
-    head: &[R],
     send: &[Count],
     receive: &[Count],
-    get: impl Fn(&Particles<R>) -> &[R],
+    get: &dyn Fn(&Particles<R>) -> &[R],
+    laps: &mut [f64; 3],
 ) -> Vec<R> {
+    let clock = Instant::now();
     let arrivals: usize = receive.iter().map(|&c| c as usize).sum();
     let mut out = touched(send.iter().map(|&c| c as usize).sum());
     let mut at = 0;
     for p in parts {
         let v = get(p);
-        out[at..at + v.len()].copy_from_slice(v);
+        out[at..at + v.len()]
+            .par_chunks_mut(1 << 16)
+            .zip(v.par_chunks(1 << 16))
+            .for_each(|(a, b)| a.copy_from_slice(b));
         at += v.len();
     }
-    let mut all = touched(head.len() + arrivals);
-    all[..head.len()]
-        .par_chunks_mut(1 << 16)
-        .zip(head.par_chunks(1 << 16))
-        .for_each(|(a, b)| a.copy_from_slice(b));
+    let mut all = touched(arrivals);
+    laps[1] += clock.elapsed().as_secs_f64();
+    let clock = Instant::now();
     let (send_at, receive_at) = (offsets(send), offsets(receive));
     let from = Partition::new(&out[..], send, &send_at[..]);
-    let mut into = PartitionMut::new(&mut all[head.len()..], receive, &receive_at[..]);
+    let mut into = PartitionMut::new(&mut all[..], receive, &receive_at[..]);
     comm.all_to_all_varcount_into(&from, &mut into);
+    laps[2] += clock.elapsed().as_secs_f64();
     all
 }

@@ -37,7 +37,6 @@ mod search;
 pub use exchange::Migration;
 pub use orb::orb_partition;
 
-use std::borrow::Cow;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
@@ -51,10 +50,10 @@ use rayon::prelude::*;
 
 use crate::backend::{resolve, Backend, Device};
 use crate::cuda::laps::Laps;
-use crate::domain::PeriodicBox;
+use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
 use crate::essential::{essential_sources_on, Essential, Region};
-use crate::evaluate::{check, evaluate, Evaluation};
+use crate::evaluate::{check, evaluate, evaluate_joined, Evaluation};
 use crate::kernel::Kernel;
 use crate::methods::Method;
 use crate::outputs::Outputs;
@@ -63,7 +62,7 @@ use crate::problem::Problem;
 use crate::real::Real;
 use crate::reference;
 use crate::stats::Stage;
-use crate::tree::positions_f64;
+use crate::tree::{positions_f64, Bounds};
 
 /// Evaluates kernel `K` from every process's `sources` at this process's
 /// `targets` (see the module's text); a collective call: every process of
@@ -241,27 +240,35 @@ where
     let me = comm.rank() as usize;
     let mut lap = Laps::new(None, format!("process {me}"));
     let mine = Region::around_in(targets.positions(), Some(&problem.domain));
-    let regions = all_regions(comm, mine);
+    let (regions, everyone) = all_regions(comm, mine, Region::around(sources.positions()));
+    let cube = shared_cube(&problem.domain, everyone);
+    let problem = match (problem.domain.periodic(), cube) {
+        (None, Some(c)) => problem.in_cube(c),
+        _ => problem,
+    };
     lap.say("regions")?;
     let built = resolve(backend).and_then(|device| {
-        essential_sources_on::<K, R>(device, sources, &regions, me, &how, &problem.domain)
+        essential_sources_on::<K, R>(device, sources, &regions, me, &how, &problem.domain, cube)
     });
     lap.say("local essential trees")?;
     let (sends, _) = agreed(comm, built)?;
     lap.say("waiting for the others' trees")?;
     let essential = clock.elapsed().as_secs_f64();
     let clock = Instant::now();
-    let (got, sent, received) = exchange::with_arrivals(comm, &sends, sources)?;
+    let (got, sent, received) = exchange::arrivals(comm, &sends, sources)?;
     let exchange = clock.elapsed().as_secs_f64();
     lap.say("exchange")?;
-    let all = got.map_or(Cow::Borrowed(sources), Cow::Owned);
-    let evaluated = evaluate::<K, R>(backend, method, problem, targets, &all);
+    let all_sources = sources.len() + got.as_ref().map_or(0, |g| g.len());
+    let evaluated = match &got {
+        Some(more) => evaluate_joined::<K, R>(backend, method, problem, targets, sources, more),
+        None => evaluate::<K, R>(backend, method, problem, targets, sources),
+    };
     lap.say("evaluated")?;
     let mut ev = agreed(comm, evaluated)?;
     lap.say("waiting for the others' evaluations")?;
     let gpu = matches!(resolve(backend), Ok(Device::Cuda(_)));
     if let Some(key) = search::tolerance_key::<K>(method, &problem, R::NAME == "f32", gpu) {
-        let (sizes, runs) = ((targets.len(), all.len()), ev.stats.runs);
+        let (sizes, runs) = ((targets.len(), all_sources), ev.stats.runs);
         search::share_the_fastest(comm, &key, sizes, runs, ev.achieved.as_ref());
     }
     ev.stats.add(Stage::Essential, essential);
@@ -272,17 +279,55 @@ where
     Ok(ev)
 }
 
-/// Every process's region, in rank order.
-fn all_regions<C: Communicator>(comm: &C, mine: Region) -> Vec<Region> {
-    let flat = [mine.lo, mine.hi].concat();
-    let mut all = vec![0.0; 6 * comm.size() as usize];
+/// The root cube of every process's trees (see [`Problem::cube`]): one
+/// lattice for the cells sent and the trees they arrive in. A periodic
+/// box's own; else the cube around every process's points (`everyone`)
+/// and a wall's images of them.
+fn shared_cube(domain: &Domain, everyone: Region) -> Option<Bounds> {
+    if let Some(b) = domain.periodic() {
+        return Some(Bounds {
+            center: b.center(),
+            half: 0.5 * b.side,
+        });
+    }
+    if everyone.is_empty() {
+        return None;
+    }
+    let (mut lo, hi) = (everyone.lo, everyone.hi);
+    if let Some(w) = domain.wall() {
+        lo[w.axis] = lo[w.axis].min(2.0 * w.at - hi[w.axis]);
+    }
+    Some(Bounds::of([
+        &[lo[0], hi[0]],
+        &[lo[1], hi[1]],
+        &[lo[2], hi[2]],
+    ]))
+}
+
+/// Every process's region (around its targets), in rank order, and the
+/// box around every process's targets and `held` sources.
+fn all_regions<C: Communicator>(comm: &C, mine: Region, held: Region) -> (Vec<Region>, Region) {
+    let flat = [mine.lo, mine.hi, held.lo, held.hi].concat();
+    let mut all = vec![0.0; 12 * comm.size() as usize];
     comm.all_gather_into(&flat[..], &mut all[..]);
-    all.chunks_exact(6)
-        .map(|c| Region {
-            lo: [c[0], c[1], c[2]],
-            hi: [c[3], c[4], c[5]],
+    let boxes: Vec<(Region, Region)> = all
+        .chunks_exact(12)
+        .map(|c| {
+            let r = |c: &[f64]| Region {
+                lo: [c[0], c[1], c[2]],
+                hi: [c[3], c[4], c[5]],
+            };
+            (r(&c[..6]), r(&c[6..]))
         })
-        .collect()
+        .collect();
+    let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+    for r in boxes.iter().flat_map(|(t, s)| [t, s]) {
+        for a in 0..3 {
+            (lo[a], hi[a]) = (lo[a].min(r.lo[a]), hi[a].max(r.hi[a]));
+        }
+    }
+    let regions = boxes.into_iter().map(|(t, _)| t).collect();
+    (regions, Region { lo, hi })
 }
 
 /// When to partition again, from the work each process measured

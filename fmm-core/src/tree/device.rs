@@ -187,6 +187,17 @@ impl<R: Real> DeviceOctree<R> {
         Self::build_inner(gpu, pos, ncrit, None, None)
     }
 
+    /// [`DeviceOctree::build`] in the root cube `root`, which holds every
+    /// point.
+    pub fn build_in(
+        gpu: &Gpu,
+        pos: [&CudaSlice<R>; 3],
+        ncrit: usize,
+        root: Bounds,
+    ) -> Result<Self, Error> {
+        Self::build_inner(gpu, pos, ncrit, Some(root), None)
+    }
+
     /// The smallest cube around the points `pos` ([`Bounds::of`]: min and
     /// max on the device, the cube from them by the CPU's own code, which
     /// on the two points (lo, hi) per axis finds the same min and max).

@@ -19,6 +19,15 @@ pub struct Bounds {
 }
 
 impl Bounds {
+    /// The cube of side 1 about the origin (the frame [`to_unit_cube`]
+    /// moves points into).
+    ///
+    /// [`to_unit_cube`]: super::soa::to_unit_cube
+    pub const UNIT: Bounds = Bounds {
+        center: [0.0; 3],
+        half: 0.5,
+    };
+
     /// The smallest cube around the points, enlarged by a hair so that the
     /// points on its faces map inside it. Empty input gives a unit cube.
     pub fn of(pos: [&[f64]; 3]) -> Bounds {
@@ -71,6 +80,20 @@ impl Bounds {
             .map(|a| (0.5 * (hi[a] - lo[a])) * (1.0 + 1e-15))
             .fold(self.half.max(other.half), f64::max);
         Bounds { center, half }
+    }
+
+    /// This cube where it holds `other`, else the smallest cube holding
+    /// both ([`Bounds::union`]): a cube given to an evaluation (a lattice
+    /// shared with other processes' trees) kept exactly where it holds
+    /// the points, so that the lattices agree bit for bit.
+    pub fn holding(&self, other: &Bounds) -> Bounds {
+        let inside =
+            (0..3).all(|a| (other.center[a] - self.center[a]).abs() + other.half <= self.half);
+        if inside {
+            *self
+        } else {
+            self.union(other)
+        }
     }
 
     /// The corner with the smallest coordinates.

@@ -6,6 +6,7 @@ use rayon::prelude::*;
 use crate::kernel::{SourceSlices, MAX_SLOTS};
 use crate::particles::Particles;
 use crate::real::Real;
+use crate::tree::morton::Bounds;
 
 /// Positions and slots in one order, as contiguous arrays.
 pub(crate) struct SoA<R> {
@@ -90,6 +91,21 @@ pub(crate) fn sorted<R: Real>(p: &Particles<R>, order: &[u32]) -> SoA<R> {
 pub(crate) fn positions_f64<R: Real>(p: &Particles<R>) -> [Vec<f64>; 3] {
     p.positions()
         .map(|v| v.par_iter().map(|x| x.to_f64()).collect())
+}
+
+/// [`to_unit_box`] by a given cube (one that holds the points): its
+/// centre to the origin and its side to 1, so that trees built there in
+/// [`Bounds::UNIT`] have the cube's cells (a lattice shared with other
+/// processes' trees); returns the side.
+pub(crate) fn to_unit_cube(a: &mut [Vec<f64>; 3], b: &mut [Vec<f64>; 3], cube: &Bounds) -> f64 {
+    let side = 2.0 * cube.half;
+    for set in [a, b] {
+        for (k, axis) in set.iter_mut().enumerate() {
+            let c = cube.center[k];
+            axis.par_iter_mut().for_each(|x| *x = (*x - c) / side);
+        }
+    }
+    side
 }
 
 /// Moves the points of both sets into the unit box: their common bounding

@@ -185,3 +185,54 @@ fn a_tolerance_the_smoothing_puts_out_of_reach_of_the_expansions_is_met_by_the_n
         again.stats.runs
     );
 }
+
+/// A root cube given with the problem (`Problem::in_cube`: a distributed
+/// run's lattice, shared by every process's trees) keeps the FMM's error,
+/// with the expansions and with the Chebyshev nodes, whether it holds the
+/// points with room to spare or misses some of them (then it is grown);
+/// and it is used: the outputs differ from those of the points' own cube
+/// by round-off-sized amounts, not by nothing.
+#[test]
+fn a_given_root_cube_keeps_the_error() {
+    use fmm_core::tree::Bounds;
+    use fmm_core::{evaluate, Backend, FarField, Method, Problem};
+    let (t, s) = set::<Gravity, f64>(&Spec::new(Dist::Plummer, 2000, Strengths::RandomSign, 5));
+    let exact = direct_cpu::<Gravity, f64>(&[0.0], &t, &s).unwrap();
+    let roomy = Bounds {
+        center: [0.3, -0.2, 0.1],
+        half: 40.0,
+    };
+    let short = Bounds {
+        center: [0.0; 3],
+        half: 0.5,
+    };
+    for far_field in [FarField::Laplace, FarField::KernelIndependent] {
+        let opts = FmmOptions {
+            far_field,
+            ..fmm_options(5, 0.5, 32)
+        };
+        let run = |cube: Option<Bounds>| {
+            let mut problem = Problem::new(&[0.0]);
+            if let Some(c) = cube {
+                problem = problem.in_cube(c);
+            }
+            let ev =
+                evaluate::<Gravity, f64>(Backend::Cpu, &Method::Fmm(opts.clone()), problem, &t, &s)
+                    .unwrap();
+            ev.outputs.slots().concat()
+        };
+        let own = run(None);
+        let e_own = rel_l2(&own, &exact.slots().concat());
+        for (name, cube) in [("roomy", roomy), ("short", short)] {
+            let got = run(Some(cube));
+            let e = rel_l2(&got, &exact.slots().concat());
+            let apart = rel_l2(&got, &own);
+            println!("{far_field:?}, {name} cube: error {e:.2e} (own cube {e_own:.2e}), {apart:.1e} from the own cube's");
+            assert!(
+                e < 3.0 * e_own.max(1e-7),
+                "{far_field:?} {name}: {e:e} against {e_own:e}"
+            );
+            assert!(apart > 0.0, "{far_field:?} {name}: the cube was not used");
+        }
+    }
+}

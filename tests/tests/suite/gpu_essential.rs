@@ -12,6 +12,7 @@ use fmm_core::distributions::uniform_cube;
 use fmm_core::essential::{essential_sources_on, Essential, Region};
 use fmm_core::kernels::{Gravity, VelocityStretching};
 use fmm_core::reference::{at, relative_l2};
+use fmm_core::tree::Bounds;
 use fmm_core::{evaluate, resolve, Backend, Device, Domain, Kernel, Method, Particles, Real};
 
 /// The sources sent for a box beside the cube by the CPU and by the GPU,
@@ -25,11 +26,22 @@ fn case<K: Kernel, R: Real>(src: &Particles<R>, tg: &Particles<R>, params: &[f64
         Region::around([&x, &y, &z])
     }];
     let gpu = resolve(Backend::Cuda).expect("these tests need a CUDA GPU");
-    let run = |device: Device<'static>| {
-        essential_sources_on::<K, R>(device, src, &regions, 0, &how, &Domain::FreeSpace).unwrap()
+    // The tree in the sources' own cube, and in a cube given (a
+    // distributed run's lattice): the GPU's cells the CPU's in both.
+    let given = Bounds {
+        center: [0.8, 0.45, 0.55],
+        half: 0.9,
     };
-    let (cpu, cpu_sel) = run(Device::Cpu);
-    let (dev, dev_sel) = run(gpu);
+    let run = |device: Device<'static>, cube: Option<Bounds>| {
+        essential_sources_on::<K, R>(device, src, &regions, 0, &how, &Domain::FreeSpace, cube)
+            .unwrap()
+    };
+    let (cpu_given, sel_given) = run(Device::Cpu, Some(given));
+    let (dev_given, dev_sel_given) = run(gpu, Some(given));
+    assert_eq!(sel_given, dev_sel_given, "the same cells in the given cube");
+    assert_eq!(cpu_given[1].len(), dev_given[1].len());
+    let (cpu, cpu_sel) = run(Device::Cpu, None);
+    let (dev, dev_sel) = run(gpu, None);
     assert_eq!(cpu_sel, dev_sel, "the same cells");
     assert_eq!(cpu[1].len(), dev[1].len());
     let direct = |s: &Particles<R>| {

@@ -28,6 +28,48 @@ fn gravity<R: Real>(pos: &[[f64; 3]], tpos: &[[f64; 3]]) -> (Particles<R>, Parti
     (Particles::targets::<Gravity>(&conv(tpos)).unwrap(), s)
 }
 
+/// Sets joined on the device as they are copied over (a distributed
+/// evaluation's own sources and those it received) are the sets joined on
+/// the host: through the staging buffers and without, with an empty part,
+/// and a set of another kernel refused by name.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sets_joined_on_the_device_are_the_sets_joined_on_the_host() {
+    let a_pos = uniform_cube(300_000, 8);
+    let b_pos = plummer(70_001, 9).0;
+    for staging in [true, false] {
+        gpu().set_staging(staging);
+        let (_, a) = gravity::<f32>(&a_pos, &[]);
+        let (_, b) = gravity::<f32>(&b_pos, &[]);
+        let (_, none) = gravity::<f32>(&[], &[]);
+        for parts in [vec![&a, &b], vec![&b, &none, &a], vec![&none, &b]] {
+            let d = DeviceParticles::upload_joined(gpu(), &parts).unwrap();
+            let n: usize = parts.iter().map(|p| p.len()).sum();
+            assert_eq!(d.len(), n);
+            let got = gpu()
+                .download_many(&d.positions().unwrap().iter().collect::<Vec<_>>(), n)
+                .unwrap();
+            for (axis, got) in got.iter().enumerate() {
+                let want: Vec<f32> = parts
+                    .iter()
+                    .flat_map(|p| p.positions()[axis].iter().copied())
+                    .collect();
+                assert_eq!(*got, want, "axis {axis}, staging {staging}");
+            }
+            let m = gpu().download_many(&[&d.slots()[0]], n).unwrap();
+            let want: Vec<f32> = parts.iter().flat_map(|p| p.slots()[0].clone()).collect();
+            assert_eq!(m[0], want, "masses, staging {staging}");
+        }
+    }
+    gpu().set_staging(true);
+    let (_, a) = gravity::<f32>(&a_pos[..10], &[]);
+    let c = Particles::<f32>::sources::<Coulomb>(&[[0.0f32; 3]]).unwrap();
+    let e = DeviceParticles::upload_joined(gpu(), &[&a, &c])
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("made alike"), "{e}");
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn resident_particles_give_what_the_host_path_gives() {

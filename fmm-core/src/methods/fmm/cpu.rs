@@ -24,7 +24,7 @@ use crate::real::Real;
 use crate::stats::{Clock, Stats};
 use crate::tree::morton::Bounds;
 use crate::tree::traversal::{children, spheres, split, Lists, Sphere};
-use crate::tree::{positions_f64, sorted, to_unit_box, Octree, SoA};
+use crate::tree::{positions_f64, sorted, to_unit_box, to_unit_cube, Octree, SoA};
 use fmm_codegen::kernel::{FarTerm, Term};
 
 fn points(pos: &[Vec<f64>; 3], order: &[u32]) -> Vec<[f64; 3]> {
@@ -118,7 +118,10 @@ impl<R: Real> FarPasses<R> for Laplace<'_, R> {
                 b.to_unit(&mut tpos);
                 b.side
             }
-            None => to_unit_box(&mut spos, &mut tpos),
+            None => match self.plan.cube {
+                Some(c) => to_unit_cube(&mut spos, &mut tpos, &c),
+                None => to_unit_box(&mut spos, &mut tpos),
+            },
         };
         // The cell's moments (unit box): neutral, or an error before any work.
         let moments = match periodic {
@@ -138,9 +141,14 @@ impl<R: Real> FarPasses<R> for Laplace<'_, R> {
         // trees with roots of their own paired cells across lattices, and
         // a process's targets against its sources and the local essential
         // trees it got took up to 5 times the P2P (2 H200s, 2^24 a process).
+        // A cube given with the problem is the unit cube here.
         let root = periodic.is_none().then(|| {
-            Bounds::of([&spos[0], &spos[1], &spos[2]])
-                .union(&Bounds::of([&tpos[0], &tpos[1], &tpos[2]]))
+            let all = Bounds::of([&spos[0], &spos[1], &spos[2]])
+                .union(&Bounds::of([&tpos[0], &tpos[1], &tpos[2]]));
+            match self.plan.cube {
+                Some(_) => Bounds::UNIT.holding(&all),
+                None => all,
+            }
         });
         let build = |pos: &[Vec<f64>; 3]| match root {
             Some(r) => Octree::build_in([&pos[0], &pos[1], &pos[2]], ncrit, r),

@@ -136,8 +136,9 @@ impl<K: Kernel, R: Real> FarPasses<R> for NodeField<'_, K, R> {
                 };
                 (root, root)
             }
-            None if self.compress => {
-                let root = Bounds::of(spos).union(&Bounds::of(tpos));
+            None if self.compress || self.plan.cube.is_some() => {
+                let all = Bounds::of(spos).union(&Bounds::of(tpos));
+                let root = self.plan.cube.map_or(all, |c| c.holding(&all));
                 (root, root)
             }
             None => (Bounds::of(spos), Bounds::of(tpos)),

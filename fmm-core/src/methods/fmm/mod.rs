@@ -261,6 +261,9 @@ pub(crate) struct Plan<'a, R> {
     pub opts: &'a FmmOptions,
     /// Free space or a periodic box.
     pub domain: &'a crate::domain::Domain,
+    /// The trees' root cube outside a periodic box, where given
+    /// ([`crate::Problem::cube`]).
+    pub cube: Option<crate::tree::Bounds>,
     /// Cells whose spheres are nearer than this (particles' units) sum
     /// directly (`tree::traversal::well_separated`): the radius past which
     /// a smoothed kernel is its singular far field to the tolerance; 0

@@ -54,7 +54,7 @@ use crate::kernel::Kernel;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stage, Stats};
-use crate::tree::morton::MAX_LEVEL;
+use crate::tree::morton::{Bounds, MAX_LEVEL};
 use crate::tree::traversal::{IMAGE_BITS, MAX_IMAGED_CELLS};
 use crate::tree::{DeviceGroups, DeviceOctree, TreeOrdered};
 use fmm_codegen::emit::p2p_list::P2P_BLOCK;
@@ -927,6 +927,22 @@ enum Cube<'a> {
     /// A periodic box: both trees in the box, of the points wrapped into
     /// it (copies, [`periodic::wrapped`]).
     Box(&'a PeriodicBox),
+    /// Both trees in a cube given with the problem (a distributed
+    /// evaluation's lattice, [`crate::Problem::cube`]), grown to hold the
+    /// points where it does not.
+    Given(Bounds),
+}
+
+impl<'a> Cube<'a> {
+    /// This far field's cube, or outside a periodic box the problem's
+    /// where it gives one.
+    pub(super) fn or_given(self, given: Option<Bounds>) -> Cube<'a> {
+        match (self, given) {
+            (Cube::Box(b), _) => Cube::Box(b),
+            (_, Some(c)) => Cube::Given(c),
+            (c, None) => c,
+        }
+    }
 }
 
 impl<R: Real> Trees<R> {
@@ -953,12 +969,17 @@ impl<R: Real> Trees<R> {
             }
             _ => given,
         };
+        let union = |tpos: Option<&[CudaSlice<R>; 3]>| -> Result<Bounds, Error> {
+            let sb = DeviceOctree::bounds(gpu, refs3(spos))?;
+            Ok(match tpos {
+                Some(t) => sb.union(&DeviceOctree::bounds(gpu, refs3(t))?),
+                None => sb,
+            })
+        };
         let root = match (cube, targets.positions()) {
             (Cube::Box(b), _) => Some(periodic::root_cube(b)),
-            (Cube::Union, Some(tpos)) => {
-                let sb = DeviceOctree::bounds(gpu, refs3(spos))?;
-                Some(sb.union(&DeviceOctree::bounds(gpu, refs3(tpos))?))
-            }
+            (Cube::Union, Some(tpos)) => Some(union(Some(tpos))?),
+            (Cube::Given(c), tpos) => Some(c.holding(&union(tpos)?)),
             _ => None,
         };
         let (mut source, sslots) = FmmTree::of(

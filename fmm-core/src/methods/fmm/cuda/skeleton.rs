@@ -111,7 +111,7 @@ pub(super) fn run<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
             targets,
             sources,
             ncrit,
-            far.cube(pbox),
+            far.cube(pbox).or_given(plan.cube),
             |t| far.adjust(t),
         )
     })?;
