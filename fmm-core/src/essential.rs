@@ -41,7 +41,7 @@ use crate::methods::Method;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::tree::soa::{positions_f64, sorted};
-use crate::tree::{Bounds, DeviceOctree, Octree, SoA};
+use crate::tree::{Bounds, DeviceOctree, Octree, SoA, Span};
 use rayon::prelude::*;
 
 /// Most sources in a leaf of the sender's tree.
@@ -305,8 +305,11 @@ pub fn essential_sources_on<K: Kernel, R: Real>(
         b.wrap(&mut pos)?;
     }
     let pos3 = [&pos[0][..], &pos[1], &pos[2]];
-    let own = Bounds::of(pos3);
-    let tree = Octree::build_in(pos3, NCRIT, cube.map_or(own, |c| c.holding(&own)));
+    let root = match cube {
+        Some(c) => c.holding(&Span::of(pos3)),
+        None => Bounds::of(pos3),
+    };
+    let tree = Octree::build_in(pos3, NCRIT, root);
     let mut src = sorted(sources, &tree.order);
     if domain.periodic().is_some() {
         src.set_positions([&pos[0], &pos[1], &pos[2]], &tree.order);
@@ -375,8 +378,8 @@ fn on_gpu<R: Real>(
     let d_pos3 = [&d_pos[0], &d_pos[1], &d_pos[2]];
     let d_tree = match cube {
         Some(c) => {
-            let own = DeviceOctree::bounds(gpu, d_pos3)?;
-            DeviceOctree::build_in(gpu, d_pos3, NCRIT, c.holding(&own))?
+            let span = DeviceOctree::span(gpu, d_pos3)?;
+            DeviceOctree::build_in(gpu, d_pos3, NCRIT, c.holding(&span))?
         }
         None => DeviceOctree::build(gpu, d_pos3, NCRIT)?,
     };

@@ -43,13 +43,54 @@ pub enum Lattice {
     Open { origin: [f64; 3], h: f64 },
 }
 
-/// `p` remeshed onto `lattice`; lattice points whose strength is below
-/// `cull` times the largest are left empty.
-pub fn remesh(
-    p: &VortexParticles,
-    lattice: &Lattice,
-    cull: f64,
-) -> Result<VortexParticles, VortexError> {
+impl Lattice {
+    /// The spacing, the corner the points are offset from (`origin + h (i
+    /// + 1/2)`), and a periodic lattice's points a side; checked.
+    pub(crate) fn frame(&self) -> Result<(f64, [f64; 3], Option<i64>), VortexError> {
+        match *self {
+            Lattice::Periodic { pbox, n } => {
+                if n < 4 || pbox.periodic_axes() != 3 {
+                    return Err(VortexError::BadSetting {
+                        what: "the remeshing lattice's points a side",
+                        value: n as f64,
+                        why: "must be at least 4, in a box periodic along all three axes",
+                    });
+                }
+                Ok((pbox.side / n as f64, pbox.origin, Some(n as i64)))
+            }
+            Lattice::Open { origin, h } => {
+                if !(h.is_finite() && h > 0.0) {
+                    return Err(VortexError::BadSetting {
+                        what: "the remeshing lattice's spacing",
+                        value: h,
+                        why: "must be finite and positive",
+                    });
+                }
+                Ok((h, origin, None))
+            }
+        }
+    }
+}
+
+/// A point's M4' stencil on the lattice of spacing `h` whose points are
+/// `origin + h (i + 1/2)`: the first of its four indices along each axis
+/// (not wrapped) and the weights of the four.
+pub(crate) fn stencil(x: [f64; 3], origin: [f64; 3], h: f64) -> ([i64; 3], [[f64; 4]; 3]) {
+    let mut base = [0i64; 3];
+    let mut w = [[0.0; 4]; 3];
+    for a in 0..3 {
+        let s = (x[a] - origin[a]) / h - 0.5;
+        let c = s.floor() as i64;
+        base[a] = c - 1;
+        for (k, wk) in w[a].iter_mut().enumerate() {
+            *wk = m4p(s - (c - 1 + k as i64) as f64);
+        }
+    }
+    (base, w)
+}
+
+/// The checks of a remeshing's `cull`.
+pub(crate) fn check_cull(cull: f64) -> Result<(), VortexError> {
     if !(cull.is_finite() && (0.0..1.0).contains(&cull)) {
         return Err(VortexError::BadSetting {
             what: "the remeshing's cull",
@@ -57,29 +98,23 @@ pub fn remesh(
             why: "must be at least 0 and below 1",
         });
     }
+    Ok(())
+}
+
+/// `p` remeshed onto `lattice`; lattice points whose strength is below
+/// `cull` times the largest are left empty.
+pub fn remesh(
+    p: &VortexParticles,
+    lattice: &Lattice,
+    cull: f64,
+) -> Result<VortexParticles, VortexError> {
+    check_cull(cull)?;
     p.check()?;
     // The lattice: its spacing, its first point, its size, and whether it
     // wraps.
-    let (h, origin, size, wrap) = match *lattice {
-        Lattice::Periodic { pbox, n } => {
-            if n < 4 || pbox.periodic_axes() != 3 {
-                return Err(VortexError::BadSetting {
-                    what: "the remeshing lattice's points a side",
-                    value: n as f64,
-                    why: "must be at least 4, in a box periodic along all three axes",
-                });
-            }
-            let h = pbox.side / n as f64;
-            (h, pbox.origin, [n as i64; 3], true)
-        }
-        Lattice::Open { origin, h } => {
-            if !(h.is_finite() && h > 0.0) {
-                return Err(VortexError::BadSetting {
-                    what: "the remeshing lattice's spacing",
-                    value: h,
-                    why: "must be finite and positive",
-                });
-            }
+    let (h, origin, size, wrap) = match lattice.frame()? {
+        (h, origin, Some(n)) => (h, origin, [n; 3], true),
+        (h, origin, None) => {
             // Cover the particles and the stencil's two points each side.
             let mut lo = [i64::MAX; 3];
             let mut hi = [i64::MIN; 3];
@@ -103,19 +138,9 @@ pub fn remesh(
     let stencils: Vec<([i64; 3], [[f64; 4]; 3])> =
         p.x.par_iter()
             .map(|x| {
-                let mut base = [0i64; 3];
-                let mut w = [[0.0; 4]; 3];
-                for a in 0..3 {
-                    let s = (x[a] - origin[a]) / h - 0.5;
-                    let c = s.floor() as i64;
-                    base[a] = if wrap {
-                        (c - 1).rem_euclid(size[a])
-                    } else {
-                        c - 1
-                    };
-                    for (k, wk) in w[a].iter_mut().enumerate() {
-                        *wk = m4p(s - (c - 1 + k as i64) as f64);
-                    }
+                let (mut base, w) = stencil(*x, origin, h);
+                if wrap {
+                    base = [0, 1, 2].map(|a| base[a].rem_euclid(size[a]));
                 }
                 (base, w)
             })

@@ -62,7 +62,7 @@ use crate::problem::Problem;
 use crate::real::Real;
 use crate::reference;
 use crate::stats::Stage;
-use crate::tree::{positions_f64, Bounds};
+use crate::tree::{positions_f64, Bounds, Span};
 
 /// Evaluates kernel `K` from every process's `sources` at this process's
 /// `targets` (see the module's text); a collective call: every process of
@@ -297,11 +297,7 @@ fn shared_cube(domain: &Domain, everyone: Region) -> Option<Bounds> {
     if let Some(w) = domain.wall() {
         lo[w.axis] = lo[w.axis].min(2.0 * w.at - hi[w.axis]);
     }
-    Some(Bounds::of([
-        &[lo[0], hi[0]],
-        &[lo[1], hi[1]],
-        &[lo[2], hi[2]],
-    ]))
+    Some(Bounds::around(&Span { lo, hi }))
 }
 
 /// Every process's region (around its targets), in rank order, and the

@@ -41,7 +41,7 @@ pub use cudarc::driver::{CudaSlice, CudaView};
 use cudarc::driver::{CudaStream, LaunchConfig};
 use rayon::prelude::*;
 
-use super::morton::{Bounds, MAX_LEVEL};
+use super::morton::{Bounds, Span, MAX_LEVEL};
 use super::octree::{Cell, Octree};
 use crate::cuda::device::{alloc, blocks, cuda_err, download, launch, upload, zeros, BLOCK};
 use crate::cuda::module::{entry_points, with_defines};
@@ -199,12 +199,22 @@ impl<R: Real> DeviceOctree<R> {
     }
 
     /// The smallest cube around the points `pos` ([`Bounds::of`]: min and
-    /// max on the device, the cube from them by the CPU's own code, which
-    /// on the two points (lo, hi) per axis finds the same min and max).
+    /// max on the device, the cube from them by the CPU's own code,
+    /// [`Bounds::around`]).
     pub fn bounds(gpu: &Gpu, pos: [&CudaSlice<R>; 3]) -> Result<Bounds, Error> {
+        let span = Self::span(gpu, pos)?;
+        Ok(if span.is_empty() {
+            Bounds::of([&[], &[], &[]])
+        } else {
+            Bounds::around(&span)
+        })
+    }
+
+    /// The box around the points `pos` (min and max on the device).
+    pub fn span(gpu: &Gpu, pos: [&CudaSlice<R>; 3]) -> Result<Span, Error> {
         let n = pos[0].len();
         if n == 0 {
-            return Ok(Bounds::of([&[], &[], &[]]));
+            return Ok(Span::EMPTY);
         }
         let k = Kernels::get::<R>(gpu)?;
         let s = gpu.stream();
@@ -220,11 +230,10 @@ impl<R: Real> DeviceOctree<R> {
         let nbi = nb as i32;
         launch!(s, k.bbox_final, blocks(1, 1), "bbox_final"; &nbi, &part, &mut out)?;
         let mm = download(s, &out, 6)?;
-        Ok(Bounds::of([
-            &[mm[0], mm[3]],
-            &[mm[1], mm[4]],
-            &[mm[2], mm[5]],
-        ]))
+        Ok(Span {
+            lo: [mm[0], mm[1], mm[2]],
+            hi: [mm[3], mm[4], mm[5]],
+        })
     }
 
     /// [`DeviceOctree::build`], also returning the milliseconds of each

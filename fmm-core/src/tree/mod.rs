@@ -14,6 +14,6 @@ pub mod soa;
 pub mod traversal;
 
 pub use device::{DeviceGroups, DeviceOctree, TreeOrdered};
-pub use morton::Bounds;
+pub use morton::{Bounds, Span};
 pub use octree::{Cell, Octree};
 pub(crate) use soa::{positions_f64, sorted, to_unit_box, to_unit_cube, SoA};

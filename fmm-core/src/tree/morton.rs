@@ -31,29 +31,19 @@ impl Bounds {
     /// The smallest cube around the points, enlarged by a hair so that the
     /// points on its faces map inside it. Empty input gives a unit cube.
     pub fn of(pos: [&[f64]; 3]) -> Bounds {
-        let n = pos[0].len();
-        if n == 0 {
+        if pos[0].is_empty() {
             return Bounds {
                 center: [0.0; 3],
                 half: 1.0,
             };
         }
-        let (lo, hi) = {
-            let mm = |c: usize| {
-                pos[c]
-                    .par_iter()
-                    .fold(
-                        || (f64::INFINITY, f64::NEG_INFINITY),
-                        |(a, b), &x| (a.min(x), b.max(x)),
-                    )
-                    .reduce(
-                        || (f64::INFINITY, f64::NEG_INFINITY),
-                        |(a, b), (c, d)| (a.min(c), b.max(d)),
-                    )
-            };
-            let (a, b, c) = (mm(0), mm(1), mm(2));
-            ([a.0, b.0, c.0], [a.1, b.1, c.1])
-        };
+        Bounds::around(&Span::of(pos))
+    }
+
+    /// The smallest cube around the box `span` (not empty), enlarged by a
+    /// hair as [`Bounds::of`]'s.
+    pub fn around(span: &Span) -> Bounds {
+        let (lo, hi) = (span.lo, span.hi);
         let center = [0, 1, 2].map(|c| 0.5 * (lo[c] + hi[c]));
         let mut half = (0..3).map(|c| 0.5 * (hi[c] - lo[c])).fold(0.0, f64::max);
         // Coincident points still get a cube of finite size.
@@ -82,23 +72,75 @@ impl Bounds {
         Bounds { center, half }
     }
 
-    /// This cube where it holds `other`, else the smallest cube holding
-    /// both ([`Bounds::union`]): a cube given to an evaluation (a lattice
-    /// shared with other processes' trees) kept exactly where it holds
-    /// the points, so that the lattices agree bit for bit.
-    pub fn holding(&self, other: &Bounds) -> Bounds {
-        let inside =
-            (0..3).all(|a| (other.center[a] - self.center[a]).abs() + other.half <= self.half);
-        if inside {
-            *self
-        } else {
-            self.union(other)
+    /// This cube where the points' box `span` lies inside it, else the
+    /// smallest cube holding both ([`Bounds::union`]): a cube given to an
+    /// evaluation (a lattice shared with other processes' trees) kept
+    /// exactly where it holds the points, so that the lattices agree bit
+    /// for bit. (The box, not the points' own cube: a process's part of a
+    /// cube is rarely a cube, and the cube around it reaches past the
+    /// shared one.)
+    pub fn holding(&self, span: &Span) -> Bounds {
+        let inside = (0..3).all(|a| {
+            span.lo[a] >= self.center[a] - self.half && span.hi[a] < self.center[a] + self.half
+        });
+        match (span.is_empty(), inside) {
+            (true, _) | (_, true) => *self,
+            _ => self.union(&Bounds::around(span)),
         }
     }
 
     /// The corner with the smallest coordinates.
     pub fn low(&self) -> [f64; 3] {
         self.center.map(|c| c - self.half)
+    }
+}
+
+/// The box around some points: the least and greatest coordinate along
+/// each axis (`lo > hi` where there are none).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span {
+    pub lo: [f64; 3],
+    pub hi: [f64; 3],
+}
+
+impl Span {
+    /// No points.
+    pub const EMPTY: Span = Span {
+        lo: [f64::INFINITY; 3],
+        hi: [f64::NEG_INFINITY; 3],
+    };
+
+    /// The box around the points `pos` (one array an axis), on every core.
+    pub fn of(pos: [&[f64]; 3]) -> Span {
+        let mm = |c: usize| {
+            pos[c]
+                .par_iter()
+                .fold(
+                    || (f64::INFINITY, f64::NEG_INFINITY),
+                    |(a, b), &x| (a.min(x), b.max(x)),
+                )
+                .reduce(
+                    || (f64::INFINITY, f64::NEG_INFINITY),
+                    |(a, b), (c, d)| (a.min(c), b.max(d)),
+                )
+        };
+        let (a, b, c) = (mm(0), mm(1), mm(2));
+        Span {
+            lo: [a.0, b.0, c.0],
+            hi: [a.1, b.1, c.1],
+        }
+    }
+
+    /// The box around both.
+    pub fn join(&self, other: &Span) -> Span {
+        Span {
+            lo: [0, 1, 2].map(|a| self.lo[a].min(other.lo[a])),
+            hi: [0, 1, 2].map(|a| self.hi[a].max(other.hi[a])),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        (0..3).any(|a| self.lo[a] > self.hi[a])
     }
 }
 
@@ -149,6 +191,35 @@ pub fn sorted_keys(pos: [&[f64]; 3], b: &Bounds) -> (Vec<u64>, Vec<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A given cube is kept where the points' box lies inside it, even
+    /// where the cube around the points would not (a process's part of a
+    /// shared cube, a slab of it); else it grows to hold both.
+    #[test]
+    fn a_cube_is_kept_where_it_holds_the_points() {
+        let cube = Bounds::around(&Span {
+            lo: [0.0; 3],
+            hi: [1.0; 3],
+        });
+        let slab = Span {
+            lo: [0.0, 0.0, 0.0],
+            hi: [0.5, 1.0, 1.0],
+        };
+        assert_eq!(cube.holding(&slab), cube, "a slab of the cube");
+        assert_eq!(cube.holding(&Span::EMPTY), cube, "no points");
+        let out = Span {
+            lo: [0.2, -0.5, 0.3],
+            hi: [0.4, 0.6, 0.9],
+        };
+        let grown = cube.holding(&out);
+        for a in 0..3 {
+            for span in [&slab, &out] {
+                assert!(span.lo[a] >= grown.center[a] - grown.half);
+                assert!(span.hi[a] <= grown.center[a] + grown.half);
+            }
+        }
+        assert!(grown.half > cube.half);
+    }
 
     #[test]
     fn spread_interleaves() {

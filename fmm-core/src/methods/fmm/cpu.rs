@@ -22,7 +22,7 @@ use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stats};
-use crate::tree::morton::Bounds;
+use crate::tree::morton::{Bounds, Span};
 use crate::tree::traversal::{children, spheres, split, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, to_unit_box, to_unit_cube, Octree, SoA};
 use fmm_codegen::kernel::{FarTerm, Term};
@@ -142,13 +142,13 @@ impl<R: Real> FarPasses<R> for Laplace<'_, R> {
         // a process's targets against its sources and the local essential
         // trees it got took up to 5 times the P2P (2 H200s, 2^24 a process).
         // A cube given with the problem is the unit cube here.
-        let root = periodic.is_none().then(|| {
-            let all = Bounds::of([&spos[0], &spos[1], &spos[2]])
-                .union(&Bounds::of([&tpos[0], &tpos[1], &tpos[2]]));
-            match self.plan.cube {
-                Some(_) => Bounds::UNIT.holding(&all),
-                None => all,
-            }
+        let root = periodic.is_none().then(|| match self.plan.cube {
+            Some(_) => Bounds::UNIT.holding(
+                &Span::of([&spos[0], &spos[1], &spos[2]])
+                    .join(&Span::of([&tpos[0], &tpos[1], &tpos[2]])),
+            ),
+            None => Bounds::of([&spos[0], &spos[1], &spos[2]])
+                .union(&Bounds::of([&tpos[0], &tpos[1], &tpos[2]])),
         });
         let build = |pos: &[Vec<f64>; 3]| match root {
             Some(r) => Octree::build_in([&pos[0], &pos[1], &pos[2]], ncrit, r),

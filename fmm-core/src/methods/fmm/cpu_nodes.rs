@@ -35,7 +35,7 @@ use crate::outputs::Outputs;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::stats::{Clock, Stats};
-use crate::tree::morton::Bounds;
+use crate::tree::morton::{Bounds, Span};
 use crate::tree::traversal::{split, Lists, Sphere};
 use crate::tree::{positions_f64, sorted, Octree, SoA};
 
@@ -137,8 +137,10 @@ impl<K: Kernel, R: Real> FarPasses<R> for NodeField<'_, K, R> {
                 (root, root)
             }
             None if self.compress || self.plan.cube.is_some() => {
-                let all = Bounds::of(spos).union(&Bounds::of(tpos));
-                let root = self.plan.cube.map_or(all, |c| c.holding(&all));
+                let root = match self.plan.cube {
+                    Some(c) => c.holding(&Span::of(spos).join(&Span::of(tpos))),
+                    None => Bounds::of(spos).union(&Bounds::of(tpos)),
+                };
                 (root, root)
             }
             None => (Bounds::of(spos), Bounds::of(tpos)),

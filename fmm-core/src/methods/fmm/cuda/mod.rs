@@ -969,17 +969,19 @@ impl<R: Real> Trees<R> {
             }
             _ => given,
         };
-        let union = |tpos: Option<&[CudaSlice<R>; 3]>| -> Result<Bounds, Error> {
-            let sb = DeviceOctree::bounds(gpu, refs3(spos))?;
-            Ok(match tpos {
-                Some(t) => sb.union(&DeviceOctree::bounds(gpu, refs3(t))?),
-                None => sb,
-            })
-        };
         let root = match (cube, targets.positions()) {
             (Cube::Box(b), _) => Some(periodic::root_cube(b)),
-            (Cube::Union, Some(tpos)) => Some(union(Some(tpos))?),
-            (Cube::Given(c), tpos) => Some(c.holding(&union(tpos)?)),
+            (Cube::Union, Some(tpos)) => {
+                let sb = DeviceOctree::bounds(gpu, refs3(spos))?;
+                Some(sb.union(&DeviceOctree::bounds(gpu, refs3(tpos))?))
+            }
+            (Cube::Given(c), tpos) => {
+                let mut span = DeviceOctree::span(gpu, refs3(spos))?;
+                if let Some(t) = tpos {
+                    span = span.join(&DeviceOctree::span(gpu, refs3(t))?);
+                }
+                Some(c.holding(&span))
+            }
             _ => None,
         };
         let (mut source, sslots) = FmmTree::of(

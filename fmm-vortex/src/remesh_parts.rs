@@ -1,0 +1,429 @@
+//! Remeshing particles held in parts (one a process under MPI:
+//! [`crate::distributed::remesh_partitioned`]), the same lattice points and
+//! strengths as [`crate::remesh::remesh`] of every particle at once, to
+//! round-off.
+//!
+//! Each part spreads its own particles onto the lattice points its
+//! stencils reach ([`PartRemesh::spread`]); a lattice point reached by
+//! several parts belongs to the lowest-numbered of them, which the others
+//! send what they spread there ([`PartRemesh::shared`]) and which adds it
+//! ([`PartRemesh::absorb`]); each part then makes the particles of the
+//! points it owns ([`PartRemesh::particles`]). Only the points near a
+//! part's faces travel: the rest stay where they were spread.
+
+use rayon::prelude::*;
+
+use crate::error::VortexError;
+use crate::particles::VortexParticles;
+use crate::remesh::{check_cull, stencil, Lattice};
+
+/// The lattice points a part's stencils reach: an index box, not wrapped
+/// (a periodic lattice's axis that the part spans whole: `0..n`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reach {
+    pub lo: [i64; 3],
+    pub hi: [i64; 3],
+}
+
+impl Reach {
+    /// Nothing reached (a part with no particles).
+    pub const NONE: Reach = Reach {
+        lo: [0; 3],
+        hi: [-1; 3],
+    };
+
+    fn is_empty(&self) -> bool {
+        (0..3).any(|a| self.lo[a] > self.hi[a])
+    }
+
+    /// Whether lattice point `g` (wrapped, for a lattice of `n` a side) is
+    /// in the box.
+    fn holds(&self, g: [i64; 3], n: Option<i64>) -> bool {
+        !self.is_empty()
+            && (0..3).all(|a| match n {
+                Some(n) => (g[a] - self.lo[a]).rem_euclid(n) <= self.hi[a] - self.lo[a],
+                None => (self.lo[a]..=self.hi[a]).contains(&g[a]),
+            })
+    }
+}
+
+/// What a part sends the owners of the lattice points it shares: for each
+/// point, its owner, its index and the five sums spread there (alpha,
+/// the weights times sigma^2, the weights).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Shared {
+    pub dest: Vec<i32>,
+    pub index: [Vec<i64>; 3],
+    pub sums: [Vec<f64>; 5],
+}
+
+/// One part's spreading onto the lattice.
+#[derive(Clone, Debug)]
+pub struct PartRemesh {
+    h: f64,
+    origin: [f64; 3],
+    /// A periodic lattice's points a side.
+    n: Option<i64>,
+    reach: Reach,
+    size: [i64; 3],
+    /// Alpha (3), the weights times sigma^2, the weights, a point of the
+    /// box each (x fastest).
+    acc: Vec<[f64; 5]>,
+    /// Sigma summed over the part's particles, and their count (the
+    /// serial remeshing's fallback core is the mean of every particle's).
+    pub sigma_sum: f64,
+    pub count: usize,
+}
+
+impl PartRemesh {
+    /// Spreads the particles `p` of one part onto `lattice` (checked as
+    /// [`crate::remesh::remesh`] checks them).
+    pub fn spread(p: &VortexParticles, lattice: &Lattice) -> Result<PartRemesh, VortexError> {
+        p.check()?;
+        let (h, origin, n) = lattice.frame()?;
+        let stencils: Vec<([i64; 3], [[f64; 4]; 3])> =
+            p.x.par_iter().map(|x| stencil(*x, origin, h)).collect();
+        let mut reach = Reach {
+            lo: [i64::MAX; 3],
+            hi: [i64::MIN; 3],
+        };
+        for (base, _) in &stencils {
+            for (a, &b) in base.iter().enumerate() {
+                reach.lo[a] = reach.lo[a].min(b);
+                reach.hi[a] = reach.hi[a].max(b + 3);
+            }
+        }
+        if let (Some(n), false) = (n, stencils.is_empty()) {
+            // An axis the part spans whole wraps onto itself: 0..n.
+            for a in 0..3 {
+                if reach.hi[a] - reach.lo[a] + 1 >= n {
+                    (reach.lo[a], reach.hi[a]) = (0, n - 1);
+                }
+            }
+        }
+        if stencils.is_empty() {
+            reach = Reach::NONE;
+        }
+        let size = [0, 1, 2].map(|a| (reach.hi[a] - reach.lo[a] + 1).max(0));
+        let mut part = PartRemesh {
+            h,
+            origin,
+            n,
+            reach,
+            size,
+            acc: vec![[0.0; 5]; (size[0] * size[1] * size[2]) as usize],
+            sigma_sum: p.sigma.iter().sum(),
+            count: p.len(),
+        };
+        if stencils.is_empty() {
+            return Ok(part);
+        }
+        // By the layer (z) of the box a stencil starts at: a layer receives
+        // from its own and the three below (wrapped where the axis is), so
+        // the layers fill in parallel.
+        let mut by_layer: Vec<Vec<usize>> = vec![Vec::new(); size[2] as usize];
+        for (i, (base, _)) in stencils.iter().enumerate() {
+            by_layer[part.local(2, base[2]) as usize].push(i);
+        }
+        let layer = (size[0] * size[1]) as usize;
+        let mut acc = std::mem::take(&mut part.acc);
+        let this = &part;
+        acc.par_chunks_mut(layer).enumerate().for_each(|(iz, out)| {
+            for kz in 0..4usize {
+                let from = iz as i64 - kz as i64;
+                let from = match this.wraps(2) {
+                    true => from.rem_euclid(size[2]),
+                    false if from < 0 => continue,
+                    false => from,
+                };
+                for &i in &by_layer[from as usize] {
+                    let (base, w) = &stencils[i];
+                    let s2 = p.sigma[i] * p.sigma[i];
+                    for ky in 0..4 {
+                        for kx in 0..4 {
+                            let wt = w[0][kx] * w[1][ky] * w[2][kz];
+                            // As the serial remeshing: a particle on a
+                            // lattice point makes no particles of rounding.
+                            if wt.abs() < 1e-12 {
+                                continue;
+                            }
+                            let x = this.local(0, base[0] + kx as i64);
+                            let y = this.local(1, base[1] + ky as i64);
+                            let c = &mut out[(y * size[0] + x) as usize];
+                            for (cd, ad) in c.iter_mut().zip(p.alpha[i]) {
+                                *cd += wt * ad;
+                            }
+                            c[3] += wt * s2;
+                            c[4] += wt;
+                        }
+                    }
+                }
+            }
+        });
+        part.acc = acc;
+        Ok(part)
+    }
+
+    /// The lattice points this part reached.
+    pub fn reach(&self) -> Reach {
+        self.reach
+    }
+
+    /// Whether axis `a` of the box is a periodic lattice's whole axis.
+    fn wraps(&self, a: usize) -> bool {
+        self.n.is_some() && self.reach.lo[a] == 0 && self.size[a] == self.n.unwrap_or(0)
+    }
+
+    /// Index `j` (not wrapped) along axis `a`, in the box.
+    fn local(&self, a: usize, j: i64) -> i64 {
+        match (self.wraps(a), self.n) {
+            (true, Some(n)) => j.rem_euclid(n),
+            (_, Some(n)) => (j - self.reach.lo[a]).rem_euclid(n),
+            (_, None) => j - self.reach.lo[a],
+        }
+    }
+
+    /// The lattice index (wrapped) of the box's point `cell`.
+    fn global(&self, cell: usize) -> [i64; 3] {
+        let c = cell as i64;
+        let l = [
+            c % self.size[0],
+            (c / self.size[0]) % self.size[1],
+            c / (self.size[0] * self.size[1]),
+        ];
+        [0, 1, 2].map(|a| {
+            let j = self.reach.lo[a] + l[a];
+            self.n.map_or(j, |n| j.rem_euclid(n))
+        })
+    }
+
+    /// The box's point of lattice index `g`, which it must hold.
+    fn cell(&self, g: [i64; 3]) -> usize {
+        let l = [0, 1, 2].map(|a| self.local(a, g[a]));
+        ((l[2] * self.size[1] + l[1]) * self.size[0] + l[0]) as usize
+    }
+
+    /// The part a lattice point belongs to: the lowest-numbered of the
+    /// parts whose reach (`reaches`, one a part) holds it.
+    fn owner(&self, g: [i64; 3], reaches: &[Reach]) -> usize {
+        reaches
+            .iter()
+            .position(|r| r.holds(g, self.n))
+            .expect("a point of a part's own reach")
+    }
+
+    /// The points this part (`me` of the parts of `reaches`) spread onto
+    /// that belong to another part, taken out of it: what it sends.
+    pub fn shared(&mut self, reaches: &[Reach], me: usize) -> Shared {
+        let mut out = Shared::default();
+        for cell in 0..self.acc.len() {
+            if self.acc[cell] == [0.0; 5] {
+                continue;
+            }
+            let g = self.global(cell);
+            let owner = self.owner(g, reaches);
+            if owner == me {
+                continue;
+            }
+            out.dest.push(owner as i32);
+            for (to, &j) in out.index.iter_mut().zip(&g) {
+                to.push(j);
+            }
+            for (to, &v) in out.sums.iter_mut().zip(&self.acc[cell]) {
+                to.push(v);
+            }
+            self.acc[cell] = [0.0; 5];
+        }
+        out
+    }
+
+    /// Adds what the other parts sent this one (points it owns).
+    pub fn absorb(&mut self, index: &[Vec<i64>; 3], sums: &[Vec<f64>; 5]) {
+        for i in 0..index[0].len() {
+            let cell = self.cell([index[0][i], index[1][i], index[2][i]]);
+            for (c, s) in self.acc[cell].iter_mut().zip(sums) {
+                *c += s[i];
+            }
+        }
+    }
+
+    /// The largest strength at the points this part holds.
+    pub fn largest(&self) -> f64 {
+        self.acc.iter().map(strength).fold(0.0, f64::max)
+    }
+
+    /// The particles of the points this part holds: those whose strength is
+    /// not 0 nor below `floor` (the cull times the largest over every
+    /// part); `fallback` the core where the weights sum to little (the mean
+    /// of every part's cores).
+    pub fn particles(&self, floor: f64, fallback: f64) -> Result<VortexParticles, VortexError> {
+        let mut q = VortexParticles {
+            x: Vec::new(),
+            alpha: Vec::new(),
+            sigma: Vec::new(),
+            volume: Vec::new(),
+        };
+        let h = self.h;
+        for (cell, c) in self.acc.iter().enumerate() {
+            let s = strength(c);
+            if s == 0.0 || s < floor {
+                continue;
+            }
+            let g = self.global(cell);
+            q.x.push([0, 1, 2].map(|a| self.origin[a] + (g[a] as f64 + 0.5) * h));
+            q.alpha.push([c[0], c[1], c[2]]);
+            q.sigma.push(if c[4] > 0.25 {
+                (c[3] / c[4]).max(0.0).sqrt()
+            } else {
+                fallback
+            });
+            q.volume.push(h * h * h);
+        }
+        q.check()?;
+        Ok(q)
+    }
+}
+
+fn strength(c: &[f64; 5]) -> f64 {
+    (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
+}
+
+/// The cull checked, and the floor it sets from the largest strength.
+pub fn floor(cull: f64, largest: f64) -> Result<f64, VortexError> {
+    check_cull(cull)?;
+    Ok(cull * largest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remesh::remesh;
+    use fmm_core::PeriodicBox;
+
+    /// `p` cut into `parts` slabs along x (a part may be empty), remeshed
+    /// part by part with the sends routed by hand, against the serial
+    /// remeshing: the same points, strengths and cores to round-off.
+    fn check(
+        p: &VortexParticles,
+        lattice: &Lattice,
+        parts: usize,
+        cut: impl Fn(&[f64; 3]) -> usize,
+    ) {
+        let mut pieces: Vec<VortexParticles> = (0..parts)
+            .map(|_| VortexParticles {
+                x: vec![],
+                alpha: vec![],
+                sigma: vec![],
+                volume: vec![],
+            })
+            .collect();
+        for i in 0..p.len() {
+            let q = &mut pieces[cut(&p.x[i])];
+            q.x.push(p.x[i]);
+            q.alpha.push(p.alpha[i]);
+            q.sigma.push(p.sigma[i]);
+            q.volume.push(p.volume[i]);
+        }
+        let mut spread: Vec<PartRemesh> = pieces
+            .iter()
+            .map(|q| PartRemesh::spread(q, lattice).unwrap())
+            .collect();
+        let reaches: Vec<Reach> = spread.iter().map(|s| s.reach()).collect();
+        let sent: Vec<Shared> = (0..parts)
+            .map(|me| spread[me].shared(&reaches, me))
+            .collect();
+        for s in &sent {
+            for i in 0..s.dest.len() {
+                let to = s.dest[i] as usize;
+                let index = [0, 1, 2].map(|a| vec![s.index[a][i]]);
+                let sums = [0, 1, 2, 3, 4].map(|k| vec![s.sums[k][i]]);
+                spread[to].absorb(&index, &sums);
+            }
+        }
+        let largest = spread.iter().map(|s| s.largest()).fold(0.0, f64::max);
+        let (sum, count) = spread
+            .iter()
+            .fold((0.0, 0), |(a, b), s| (a + s.sigma_sum, b + s.count));
+        let cull = 1e-3;
+        let floor = floor(cull, largest).unwrap();
+        let mut got: Vec<([f64; 3], [f64; 3], f64)> = Vec::new();
+        for s in &spread {
+            let q = s.particles(floor, sum / count as f64).unwrap();
+            got.extend((0..q.len()).map(|i| (q.x[i], q.alpha[i], q.sigma[i])));
+        }
+        let want = remesh(p, lattice, cull).unwrap();
+        let mut want: Vec<([f64; 3], [f64; 3], f64)> = (0..want.len())
+            .map(|i| (want.x[i], want.alpha[i], want.sigma[i]))
+            .collect();
+        let key = |v: &([f64; 3], [f64; 3], f64)| [v.0[2], v.0[1], v.0[0]];
+        got.sort_by(|a, b| key(a).partial_cmp(&key(b)).unwrap());
+        want.sort_by(|a, b| key(a).partial_cmp(&key(b)).unwrap());
+        assert_eq!(got.len(), want.len(), "{parts} parts: the points");
+        let scale = largest.max(1e-300);
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (0..3).all(|a| (g.0[a] - w.0[a]).abs() < 1e-12),
+                "{g:?} {w:?}"
+            );
+            assert!(
+                (0..3).all(|a| (g.1[a] - w.1[a]).abs() < 1e-12 * scale),
+                "{g:?} {w:?}"
+            );
+            assert!((g.2 - w.2).abs() < 1e-12, "{g:?} {w:?}");
+        }
+    }
+
+    fn particles(n: usize, side: f64, seed: u64) -> VortexParticles {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut p = VortexParticles {
+            x: vec![],
+            alpha: vec![],
+            sigma: vec![],
+            volume: vec![],
+        };
+        for _ in 0..n {
+            p.x.push([side * next(), side * next(), side * next()]);
+            p.alpha.push([next() - 0.5, next() - 0.5, next() - 0.5]);
+            p.sigma.push(0.1 + 0.05 * next());
+            p.volume.push(1e-3);
+        }
+        p
+    }
+
+    /// Slabs and blocks of a periodic box (points across its faces wrap
+    /// to other parts' points), a part with no particles, one part, and an
+    /// open lattice.
+    #[test]
+    fn parts_remesh_as_the_whole_does() {
+        let side = 2.0;
+        let p = particles(3000, side, 3);
+        let lattice = Lattice::Periodic {
+            pbox: PeriodicBox::cube([0.0; 3], side),
+            n: 12,
+        };
+        for parts in 1..=4 {
+            check(&p, &lattice, parts, |x| {
+                ((x[0] / side * parts as f64) as usize).min(parts - 1)
+            });
+        }
+        // Blocks: x then y halves; a fifth part empty.
+        check(&p, &lattice, 5, |x| {
+            usize::from(x[0] > 1.0) + 2 * usize::from(x[1] > 0.7)
+        });
+        let open = Lattice::Open {
+            origin: [0.1, -0.2, 0.0],
+            h: 0.23,
+        };
+        for parts in [1, 3] {
+            check(&p, &open, parts, |x| {
+                ((x[2] / side * parts as f64) as usize).min(parts - 1)
+            });
+        }
+    }
+}
