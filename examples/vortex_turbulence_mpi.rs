@@ -12,10 +12,13 @@
 //! on any number of processes, Adams-Bashforth's last rates moving with
 //! their particles.
 //!
-//! The particles are not remeshed here (the single-process example
-//! remeshes every step by default; remeshing across processes is not
-//! written yet), so this is `vortex_turbulence --remesh-every 0 --viscous
-//! spread`'s method, for its time a step and its first steps.
+//! By default the particles are not remeshed, `vortex_turbulence
+//! --remesh-every 0 --viscous spread`'s method; `--remesh-every N` remeshes
+//! them onto the lattice every N steps across the processes
+//! (`fmm_vortex::distributed::remesh_partitioned`, M4'), without the
+//! single-process example's projection of the lattice's vorticity (an FFT
+//! over every process's lattice points, not written): `vortex_turbulence
+//! --remesh-every N --viscous spread --no-project`'s method.
 //!
 //! `cargo build --release --features mpi --example vortex_turbulence_mpi`,
 //! then `mpirun -n 4 target/release/examples/vortex_turbulence_mpi --n 64`.
@@ -29,8 +32,8 @@ use common::periodic_flow::Isotropic;
 use common::Checkpoints;
 use fmm_core::distributed::node_device;
 use fmm_core::{Backend, Domain, PeriodicBox};
-use fmm_vortex::distributed::{load_partitioned, rates_partitioned, share_of};
-use fmm_vortex::remesh::interpolate_on_lattice;
+use fmm_vortex::distributed::{load_partitioned, rates_partitioned, remesh_partitioned, share_of};
+use fmm_vortex::remesh::{interpolate_on_lattice, Lattice};
 use fmm_vortex::{spread_cores, Scheme, Solver, Stepper};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
@@ -52,6 +55,10 @@ struct Args {
     /// Relative L2 error of the rates.
     #[arg(long, default_value_t = 1e-4)]
     tol: f64,
+    /// Remesh onto the lattice every this many steps, across the
+    /// processes (0: never).
+    #[arg(long, default_value_t = 0)]
+    remesh_every: usize,
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     backend: Backend,
@@ -96,8 +103,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             (share_of(&comm, &all)?, Stepper::new(Scheme::Ab2), 0, dt)
         }
     };
-    let mut count = 0;
-    comm.all_reduce_into(&p.len(), &mut count, SystemOperation::sum());
+    let counted = |p: &fmm_vortex::VortexParticles| {
+        let mut count = 0;
+        comm.all_reduce_into(&p.len(), &mut count, SystemOperation::sum());
+        count
+    };
+    let mut count = counted(&p);
     let solver = Solver::f32_at(args.backend, args.tol).in_domain(Domain::Periodic(pbox));
     let sum = |x: f64, op| {
         let mut y = 0.0;
@@ -132,6 +143,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 "step {step}: t {:.5}, K {k:.10}, rates {slowest:.3} s (slowest process{error})",
                 step as f64 * dt
             );
+        }
+        if args.remesh_every > 0 && (step + 1) % args.remesh_every == 0 {
+            p = remesh_partitioned(&comm, &p, &Lattice::Periodic { pbox, n }, 0.0)?;
+            count = counted(&p);
+            // Adams-Bashforth's last rates belong to the old particles.
+            stepper.restart();
         }
         let when = (step + 1, args.steps, (step + 1) as f64 * dt);
         args.checkpoints.save_vortex(&comm, when, &p, &stepper)?;

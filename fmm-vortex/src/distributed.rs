@@ -20,6 +20,8 @@ use crate::error::VortexError;
 use crate::integrate::{Scheme, Stepper};
 use crate::particles::VortexParticles;
 use crate::rates::{front_door_sets, Precision, Rates, Solver, StretchingScheme};
+use crate::remesh::Lattice;
+use crate::remesh_parts::{floor, PartRemesh, Reach};
 use crate::VelocityStretchingTranspose;
 
 /// This process's part of `all` (the same set made on every process: a
@@ -228,6 +230,53 @@ fn evaluate<K: Kernel, R: Real + Equivalence + Default, C: Communicator>(
         &targets,
         &sources,
     )?)
+}
+
+/// This process's particles `p` remeshed onto `lattice` with every
+/// process's (the lattice points and strengths of
+/// [`crate::remesh::remesh`] of all of them, to round-off): each process
+/// spreads its own, the points near its part's faces go to their owner
+/// and are summed there ([`crate::remesh_parts`]); each process gets the
+/// particles of the points it owns, next to its part. A collective call;
+/// a bad setting or particle on one process is an error on every one.
+pub fn remesh_partitioned<C: Communicator>(
+    comm: &C,
+    p: &VortexParticles,
+    lattice: &Lattice,
+    cull: f64,
+) -> Result<VortexParticles, VortexError> {
+    let (me, size) = (comm.rank() as usize, comm.size() as usize);
+    let spread = PartRemesh::spread(p, lattice).and_then(|s| floor(cull, 0.0).map(|_| s));
+    let mut part = agreed(
+        comm,
+        spread.map_err(|e| fmm_core::Error::BadOption(e.to_string())),
+    )?;
+    let r = part.reach();
+    let mine = [r.lo, r.hi].concat();
+    let mut all = vec![0i64; 6 * size];
+    comm.all_gather_into(&mine[..], &mut all[..]);
+    let reaches: Vec<Reach> = all
+        .chunks_exact(6)
+        .map(|c| Reach {
+            lo: [c[0], c[1], c[2]],
+            hi: [c[3], c[4], c[5]],
+        })
+        .collect();
+    let out = part.shared(&reaches, me);
+    let to = Migration::new(comm, &out.dest)?;
+    let index = [0, 1, 2].map(|a| to.forward(comm, &out.index[a]));
+    let sums = [0, 1, 2, 3, 4].map(|k| to.forward(comm, &out.sums[k]));
+    part.absorb(&index, &sums);
+    let mut largest = 0.0f64;
+    comm.all_reduce_into(&part.largest(), &mut largest, SystemOperation::max());
+    let mut cores = [0.0f64; 2];
+    comm.all_reduce_into(
+        &[part.sigma_sum, part.count as f64][..],
+        &mut cores[..],
+        SystemOperation::sum(),
+    );
+    let fallback = cores[0] / cores[1].max(1.0);
+    part.particles(floor(cull, largest)?, fallback)
 }
 
 /// [`crate::impulse_centre`] over every process's particles; a collective
