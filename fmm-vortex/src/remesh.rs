@@ -197,7 +197,6 @@ pub fn remesh(
             }
         }
     });
-    let strength = |c: &[f64; 5]| (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt();
     let largest = acc.iter().map(strength).fold(0.0, f64::max);
     let mut q = VortexParticles {
         x: Vec::new(),
@@ -217,23 +216,39 @@ pub fn remesh(
             (cell / size[0]) % size[1],
             cell / (size[0] * size[1]),
         );
-        q.x.push([
-            origin[0] + (ix as f64 + 0.5) * h,
-            origin[1] + (iy as f64 + 0.5) * h,
-            origin[2] + (iz as f64 + 0.5) * h,
-        ]);
-        q.alpha.push([c[0], c[1], c[2]]);
-        // The weights can sum to little (or below 0: M4' is negative past
-        // one spacing) at the edge of the particles' reach.
-        q.sigma.push(if c[4] > 0.25 {
-            (c[3] / c[4]).max(0.0).sqrt()
-        } else {
-            fallback
-        });
-        q.volume.push(h * h * h);
+        push_point(&mut q, origin, [ix, iy, iz], h, c, fallback);
     }
     q.check()?;
     Ok(q)
+}
+
+/// The strength of a lattice point's sums (alpha, the weights times
+/// sigma^2, the weights).
+pub(crate) fn strength(c: &[f64; 5]) -> f64 {
+    (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
+}
+
+/// The particle of lattice point `g` (`origin + h (g + 1/2)`) from its
+/// sums `c`, appended to `q`: its core the weights' mean of the cores
+/// spread there, or `fallback` where they sum to little.
+pub(crate) fn push_point(
+    q: &mut VortexParticles,
+    origin: [f64; 3],
+    g: [i64; 3],
+    h: f64,
+    c: &[f64; 5],
+    fallback: f64,
+) {
+    q.x.push([0, 1, 2].map(|a| origin[a] + (g[a] as f64 + 0.5) * h));
+    q.alpha.push([c[0], c[1], c[2]]);
+    // The weights can sum to little (or below 0: M4' is negative past
+    // one spacing) at the edge of the particles' reach.
+    q.sigma.push(if c[4] > 0.25 {
+        (c[3] / c[4]).max(0.0).sqrt()
+    } else {
+        fallback
+    });
+    q.volume.push(h * h * h);
 }
 
 /// What [`filter_lattice`] does to the vorticity of a periodic lattice,

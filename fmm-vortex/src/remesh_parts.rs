@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
-use crate::remesh::{check_cull, stencil, Lattice};
+use crate::remesh::{check_cull, push_point, stencil, strength, Lattice};
 
 /// The lattice points a part's stencils reach: an index box, not wrapped
 /// (a periodic lattice's axis that the part spans whole: `0..n`).
@@ -263,29 +263,16 @@ impl PartRemesh {
             sigma: Vec::new(),
             volume: Vec::new(),
         };
-        let h = self.h;
         for (cell, c) in self.acc.iter().enumerate() {
             let s = strength(c);
             if s == 0.0 || s < floor {
                 continue;
             }
-            let g = self.global(cell);
-            q.x.push([0, 1, 2].map(|a| self.origin[a] + (g[a] as f64 + 0.5) * h));
-            q.alpha.push([c[0], c[1], c[2]]);
-            q.sigma.push(if c[4] > 0.25 {
-                (c[3] / c[4]).max(0.0).sqrt()
-            } else {
-                fallback
-            });
-            q.volume.push(h * h * h);
+            push_point(&mut q, self.origin, self.global(cell), self.h, c, fallback);
         }
         q.check()?;
         Ok(q)
     }
-}
-
-fn strength(c: &[f64; 5]) -> f64 {
-    (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
 }
 
 /// The cull checked, and the floor it sets from the largest strength.
