@@ -47,14 +47,11 @@ use rayon::prelude::*;
 /// Most sources in a leaf of the sender's tree.
 const NCRIT: usize = 64;
 
-/// The box around a process's targets: `lo > hi` where it has none.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Region {
-    pub lo: [f64; 3],
-    pub hi: [f64; 3],
-}
+/// The box around a process's targets: `lo > hi` where it has none (the
+/// tree floor's box, with what the walk asks of it here).
+pub type Region = Span;
 
-impl Region {
+impl Span {
     /// The box around points `pos` (one vector per axis).
     pub fn around<R: Real>(pos: [&[R]; 3]) -> Region {
         Self::around_in(pos, None)
@@ -79,10 +76,6 @@ impl Region {
             );
         }
         r
-    }
-
-    pub fn is_empty(&self) -> bool {
-        (0..3).any(|a| self.lo[a] > self.hi[a])
     }
 
     /// The distance from `x` to the box, the nearest periodic image's

@@ -20,7 +20,7 @@ use crate::error::VortexError;
 use crate::integrate::{Scheme, Stepper};
 use crate::particles::VortexParticles;
 use crate::rates::{front_door_sets, Precision, Rates, Solver, StretchingScheme};
-use crate::remesh::Lattice;
+use crate::remesh::{check_cull, Lattice};
 use crate::remesh_parts::{floor, PartRemesh, Reach};
 use crate::VelocityStretchingTranspose;
 
@@ -246,7 +246,7 @@ pub fn remesh_partitioned<C: Communicator>(
     cull: f64,
 ) -> Result<VortexParticles, VortexError> {
     let (me, size) = (comm.rank() as usize, comm.size() as usize);
-    let spread = PartRemesh::spread(p, lattice).and_then(|s| floor(cull, 0.0).map(|_| s));
+    let spread = check_cull(cull).and_then(|_| PartRemesh::spread(p, lattice));
     let mut part = agreed(
         comm,
         spread.map_err(|e| fmm_core::Error::BadOption(e.to_string())),

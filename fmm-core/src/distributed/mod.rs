@@ -293,11 +293,11 @@ fn shared_cube(domain: &Domain, everyone: Region) -> Option<Bounds> {
     if everyone.is_empty() {
         return None;
     }
-    let (mut lo, hi) = (everyone.lo, everyone.hi);
+    let mut all = everyone;
     if let Some(w) = domain.wall() {
-        lo[w.axis] = lo[w.axis].min(2.0 * w.at - hi[w.axis]);
+        all.lo[w.axis] = all.lo[w.axis].min(2.0 * w.at - all.hi[w.axis]);
     }
-    Some(Bounds::around(&Span { lo, hi }))
+    Some(Bounds::around(&all))
 }
 
 /// Every process's region (around its targets), in rank order, and the
@@ -316,14 +316,11 @@ fn all_regions<C: Communicator>(comm: &C, mine: Region, held: Region) -> (Vec<Re
             (r(&c[..6]), r(&c[6..]))
         })
         .collect();
-    let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
-    for r in boxes.iter().flat_map(|(t, s)| [t, s]) {
-        for a in 0..3 {
-            (lo[a], hi[a]) = (lo[a].min(r.lo[a]), hi[a].max(r.hi[a]));
-        }
-    }
+    let everyone = boxes
+        .iter()
+        .fold(Span::EMPTY, |all, (t, s)| all.join(t).join(s));
     let regions = boxes.into_iter().map(|(t, _)| t).collect();
-    (regions, Region { lo, hi })
+    (regions, everyone)
 }
 
 /// When to partition again, from the work each process measured
