@@ -7,7 +7,9 @@
 # (docs/BENCHMARKS.md, 2026-11-28 third entry). Stage the binaries in
 # .gpu/bin first (fmm_bench and vortex_turbulence_mpi built with
 # `--features mpi`, the suite's test binary); logs under $OUT.
-# Usage: scripts/gpu_mpi_scaling.sh [weak|rest|all]   (each part under 10 minutes)
+# Each process's last evaluation by stage is in the logs ("process q:").
+# Usage: scripts/gpu_mpi_scaling.sh [weak|rest|all|bench]   (each part under
+# 10 minutes; bench: the weak part without the GPU tests)
 set -u
 OUT=${OUT:-/tmp/fmm-out}
 mkdir -p "$OUT"
@@ -25,17 +27,19 @@ run() { # name P extra...
   echo "== $name $P rc $?"; grep -E "^in parts|median" "$OUT/$name-$P.log" | cut -c1-200
   grep -E "tolerance 1e-4: (laplace|tree)" "$OUT/$name-$P.log" | tail -"$P" | cut -c1-150
 }
-if [ "$what" != rest ]; then
+if [ "$what" = weak ] || [ "$what" = all ]; then
   timeout 150 $B/suite --ignored --test-threads 1 gpu_essential:: gpu_scale::sets_joined \
     gpu_scale::resident_particles gpu_fmm::the_tolerance_is_met_on_the_gpu \
     gpu_fmm::f32_targets_apart >"$OUT/gpu-tests.log" 2>&1
   echo "== gpu tests rc $?"; grep -E "test result|FAILED|panicked" "$OUT/gpu-tests.log"
+fi
+if [ "$what" != rest ]; then
   for P in $PS; do run weak-gravity "$P" --kernel gravity; done
   for P in $PS; do run weak-vs "$P" --kernel velocity-stretching; done
   run fixed-gravity "$G" --kernel gravity --fixed-box
   run fixed-vs "$G" --kernel velocity-stretching --fixed-box
 fi
-if [ "$what" != weak ]; then
+if [ "$what" = rest ] || [ "$what" = all ]; then
   timeout 200 mpirun --bind-to none -n "$G" $B/vortex_turbulence_mpi --n 256 --steps 3 \
     --backend cuda >"$OUT/turb-$G.log" 2>&1
   echo "== turbulence $G rc $?"; tail -5 "$OUT/turb-$G.log"

@@ -153,6 +153,46 @@ fn line<R>(comm: &SimpleCommunicator, what: &str, ev: &Evaluation<R>, wall: f64)
     )
 }
 
+/// Rank 0 prints each process's last evaluation: its targets, its trees'
+/// cells, the P2P and M2L it ran and the seconds of each stage; the
+/// processes' evaluations at equal settings should cost alike on parts of
+/// equal size, and where one is slow this says in which stage and what it
+/// had more of.
+fn each_process<R>(comm: &SimpleCommunicator, targets: usize, ev: &Evaluation<R>) {
+    let s = &ev.stats;
+    let mut row = vec![
+        targets as f64,
+        s.source_cells as f64,
+        s.target_cells as f64,
+        s.p2p as f64,
+        s.m2l as f64,
+    ];
+    row.extend(Stage::ALL.map(|st| s.seconds(st)));
+    let mut all = vec![0.0; row.len() * comm.size() as usize];
+    comm.all_gather_into(&row[..], &mut all[..]);
+    if comm.rank() != 0 {
+        return;
+    }
+    for (q, r) in all.chunks_exact(row.len()).enumerate() {
+        let stages: Vec<String> = Stage::ALL
+            .iter()
+            .zip(&r[5..])
+            .filter(|(_, &t)| t > 0.0)
+            .map(|(st, t)| format!("{} {t:.4}", st.name()))
+            .collect();
+        println!(
+            "process {q}: {:.0} targets; cells {:.0} source, {:.0} target; P2P {:.3e}, M2L \
+             {:.3e}; seconds: {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            stages.join(", ")
+        );
+    }
+}
+
 fn run_with<K: Kernel, R: Real + Equivalence + Default>(
     comm: &SimpleCommunicator,
     b: &Bench,
@@ -197,6 +237,7 @@ fn run_with<K: Kernel, R: Real + Equivalence + Default>(
         last = Some(ev);
     }
     let Some(ev) = last else { return Ok(()) };
+    each_process(comm, t.len(), &ev);
     let n_here = reduce(comm, t.len() as f64, true);
     walls.sort_by(f64::total_cmp);
     let median = walls[walls.len() / 2];

@@ -289,18 +289,46 @@ __device__ int octant_end(const u64* key, int lo, int hi, int shift, u32 oct) {
     return lo;
 }
 
-__device__ __forceinline__ bool opens(int b, int e, int level, int ncrit) {
-    return e - b > ncrit && level < MAX_LEVEL;
+// How many of the sorted keys `guide[0..ng)` lie in the cell of prefix
+// `prefix` (the keys shifted right by `shift`): two binary searches.
+__device__ int guide_count(const u64* guide, int ng, u64 prefix, int shift) {
+    int lo = 0, hi = ng;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if ((guide[mid] >> shift) < prefix) lo = mid + 1; else hi = mid;
+    }
+    const int first = lo;
+    hi = ng;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if ((guide[mid] >> shift) <= prefix) lo = mid + 1; else hi = mid;
+    }
+    return lo - first;
+}
+
+// Whether the cell `b..e` at `level` is split: it holds more than `ncrit`
+// points, or the guide (another tree's sorted keys on the same lattice;
+// ng = 0: none) holds more than `ncrit` in the same cell (a target tree
+// split as far as the sources around its targets are: see
+// Octree::build_guided).
+__device__ __forceinline__ bool opens(int b, int e, int level, int ncrit, const u64* key,
+                                      const u64* guide, int ng) {
+    if (level >= MAX_LEVEL) return false;
+    if (e - b > ncrit) return true;
+    if (ng == 0 || e <= b) return false;
+    const int shift = 3 * (MAX_LEVEL - level);
+    return guide_count(guide, ng, key[b] >> shift, shift) > ncrit;
 }
 
 extern "C" __global__ void split_count(int m, int level, int ncrit, const int* begin,
-                                       const int* end, const u64* key, u32* offset) {
+                                       const int* end, const u64* key, const u64* guide,
+                                       int ng, u32* offset) {
     const int i = blockIdx.x * BLOCK + threadIdx.x;
     if (i == 0) offset[m] = 0;
     if (i >= m) return;
     const int b = begin[i], e = end[i];
     u32 nc = 0;
-    if (opens(b, e, level, ncrit)) {
+    if (opens(b, e, level, ncrit, key, guide, ng)) {
         const int shift = 3 * (MAX_LEVEL - level - 1);
         int lo = b;
         for (u32 o = 0; o < 8; ++o) {
@@ -316,13 +344,13 @@ extern "C" __global__ void split_count(int m, int level, int ncrit, const int* b
 // centre is the parent's plus or minus h, rounded as the CPU rounds it.
 extern "C" __global__ void split_emit(int m, int level, int ncrit, const int* begin,
                                       const int* end, const double* cx, const double* cy,
-                                      const double* cz, const u64* key, const u32* offset,
-                                      double h, int* nbegin, int* nend, double* ncx, double* ncy,
+                                      const double* cz, const u64* key, const u64* guide,
+                                      int ng, const u32* offset, double h, int* nbegin, int* nend, double* ncx, double* ncy,
                                       double* ncz) {
     const int i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= m) return;
     const int b = begin[i], e = end[i];
-    if (!opens(b, e, level, ncrit)) return;
+    if (!opens(b, e, level, ncrit, key, guide, ng)) return;
     const int shift = 3 * (MAX_LEVEL - level - 1);
     const double c[3] = {cx[i], cy[i], cz[i]};
     u32 k = offset[i];

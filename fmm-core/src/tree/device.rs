@@ -184,7 +184,7 @@ impl<R: Real> DeviceOctree<R> {
     /// of at most `ncrit` particles except at the depth bound: the tree
     /// [`Octree::build`] builds from the same points converted to f64.
     pub fn build(gpu: &Gpu, pos: [&CudaSlice<R>; 3], ncrit: usize) -> Result<Self, Error> {
-        Self::build_inner(gpu, pos, ncrit, None, None)
+        Self::build_inner(gpu, pos, ncrit, None, None, None)
     }
 
     /// [`DeviceOctree::build`] in the root cube `root`, which holds every
@@ -195,7 +195,7 @@ impl<R: Real> DeviceOctree<R> {
         ncrit: usize,
         root: Bounds,
     ) -> Result<Self, Error> {
-        Self::build_inner(gpu, pos, ncrit, Some(root), None)
+        Self::build_inner(gpu, pos, ncrit, Some(root), None, None)
     }
 
     /// The smallest cube around the points `pos` ([`Bounds::of`]: min and
@@ -245,15 +245,20 @@ impl<R: Real> DeviceOctree<R> {
         ncrit: usize,
     ) -> Result<(Self, Stages), Error> {
         let mut stages = Vec::new();
-        let tree = Self::build_inner(gpu, pos, ncrit, None, Some(&mut stages))?;
+        let tree = Self::build_inner(gpu, pos, ncrit, None, None, Some(&mut stages))?;
         Ok((tree, stages))
     }
 
+    /// The tree of `pos`, in the root cube `root` (else the points' own),
+    /// cells split where they hold more than `ncrit` points or `guide`
+    /// (the sorted keys of another tree in the same root cube) holds more
+    /// than `ncrit` in the same cell; the stages timed into `stages`.
     fn build_inner(
         gpu: &Gpu,
         pos: [&CudaSlice<R>; 3],
         ncrit: usize,
         root: Option<Bounds>,
+        guide: Option<&CudaSlice<u64>>,
         mut stages: Option<&mut Stages>,
     ) -> Result<Self, Error> {
         let mut t0 = std::time::Instant::now();
@@ -323,6 +328,14 @@ impl<R: Real> DeviceOctree<R> {
 
         // Cells level by level, from the root.
         let ncrit_i = ncrit.min(i32::MAX as usize) as i32;
+        let no_guide;
+        let (guide_keys, ng) = match guide {
+            Some(g) => (g, g.len() as i32),
+            None => {
+                no_guide = alloc::<u64>(s, 1)?;
+                (&no_guide, 0)
+            }
+        };
         let mut levels = vec![Level {
             m: 1,
             begin: upload(s, &[0i32])?,
@@ -342,7 +355,8 @@ impl<R: Real> DeviceOctree<R> {
             let lev = &mut levels[l];
             let (m, mi, li) = (lev.m, lev.m as i32, l as i32);
             launch!(s, k.split_count, blocks(m, BLOCK as usize), "split_count";
-                &mi, &li, &ncrit_i, &lev.begin, &lev.end, &keys, &mut lev.offset)?;
+                &mi, &li, &ncrit_i, &lev.begin, &lev.end, &keys, guide_keys, &ng,
+                &mut lev.offset)?;
             scan(gpu, &mut lev.offset, m + 1)?;
             let total = s
                 .clone_dtoh(&lev.offset.slice(m..m + 1))
@@ -356,7 +370,8 @@ impl<R: Real> DeviceOctree<R> {
             let [ncx, ncy, ncz] = &mut next.center;
             launch!(s, k.split_emit, blocks(m, BLOCK as usize), "split_emit";
                 &mi, &li, &ncrit_i, &lev.begin, &lev.end,
-                &lev.center[0], &lev.center[1], &lev.center[2], &keys, &lev.offset, &h,
+                &lev.center[0], &lev.center[1], &lev.center[2], &keys, guide_keys, &ng,
+                &lev.offset, &h,
                 &mut next.begin, &mut next.end, ncx, ncy, ncz)?;
             levels.push(next);
         }
@@ -586,8 +601,27 @@ impl<R: Real> TreeOrdered<R> {
         ncrit: usize,
         root: Option<Bounds>,
     ) -> Result<Self, Error> {
-        let mut tree = DeviceOctree::build_inner(gpu, pos, ncrit, root, None)?;
-        tree.keys = None;
+        Self::build_guided(gpu, pos, slots, ncrit, root, None, false)
+    }
+
+    /// [`TreeOrdered::build_in`], cells also split where `guide` (the
+    /// sorted keys of a tree in the same root cube, [`DeviceOctree::keys`])
+    /// holds more than `ncrit` in them: a target tree split as far as the
+    /// source tree around its targets ([`Octree::build_guided`] says why).
+    /// The tree's own keys are kept where `keep_keys` (to guide another).
+    pub fn build_guided(
+        gpu: &Gpu,
+        pos: [&CudaSlice<R>; 3],
+        slots: &[CudaSlice<R>],
+        ncrit: usize,
+        root: Option<Bounds>,
+        guide: Option<&CudaSlice<u64>>,
+        keep_keys: bool,
+    ) -> Result<Self, Error> {
+        let mut tree = DeviceOctree::build_inner(gpu, pos, ncrit, root, guide, None)?;
+        if !keep_keys {
+            tree.keys = None;
+        }
         let sorted = [
             tree.gather(gpu, pos[0])?,
             tree.gather(gpu, pos[1])?,

@@ -82,12 +82,36 @@ impl Octree {
             cells: Vec::new(),
             ncrit,
         };
-        tree.split(bounds.center, bounds.half, 0, 0, tree.keys.len());
+        tree.split(bounds.center, bounds.half, 0, 0, tree.keys.len(), &[]);
+        tree
+    }
+
+    /// [`Octree::build_in`], cells also split where `guide` (the sorted
+    /// keys of another tree in the same root cube, a source tree's) holds
+    /// more than `ncrit` in them: a target tree split as far as the
+    /// sources around its targets are, as one tree of both would be. A
+    /// target cell of few targets amid many sources is otherwise a leaf of
+    /// the size its targets alone allow, and every source leaf near it
+    /// lands in its P2P list: a process's targets within 10^-4 across a
+    /// level-1 plane (an ORB cut off the lattice) made leaves of levels 1
+    /// to 4 whose lists held up to 73,883 source leaves (on 4 H200s the
+    /// process's P2P took 5 times the others').
+    pub fn build_guided(pos: [&[f64]; 3], ncrit: usize, bounds: Bounds, guide: &[u64]) -> Octree {
+        let ncrit = ncrit.max(1);
+        let (keys, order) = morton::sorted_keys(pos, &bounds);
+        let mut tree = Octree {
+            bounds,
+            order,
+            keys,
+            cells: Vec::new(),
+            ncrit,
+        };
+        tree.split(bounds.center, bounds.half, 0, 0, tree.keys.len(), guide);
         tree
     }
 
     /// Appends the cell for `begin..end` at `level` and, depth first, its
-    /// subtree; returns its index.
+    /// subtree; returns its index. `guide`: the guiding keys in the cell.
     fn split(
         &mut self,
         center: [f64; 3],
@@ -95,6 +119,7 @@ impl Octree {
         level: u32,
         begin: usize,
         end: usize,
+        guide: &[u64],
     ) -> usize {
         let me = self.cells.len();
         self.cells.push(Cell {
@@ -107,20 +132,21 @@ impl Octree {
             more: 0,
             n_children: 0,
         });
-        if end - begin > self.ncrit && level < MAX_LEVEL {
-            let mut lo = begin;
+        if (end - begin).max(guide.len()) > self.ncrit && level < MAX_LEVEL {
+            let (mut lo, mut g) = (begin, guide);
             let mut n_children = 0;
             for oct in 0..8u64 {
                 // Keys are sorted, so each octant is a contiguous run.
-                let hi = lo
-                    + self.keys[lo..end].partition_point(|&k| morton::octant(k, level + 1) <= oct);
+                let in_octant = |&k: &u64| morton::octant(k, level + 1) <= oct;
+                let hi = lo + self.keys[lo..end].partition_point(in_octant);
+                let (gin, gout) = g.split_at(g.partition_point(in_octant));
                 if hi > lo {
                     let h = half / 2.0;
                     let c = [0, 1, 2].map(|a| center[a] + if (oct >> a) & 1 == 1 { h } else { -h });
-                    self.split(c, h, level + 1, lo, hi);
+                    self.split(c, h, level + 1, lo, hi, gin);
                     n_children += 1;
                 }
-                lo = hi;
+                (lo, g) = (hi, gout);
             }
             self.cells[me].n_children = n_children;
         }
@@ -168,6 +194,59 @@ mod tests {
         let t = Octree::build([&p[0], &p[1], &p[2]], 32);
         assert!(t.leaves().all(|(_, c)| c.len() <= 32));
         assert_eq!(t.cells[0].len(), 5000);
+    }
+
+    #[test]
+    fn a_guided_tree_splits_as_far_as_its_guide() {
+        // Sources fill the unit cube; the targets are the sources below
+        // x = 0.5 and a few in a sliver just past it (an ORB cut off the
+        // lattice's plane).
+        let p = points(20_000);
+        let root = Bounds {
+            center: [0.5; 3],
+            half: 0.5,
+        };
+        let sources = Octree::build_in([&p[0], &p[1], &p[2]], 32, root);
+        let t: Vec<usize> = (0..p[0].len())
+            .filter(|&i| p[0][i] < 0.5 || (p[0][i] < 0.503 && p[1][i] < 0.5))
+            .collect();
+        let tp = [0, 1, 2].map(|a| t.iter().map(|&i| p[a][i]).collect::<Vec<f64>>());
+        let tpos = [&tp[0][..], &tp[1], &tp[2]];
+        let alone = Octree::build_in(tpos, 32, root);
+        let guided = Octree::build_guided(tpos, 32, root, &sources.keys);
+        // Alone, the sliver's targets sit in a few leaves far larger than
+        // the sources' (level 2 here); guided, no target leaf is larger
+        // than the source leaf around its targets.
+        let coarsest = |tree: &Octree| tree.leaves().map(|(_, c)| c.level).min().unwrap();
+        let coarsest_source = sources.leaves().map(|(_, c)| c.level).min().unwrap();
+        assert!(
+            coarsest(&alone) < coarsest_source,
+            "the sliver makes large leaves alone"
+        );
+        assert!(coarsest(&guided) >= coarsest_source);
+        for (_, c) in guided.leaves() {
+            assert!(c.len() <= 32);
+            let lo = |k: &u64| k >> (3 * (MAX_LEVEL - c.level));
+            let prefix = lo(&guided.keys[c.begin]);
+            let guide_in = sources.keys.iter().filter(|k| lo(k) == prefix).count();
+            assert!(
+                guide_in <= 32,
+                "a leaf holding {guide_in} of the guide's keys"
+            );
+        }
+        // Every target is in exactly one leaf; a tree guided by its own
+        // keys is the tree alone.
+        assert_eq!(
+            guided.leaves().map(|(_, c)| c.len()).sum::<usize>(),
+            t.len()
+        );
+        let own = Octree::build_guided(tpos, 32, root, &alone.keys);
+        assert_eq!(own.cells.len(), alone.cells.len());
+        assert!(own
+            .cells
+            .iter()
+            .zip(&alone.cells)
+            .all(|(a, b)| (a.begin, a.end, a.level) == (b.begin, b.end, b.level)));
     }
 
     #[test]

@@ -137,6 +137,66 @@ fn device_tree_is_the_cpu_tree_degenerate_inputs() {
     both("close pairs", &close, &[1, 4]);
 }
 
+/// A target tree guided by a source tree's keys (`build_guided`: split
+/// where the sources hold more than `ncrit`) is the CPU's guided tree,
+/// exactly: the targets a part of the sources and a sliver past a plane
+/// of the lattice, as a process's targets after an ORB cut, in one root
+/// cube (f64 and f32).
+fn check_guided<R: Real>(sources: &[[f64; 3]], targets: &[[f64; 3]], ncrit: usize) {
+    use fmm_core::tree::{Bounds, TreeOrdered};
+    let root = Bounds {
+        center: [0.5; 3],
+        half: 0.5,
+    };
+    let (sr, sf) = axes::<R>(sources);
+    let (tr, tf) = axes::<R>(targets);
+    let ds = [upload(&sr[0]), upload(&sr[1]), upload(&sr[2])];
+    let dt = [upload(&tr[0]), upload(&tr[1]), upload(&tr[2])];
+    let built = |d: &[CudaSlice<R>; 3], guide: Option<&CudaSlice<u64>>| {
+        TreeOrdered::build_guided(
+            gpu(),
+            [&d[0], &d[1], &d[2]],
+            &[],
+            ncrit,
+            Some(root),
+            guide,
+            true,
+        )
+        .unwrap_or_else(|e| panic!("guided tree {}: {e}", R::NAME))
+    };
+    let s = built(&ds, None);
+    let t = built(&dt, s.tree.keys.as_ref());
+    let want_s = Octree::build_in([&sf[0], &sf[1], &sf[2]], ncrit, root);
+    let want = Octree::build_guided([&tf[0], &tf[1], &tf[2]], ncrit, root, &want_s.keys);
+    let what = format!("guided target tree {} ncrit {ncrit}", R::NAME);
+    assert_same_tree(&t.tree.to_host(gpu()).unwrap(), &want, &what);
+    let alone = Octree::build_in([&tf[0], &tf[1], &tf[2]], ncrit, root);
+    assert!(
+        want.cells.len() > alone.cells.len(),
+        "{what}: the guide split more"
+    );
+    println!(
+        "{what}: {} cells ({} alone): same",
+        want.cells.len(),
+        alone.cells.len()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_guided_device_tree_is_the_cpu_guided_tree() {
+    let sources = uniform_cube(100_000, 11);
+    let targets: Vec<[f64; 3]> = sources
+        .iter()
+        .filter(|p| p[0] < 0.5 || (p[0] < 0.5005 && p[1] < 0.5))
+        .copied()
+        .collect();
+    for ncrit in [16, 64] {
+        check_guided::<f64>(&sources, &targets, ncrit);
+        check_guided::<f32>(&sources, &targets, ncrit);
+    }
+}
+
 /// A device slice of `R` with no elements, if this driver gives one.
 fn empty<R: Real>() -> Option<CudaSlice<R>> {
     match gpu().stream().clone_htod::<R, [R]>(&[]) {

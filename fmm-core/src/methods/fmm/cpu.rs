@@ -162,7 +162,12 @@ impl<R: Real> FarPasses<R> for Laplace<'_, R> {
             .iter()
             .map(|&k| src.slots[k].iter().map(|x| x.to_f64()).collect())
             .collect();
-        let ttree = build(&tpos);
+        // The target tree split as far as the sources around its targets
+        // (`Octree::build_guided`), where both trees share the root cube.
+        let ttree = match root {
+            Some(r) => Octree::build_guided([&tpos[0], &tpos[1], &tpos[2]], ncrit, r, &stree.keys),
+            None => build(&tpos),
+        };
         let mut tgt = sorted(targets, &ttree.order);
         let tp = points(&tpos, &ttree.order);
         if let Some(b) = periodic {

@@ -147,7 +147,13 @@ impl<K: Kernel, R: Real> FarPasses<R> for NodeField<'_, K, R> {
         };
         let stree = Octree::build_in(spos, ncrit, sroot);
         let mut src = sorted(sources, &stree.order);
-        let ttree = Octree::build_in(tpos, ncrit, troot);
+        // One root cube: the target tree split as far as the sources
+        // around its targets (`Octree::build_guided`).
+        let ttree = if sroot == troot {
+            Octree::build_guided(tpos, ncrit, troot, &stree.keys)
+        } else {
+            Octree::build_in(tpos, ncrit, troot)
+        };
         let mut tgt = sorted(targets, &ttree.order);
         if pbox.is_some() {
             // The near field sums the wrapped points' images.

@@ -984,10 +984,21 @@ impl<R: Real> Trees<R> {
             }
             _ => None,
         };
+        // Targets apart in the sources' root cube: the target tree is split
+        // as far as the source tree is around them (its keys guide it).
+        let guided = root.is_some() && targets.positions().is_some();
         let (mut source, sslots) = FmmTree::of(
             gpu,
             ops,
-            TreeOrdered::build_in(gpu, refs3(spos), sources.slots(), ncrit, root)?,
+            TreeOrdered::build_guided(
+                gpu,
+                refs3(spos),
+                sources.slots(),
+                ncrit,
+                root,
+                None,
+                guided,
+            )?,
         )?;
         adjust(&mut source)?;
         let (target, tslots) = match targets.positions() {
@@ -1001,10 +1012,19 @@ impl<R: Real> Trees<R> {
                     }
                     _ => given,
                 };
+                let guide = source.tree.keys.take();
                 let (mut t, slots) = FmmTree::of(
                     gpu,
                     ops,
-                    TreeOrdered::build_in(gpu, refs3(tpos), targets.slots(), ncrit, root)?,
+                    TreeOrdered::build_guided(
+                        gpu,
+                        refs3(tpos),
+                        targets.slots(),
+                        ncrit,
+                        root,
+                        guide.as_ref(),
+                        false,
+                    )?,
                 )?;
                 adjust(&mut t)?;
                 (Some(t), slots)
