@@ -28,6 +28,7 @@ use cudarc::driver::CudaSlice;
 use crate::backend::Device;
 use crate::cuda::device::{cuda_err, upload};
 use crate::cuda::laps::Laps;
+use crate::cuda::resident::DeviceParticles;
 use crate::cuda::{primitives, Gpu};
 use crate::domain::{wrap1, Domain};
 use crate::error::Error;
@@ -248,6 +249,24 @@ pub fn essential_sources_on<K: Kernel, R: Real>(
     domain: &Domain,
     cube: Option<Bounds>,
 ) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
+    essential_sources_from::<K, R>(device, sources, None, regions, me, how, domain, cube)
+}
+
+/// [`essential_sources_on`] with the sources on the GPU already
+/// (`resident`, uploaded from `sources`; used in free space, where the
+/// positions are not wrapped), so that a distributed evaluation copies
+/// them once for its local essential trees and its own evaluation.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn essential_sources_from<K: Kernel, R: Real>(
+    device: Device<'_>,
+    sources: &Particles<R>,
+    resident: Option<&DeviceParticles<R>>,
+    regions: &[Region],
+    me: usize,
+    how: &Essential,
+    domain: &Domain,
+    cube: Option<Bounds>,
+) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
     let empty = || Particles {
         kernel: sources.kernel,
         role: sources.role,
@@ -291,7 +310,9 @@ pub fn essential_sources_on<K: Kernel, R: Real>(
                 pos.map(|v| Cow::Owned(v.par_iter().map(|&x| R::c(x)).collect()))
             }
         };
-        return on_gpu(gpu, sources, here, &strength, how.p, cube, walk);
+        // Only the unwrapped positions are the resident sources'.
+        let resident = resident.filter(|_| domain.periodic().is_none());
+        return on_gpu(gpu, sources, here, resident, &strength, how.p, cube, walk);
     }
     let mut pos = positions_f64(sources);
     if let Some(b) = domain.periodic() {
@@ -350,23 +371,37 @@ pub fn essential_sources_on<K: Kernel, R: Real>(
 /// `pos` (f64, wrapped into a periodic box) built on `gpu`, walked by
 /// `walk` on the host, the nodes' strengths of the cells sent summed on
 /// the GPU from their particles, gathered there and copied back.
+#[allow(clippy::too_many_arguments)]
 fn on_gpu<R: Real>(
     gpu: &Gpu,
     sources: &Particles<R>,
     here: [Cow<'_, [R]>; 3],
+    resident: Option<&DeviceParticles<R>>,
     strength: &Option<Vec<usize>>,
     p: usize,
     cube: Option<Bounds>,
     walk: impl Fn(&Octree, usize, f64) -> Vec<Selection>,
 ) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
     let mut lap = Laps::new(Some(gpu), "local essential tree");
-    // Through the staging buffers (`Gpu::upload_many`): a plain copy from
-    // pageable memory took 0.039 s for 2^24 positions on the GPU hosts.
-    let d_pos: [CudaSlice<R>; 3] = gpu
-        .upload_many(&[&here[0][..], &here[1], &here[2]])?
-        .try_into()
-        .unwrap_or_else(|_| unreachable!("three axes"));
-    let d_slots = gpu.upload_many(&sources.slots.iter().map(|v| &v[..]).collect::<Vec<_>>())?;
+    // The sources on the device already (`resident`, where their
+    // positions are `here`'s), else copied there through the staging
+    // buffers (`Gpu::upload_many`: a plain copy from pageable memory took
+    // 0.039 s for 2^24 positions on the GPU hosts).
+    let uploaded;
+    let (d_pos, d_slots): (&[CudaSlice<R>; 3], &[CudaSlice<R>]) =
+        match resident.and_then(|r| r.positions().map(|p| (p, r.slots()))) {
+            Some(on_device) => on_device,
+            None => {
+                let pos: [CudaSlice<R>; 3] = gpu
+                    .upload_many(&[&here[0][..], &here[1], &here[2]])?
+                    .try_into()
+                    .unwrap_or_else(|_| unreachable!("three axes"));
+                let slots =
+                    gpu.upload_many(&sources.slots.iter().map(|v| &v[..]).collect::<Vec<_>>())?;
+                uploaded = (pos, slots);
+                (&uploaded.0, &uploaded.1[..])
+            }
+        };
     lap.say("upload")?;
     let d_pos3 = [&d_pos[0], &d_pos[1], &d_pos[2]];
     let d_tree = match cube {

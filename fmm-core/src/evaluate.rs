@@ -106,14 +106,17 @@ fn device_for(
 /// own and those the others sent it), the particles checked already (a
 /// distributed evaluation checks each process's own; what is sent is made
 /// from them). On a GPU the two sets are joined there as they are copied
-/// over ([`DeviceParticles::upload_joined`]); on the CPU in host memory.
+/// over ([`DeviceParticles::upload_joined`]), or `more` joined to `own`
+/// where `own_on_device` holds it on the GPU already
+/// ([`DeviceParticles::joined_with`]; the copy freed once joined); on the
+/// CPU in host memory.
 #[cfg(feature = "mpi")]
 pub(crate) fn evaluate_joined<K: Kernel, R: Real>(
     backend: Backend,
     method: &Method,
     problem: Problem<'_>,
     targets: &Particles<R>,
-    own: &Particles<R>,
+    (own, own_on_device): (&Particles<R>, Option<DeviceParticles<R>>),
     more: &Particles<R>,
 ) -> Result<Evaluation<R>, Error> {
     let device = device_for(backend, method, &problem)?;
@@ -128,7 +131,10 @@ pub(crate) fn evaluate_joined<K: Kernel, R: Real>(
                 method,
                 &problem,
                 targets,
-                || DeviceParticles::upload_joined(gpu, &[own, more]),
+                || match own_on_device {
+                    Some(d) => d.joined_with(gpu, more),
+                    None => DeviceParticles::upload_joined(gpu, &[own, more]),
+                },
                 false,
                 &mut stats,
             )?;

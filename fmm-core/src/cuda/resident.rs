@@ -95,6 +95,44 @@ impl<R: Real> DeviceParticles<R> {
         })
     }
 
+    /// This set (on `gpu` already, with positions of its own) followed by
+    /// `more` (made alike), as one new set: a process's own sources,
+    /// uploaded once for its local essential tree, joined with the sources
+    /// the others sent; only `more` crosses the bus.
+    pub fn joined_with(&self, gpu: &Gpu, more: &Particles<R>) -> Result<Self, Error> {
+        if more.kernel != self.kernel || more.role != self.role || more.layout != self.layout {
+            return Err(Error::BadOption(format!(
+                "particles joined must be made alike: {}s of {} and {}s of {}",
+                self.role.name(),
+                self.kernel,
+                more.role.name(),
+                more.kernel
+            )));
+        }
+        let own = self.pos.as_ref().ok_or_else(|| {
+            Error::BadOption("particles joined on the device need positions of their own".into())
+        })?;
+        let pos = [
+            gpu.joined_after(&own[0], more.positions()[0])?,
+            gpu.joined_after(&own[1], more.positions()[1])?,
+            gpu.joined_after(&own[2], more.positions()[2])?,
+        ];
+        let slots = self
+            .slots
+            .iter()
+            .zip(more.slots())
+            .map(|(d, h)| gpu.joined_after(d, h))
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(DeviceParticles {
+            kernel: self.kernel,
+            role: self.role,
+            layout: self.layout.clone(),
+            n: self.n + more.len(),
+            pos: Some(pos),
+            slots,
+        })
+    }
+
     /// Copies the fields of the targets `p` to `gpu`, but not their
     /// positions: they are the sources' positions, whichever sources this
     /// set is evaluated with (which must be as many). One tree is built

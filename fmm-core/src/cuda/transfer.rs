@@ -141,6 +141,32 @@ impl Gpu {
         Ok(d)
     }
 
+    /// A new device array of `first` (on the device already) followed by
+    /// the host array `rest`: a process's own sources, uploaded once for
+    /// its local essential tree, joined with those the others sent.
+    pub fn joined_after<R: Real>(
+        &self,
+        first: &CudaSlice<R>,
+        rest: &[R],
+    ) -> Result<CudaSlice<R>, Error> {
+        let s = self.stream();
+        let n = first.len();
+        // SAFETY: every element is written by the copies below.
+        let mut d =
+            unsafe { s.alloc::<R>(n + rest.len()) }.map_err(cuda_err("device allocation"))?;
+        if n > 0 {
+            s.memcpy_dtod(first, &mut d.slice_mut(0..n))
+                .map_err(cuda_err("copy on the device"))?;
+        }
+        if self.staging_on() && std::mem::size_of_val(rest) >= STAGED_BYTES {
+            self.staged_htod_at(bytes_of(rest), &mut d, n)?;
+        } else if !rest.is_empty() {
+            s.memcpy_htod(rest, &mut d.slice_mut(n..n + rest.len()))
+                .map_err(cuda_err("copy to the device"))?;
+        }
+        Ok(d)
+    }
+
     fn staged_htod<R: Real>(&self, src: &[u8], dst: &mut CudaSlice<R>) -> Result<(), Error> {
         self.staged_htod_at(src, dst, 0)
     }

@@ -308,27 +308,27 @@ __device__ int guide_count(const u64* guide, int ng, u64 prefix, int shift) {
 
 // Whether the cell `b..e` at `level` is split: it holds more than `ncrit`
 // points, or the guide (another tree's sorted keys on the same lattice;
-// ng = 0: none) holds more than `ncrit` in the same cell (a target tree
-// split as far as the sources around its targets are: see
+// ng = 0: none) holds more than `guide_ncrit` in the same cell (a target
+// tree split near as far as the sources around its targets are: see
 // Octree::build_guided).
 __device__ __forceinline__ bool opens(int b, int e, int level, int ncrit, const u64* key,
-                                      const u64* guide, int ng) {
+                                      const u64* guide, int ng, int guide_ncrit) {
     if (level >= MAX_LEVEL) return false;
     if (e - b > ncrit) return true;
     if (ng == 0 || e <= b) return false;
     const int shift = 3 * (MAX_LEVEL - level);
-    return guide_count(guide, ng, key[b] >> shift, shift) > ncrit;
+    return guide_count(guide, ng, key[b] >> shift, shift) > guide_ncrit;
 }
 
 extern "C" __global__ void split_count(int m, int level, int ncrit, const int* begin,
                                        const int* end, const u64* key, const u64* guide,
-                                       int ng, u32* offset) {
+                                       int ng, int guide_ncrit, u32* offset) {
     const int i = blockIdx.x * BLOCK + threadIdx.x;
     if (i == 0) offset[m] = 0;
     if (i >= m) return;
     const int b = begin[i], e = end[i];
     u32 nc = 0;
-    if (opens(b, e, level, ncrit, key, guide, ng)) {
+    if (opens(b, e, level, ncrit, key, guide, ng, guide_ncrit)) {
         const int shift = 3 * (MAX_LEVEL - level - 1);
         int lo = b;
         for (u32 o = 0; o < 8; ++o) {
@@ -345,12 +345,13 @@ extern "C" __global__ void split_count(int m, int level, int ncrit, const int* b
 extern "C" __global__ void split_emit(int m, int level, int ncrit, const int* begin,
                                       const int* end, const double* cx, const double* cy,
                                       const double* cz, const u64* key, const u64* guide,
-                                      int ng, const u32* offset, double h, int* nbegin, int* nend, double* ncx, double* ncy,
+                                      int ng, int guide_ncrit, const u32* offset, double h,
+                                      int* nbegin, int* nend, double* ncx, double* ncy,
                                       double* ncz) {
     const int i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= m) return;
     const int b = begin[i], e = end[i];
-    if (!opens(b, e, level, ncrit, key, guide, ng)) return;
+    if (!opens(b, e, level, ncrit, key, guide, ng, guide_ncrit)) return;
     const int shift = 3 * (MAX_LEVEL - level - 1);
     const double c[3] = {cx[i], cy[i], cz[i]};
     u32 k = offset[i];

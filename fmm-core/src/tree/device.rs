@@ -42,7 +42,7 @@ use cudarc::driver::{CudaStream, LaunchConfig};
 use rayon::prelude::*;
 
 use super::morton::{Bounds, Span, MAX_LEVEL};
-use super::octree::{Cell, Octree};
+use super::octree::{Cell, Octree, GUIDE_SLACK};
 use crate::cuda::device::{alloc, blocks, cuda_err, download, launch, upload, zeros, BLOCK};
 use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::primitives::{self, scan, scanned_total};
@@ -328,6 +328,7 @@ impl<R: Real> DeviceOctree<R> {
 
         // Cells level by level, from the root.
         let ncrit_i = ncrit.min(i32::MAX as usize) as i32;
+        let guide_ncrit = (GUIDE_SLACK * ncrit).min(i32::MAX as usize) as i32;
         let no_guide;
         let (guide_keys, ng) = match guide {
             Some(g) => (g, g.len() as i32),
@@ -355,7 +356,7 @@ impl<R: Real> DeviceOctree<R> {
             let lev = &mut levels[l];
             let (m, mi, li) = (lev.m, lev.m as i32, l as i32);
             launch!(s, k.split_count, blocks(m, BLOCK as usize), "split_count";
-                &mi, &li, &ncrit_i, &lev.begin, &lev.end, &keys, guide_keys, &ng,
+                &mi, &li, &ncrit_i, &lev.begin, &lev.end, &keys, guide_keys, &ng, &guide_ncrit,
                 &mut lev.offset)?;
             scan(gpu, &mut lev.offset, m + 1)?;
             let total = s
@@ -370,7 +371,7 @@ impl<R: Real> DeviceOctree<R> {
             let [ncx, ncy, ncz] = &mut next.center;
             launch!(s, k.split_emit, blocks(m, BLOCK as usize), "split_emit";
                 &mi, &li, &ncrit_i, &lev.begin, &lev.end,
-                &lev.center[0], &lev.center[1], &lev.center[2], &keys, guide_keys, &ng,
+                &lev.center[0], &lev.center[1], &lev.center[2], &keys, guide_keys, &ng, &guide_ncrit,
                 &lev.offset, &h,
                 &mut next.begin, &mut next.end, ncx, ncy, ncz)?;
             levels.push(next);

@@ -31,7 +31,8 @@ fn gravity<R: Real>(pos: &[[f64; 3]], tpos: &[[f64; 3]]) -> (Particles<R>, Parti
 /// Sets joined on the device as they are copied over (a distributed
 /// evaluation's own sources and those it received) are the sets joined on
 /// the host: through the staging buffers and without, with an empty part,
-/// and a set of another kernel refused by name.
+/// a first part on the device already (`joined_with`), and a set of
+/// another kernel refused by name.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sets_joined_on_the_device_are_the_sets_joined_on_the_host() {
@@ -42,10 +43,28 @@ fn sets_joined_on_the_device_are_the_sets_joined_on_the_host() {
         let (_, a) = gravity::<f32>(&a_pos, &[]);
         let (_, b) = gravity::<f32>(&b_pos, &[]);
         let (_, none) = gravity::<f32>(&[], &[]);
-        for parts in [vec![&a, &b], vec![&b, &none, &a], vec![&none, &b]] {
+        for parts in [
+            vec![&a, &b],
+            vec![&b, &none, &a],
+            vec![&none, &b],
+            vec![&a, &none],
+        ] {
             let d = DeviceParticles::upload_joined(gpu(), &parts).unwrap();
             let n: usize = parts.iter().map(|p| p.len()).sum();
             assert_eq!(d.len(), n);
+            // The first part on the device already, the rest joined to it
+            // (a process's own sources and those the others sent).
+            if let ([first, rest], false) = (&parts[..], parts[0].is_empty()) {
+                let on = DeviceParticles::upload(gpu(), first).unwrap();
+                let j = on.joined_with(gpu(), rest).unwrap();
+                assert_eq!(j.len(), n);
+                let arrays = |d: &DeviceParticles<f32>| {
+                    let mut all: Vec<_> = d.positions().unwrap().iter().collect();
+                    all.push(&d.slots()[0]);
+                    gpu().download_many(&all, n).unwrap()
+                };
+                assert_eq!(arrays(&j), arrays(&d), "joined with, staging {staging}");
+            }
             let got = gpu()
                 .download_many(&d.positions().unwrap().iter().collect::<Vec<_>>(), n)
                 .unwrap();
@@ -67,6 +86,9 @@ fn sets_joined_on_the_device_are_the_sets_joined_on_the_host() {
     let e = DeviceParticles::upload_joined(gpu(), &[&a, &c])
         .err()
         .unwrap();
+    assert!(e.to_string().contains("made alike"), "{e}");
+    let on = DeviceParticles::upload(gpu(), &a).unwrap();
+    let e = on.joined_with(gpu(), &c).err().unwrap();
     assert!(e.to_string().contains("made alike"), "{e}");
 }
 
