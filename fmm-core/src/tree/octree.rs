@@ -85,17 +85,7 @@ impl Octree {
     /// [`Octree::build`] with the root cube `bounds`, which holds every
     /// point (a cube shared with another tree: [`Bounds::union`]).
     pub fn build_in(pos: [&[f64]; 3], ncrit: usize, bounds: Bounds) -> Octree {
-        let ncrit = ncrit.max(1);
-        let (keys, order) = morton::sorted_keys(pos, &bounds);
-        let mut tree = Octree {
-            bounds,
-            order,
-            keys,
-            cells: Vec::new(),
-            ncrit,
-        };
-        tree.split(bounds.center, bounds.half, 0, 0, tree.keys.len(), &[]);
-        tree
+        Self::build_guided(pos, ncrit, bounds, &[])
     }
 
     /// [`Octree::build_in`], cells also split where `guide` (the sorted
