@@ -404,7 +404,7 @@ fn bad_boxes_and_unsupported_methods_are_named() {
 #[test]
 fn the_node_far_fields_run_in_a_periodic_box() {
     use fmm_core::{FarField, FmmOptions, NodeM2l};
-    let n = 2000;
+    let n = 1200;
     let pbox = PeriodicBox::cube([0.1, -0.2, 0.0], 1.0);
     let pos = points(n, 51, [0.1, -0.2, 0.0], 1.0);
     let q = zero_mean(n, 51);
