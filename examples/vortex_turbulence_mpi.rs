@@ -15,10 +15,11 @@
 //! By default the particles are not remeshed, `vortex_turbulence
 //! --remesh-every 0 --viscous spread`'s method; `--remesh-every N` remeshes
 //! them onto the lattice every N steps across the processes
-//! (`fmm_vortex::distributed::remesh_partitioned`, M4'), without the
-//! single-process example's projection of the lattice's vorticity (an FFT
-//! over every process's lattice points, not written): `vortex_turbulence
-//! --remesh-every N --viscous spread --no-project`'s method.
+//! (`fmm_vortex::distributed::remesh_partitioned`, M4') and projects the
+//! lattice's vorticity onto divergence-free by an FFT of the lattice cut
+//! into slabs, one a process (`filter_lattice_partitioned`; `--no-project`
+//! leaves it): `vortex_turbulence --remesh-every N --viscous spread`'s
+//! method.
 //!
 //! `cargo build --release --features mpi --example vortex_turbulence_mpi`,
 //! then `mpirun -n 4 target/release/examples/vortex_turbulence_mpi --n 64`.
@@ -32,8 +33,10 @@ use common::periodic_flow::Isotropic;
 use common::Checkpoints;
 use fmm_core::distributed::node_device;
 use fmm_core::{Backend, Domain, PeriodicBox};
-use fmm_vortex::distributed::{load_partitioned, rates_partitioned, remesh_partitioned, share_of};
-use fmm_vortex::remesh::{interpolate_on_lattice, Lattice};
+use fmm_vortex::distributed::{
+    filter_lattice_partitioned, load_partitioned, rates_partitioned, remesh_partitioned, share_of,
+};
+use fmm_vortex::remesh::{interpolate_on_lattice, Lattice, LatticeFilter};
 use fmm_vortex::{spread_cores, Scheme, Solver, Stepper};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
@@ -59,6 +62,10 @@ struct Args {
     /// processes (0: never).
     #[arg(long, default_value_t = 0)]
     remesh_every: usize,
+    /// Remesh without projecting the lattice's vorticity onto
+    /// divergence-free.
+    #[arg(long)]
+    no_project: bool,
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     backend: Backend,
@@ -145,7 +152,26 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         if args.remesh_every > 0 && (step + 1) % args.remesh_every == 0 {
+            let start = Instant::now();
             p = remesh_partitioned(&comm, &p, &Lattice::Periodic { pbox, n }, 0.0)?;
+            let remeshed = sum(start.elapsed().as_secs_f64(), SystemOperation::max());
+            if !args.no_project {
+                let start = Instant::now();
+                let project = LatticeFilter {
+                    project: true,
+                    diffuse: 0.0,
+                };
+                let took = filter_lattice_partitioned(&comm, &mut p, &pbox, n, project)?;
+                let projected = sum(start.elapsed().as_secs_f64(), SystemOperation::max());
+                if rank == 0 {
+                    println!(
+                        "remeshed in {remeshed:.3} s, projected in {projected:.3} s (took out \
+                         {took:.2e} of the vorticity; slowest process)"
+                    );
+                }
+            } else if rank == 0 {
+                println!("remeshed in {remeshed:.3} s (slowest process)");
+            }
             count = counted(&p);
             // Adams-Bashforth's last rates belong to the old particles.
             stepper.restart();

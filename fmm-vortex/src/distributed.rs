@@ -15,6 +15,8 @@ use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 
+pub use crate::slab_fft::filter_lattice_partitioned;
+
 use crate::checkpoint::Checkpoint;
 use crate::error::VortexError;
 use crate::integrate::{Scheme, Stepper};

@@ -42,6 +42,8 @@ pub mod remesh_parts;
 pub mod resident;
 pub mod ring;
 pub mod rotor;
+#[cfg(feature = "mpi")]
+pub mod slab_fft;
 pub mod solenoidal;
 pub mod spectral;
 pub mod viscous;

@@ -282,19 +282,10 @@ pub fn filter_lattice(
     filter: LatticeFilter,
 ) -> Result<f64, VortexError> {
     use crate::spectral::Fft3;
-    if !(filter.diffuse.is_finite() && filter.diffuse >= 0.0) {
-        return Err(VortexError::BadSetting {
-            what: "the lattice's diffusion (viscosity times time)",
-            value: filter.diffuse,
-            why: "must be finite and at least 0",
-        });
-    }
+    filter.check()?;
     let cell = lattice_cells(p, pbox, n)?;
     let fft = Fft3::new(n);
     let mut w = to_modes(p, &cell, &fft);
-    // The wavenumbers in the box's units.
-    let unit = std::f64::consts::TAU / pbox.side;
-    let m = |j: usize| signed(j, n);
     let (mut removed, mut total) = (0.0, 0.0);
     let [wx, wy, wz] = &mut w;
     for (c, ((a, b), e)) in wx
@@ -303,20 +294,51 @@ pub fn filter_lattice(
         .zip(wz.iter_mut())
         .enumerate()
     {
-        let k = [m(c % n), m((c / n) % n), m(c / (n * n))].map(|j| j * unit);
+        let k = wavenumber([c % n, (c / n) % n, c / (n * n)], n, pbox.side);
+        let (r, t) = filter.apply(k, [a, b, e]);
+        removed += r;
+        total += t;
+    }
+    from_modes(p, &cell, &fft, w);
+    Ok(LatticeFilter::took_out(removed, total))
+}
+
+impl LatticeFilter {
+    /// The diffusion checked: finite and not negative.
+    pub(crate) fn check(&self) -> Result<(), VortexError> {
+        if self.diffuse.is_finite() && self.diffuse >= 0.0 {
+            return Ok(());
+        }
+        Err(VortexError::BadSetting {
+            what: "the lattice's diffusion (viscosity times time)",
+            value: self.diffuse,
+            why: "must be finite and at least 0",
+        })
+    }
+
+    /// The filter on one mode `w` of the vorticity (wavenumber `k`):
+    /// returns the squared size of what the projection took out and of the
+    /// mode before.
+    pub(crate) fn apply(
+        &self,
+        k: [f64; 3],
+        w: [&mut rustfft::num_complex::Complex64; 3],
+    ) -> (f64, f64) {
+        let [a, b, e] = w;
         let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
-        total += a.norm_sqr() + b.norm_sqr() + e.norm_sqr();
+        let total = a.norm_sqr() + b.norm_sqr() + e.norm_sqr();
+        let mut removed = 0.0;
         if k2 == 0.0 {
             // The mean: zero for the curl of a periodic velocity, which
             // the stretching's rounding and truncation let drift (the
             // periodic sums refuse a net strength).
-            if filter.project {
-                removed += a.norm_sqr() + b.norm_sqr() + e.norm_sqr();
+            if self.project {
+                removed = total;
                 (*a, *b, *e) = Default::default();
             }
-            continue;
+            return (removed, total);
         }
-        if filter.project {
+        if self.project {
             let dot = (*a * k[0] + *b * k[1] + *e * k[2]) / k2;
             for (v, kd) in [&mut *a, &mut *b, &mut *e].into_iter().zip(k) {
                 let g = dot * kd;
@@ -324,19 +346,24 @@ pub fn filter_lattice(
                 *v -= g;
             }
         }
-        if filter.diffuse > 0.0 {
-            let decay = (-filter.diffuse * k2).exp();
+        if self.diffuse > 0.0 {
+            let decay = (-self.diffuse * k2).exp();
             for v in [a, b, e] {
                 *v *= decay;
             }
         }
+        (removed, total)
     }
-    from_modes(p, &cell, &fft, w);
-    Ok(if total > 0.0 {
-        (removed / total).sqrt()
-    } else {
-        0.0
-    })
+
+    /// The relative size of what was taken out, from the sums of
+    /// [`Self::apply`]'s two.
+    pub(crate) fn took_out(removed: f64, total: f64) -> f64 {
+        if total > 0.0 {
+            (removed / total).sqrt()
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Replaces the strengths of particles that fill the `n^3` cell centres
@@ -523,27 +550,46 @@ fn lattice_cells(
             expected: n * n * n,
         });
     }
-    let h = pbox.side / n as f64;
     let mut cell = vec![0; p.len()];
     let mut seen = vec![false; p.len()];
-    for (i, x) in p.x.iter().enumerate() {
-        let idx = [0, 1, 2].map(|a| {
-            let s = (x[a] - pbox.origin[a]) / h - 0.5;
-            (s.round() as i64).rem_euclid(n as i64) as usize
-        });
-        let c = (idx[2] * n + idx[1]) * n + idx[0];
+    for (i, &x) in p.x.iter().enumerate() {
+        let c = lattice_cell(x, pbox, n);
         if seen[c] {
-            return Err(VortexError::BadParticle {
-                index: i,
-                what: "a particle's cell on the remeshing lattice",
-                value: c as f64,
-                why: "taken by another particle: the particles must fill the lattice, one a cell",
-            });
+            return Err(taken(i, c));
         }
         seen[c] = true;
         cell[i] = c;
     }
     Ok(cell)
+}
+
+/// The wavenumber of mode `j` (indices `0..n` a side, those past `n / 2`
+/// the negative ones) of a lattice of `n` a side in a box of side `side`,
+/// in the box's units.
+pub(crate) fn wavenumber(j: [usize; 3], n: usize, side: f64) -> [f64; 3] {
+    let unit = std::f64::consts::TAU / side;
+    j.map(|j| signed(j, n) * unit)
+}
+
+/// The cell of the `n^3` lattice of cell centres of `pbox` (index `(z n
+/// + y) n + x`) nearest to `x`, wrapped into the box.
+pub(crate) fn lattice_cell(x: [f64; 3], pbox: &PeriodicBox, n: usize) -> usize {
+    let h = pbox.side / n as f64;
+    let idx = [0, 1, 2].map(|a| {
+        let s = (x[a] - pbox.origin[a]) / h - 0.5;
+        (s.round() as i64).rem_euclid(n as i64) as usize
+    });
+    (idx[2] * n + idx[1]) * n + idx[0]
+}
+
+/// Particle `i`'s cell `c` is another's.
+fn taken(i: usize, c: usize) -> VortexError {
+    VortexError::BadParticle {
+        index: i,
+        what: "a particle's cell on the remeshing lattice",
+        value: c as f64,
+        why: "taken by another particle: the particles must fill the lattice, one a cell",
+    }
 }
 
 /// [`filter_lattice`] making the vorticity divergence-free, nothing else.

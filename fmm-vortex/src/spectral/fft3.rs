@@ -65,11 +65,40 @@ impl Fft3 {
         self.along_every_axis(a, &*self.inverse);
     }
 
+    /// The x and y lines of each z plane of `a` (planes of `n^2`, as
+    /// many as it holds: a slab of the cube), forward or `inverse`.
+    pub fn planes(&self, a: &mut [Complex64], inverse: bool) {
+        self.xy(a, self.plan(inverse));
+    }
+
+    /// The lines along the slowest axis of `a`: `n` planes of `rows` rows
+    /// of `n` (a slab of y rows holding every z), forward or `inverse`.
+    pub fn across_planes(&self, a: &mut [Complex64], rows: usize, inverse: bool) {
+        let all = vec![true; self.n];
+        along_z(a, self.n, rows, self.plan(inverse), &all, &all);
+    }
+
+    fn plan(&self, inverse: bool) -> &dyn Fft<f64> {
+        if inverse {
+            &*self.inverse
+        } else {
+            &*self.forward
+        }
+    }
+
     fn along_every_axis(&self, a: &mut [Complex64], f: &dyn Fft<f64>) {
         let n = self.n;
         assert_eq!(a.len(), n * n * n, "a cube of side {n}");
         let all = vec![true; n];
-        // x and y, plane by plane.
+        self.xy(a, f);
+        along_z(a, n, n, f, &all, &all);
+    }
+
+    /// x and y, plane by plane.
+    fn xy(&self, a: &mut [Complex64], f: &dyn Fft<f64>) {
+        let n = self.n;
+        assert_eq!(a.len() % (n * n), 0, "planes of side {n}");
+        let all = vec![true; n];
         a.par_chunks_mut(n * n).for_each_init(
             || Room::new(n, f),
             |room, plane| {
@@ -78,7 +107,6 @@ impl Fft3 {
                 transform_lines(&mut lines, f, &all, &all, room);
             },
         );
-        along_z(a, n, f, &all, &all);
     }
 }
 
@@ -178,7 +206,7 @@ impl PaddedFft3 {
             },
         );
         // z: non-zero at the kept z.
-        along_z(p, m, f, &self.kept, &all);
+        along_z(p, m, m, f, &self.kept, &all);
     }
 
     /// `a(k) = sum_x p(x) e^{-i k x}` at the kept modes of the `n^3`
@@ -191,7 +219,7 @@ impl PaddedFft3 {
         let f = &*self.forward;
         let all = vec![true; m];
         // z: its kept values written.
-        along_z(p, m, f, &all, &self.kept);
+        along_z(p, m, m, f, &all, &self.kept);
         a[half * n * n..][..n * n].fill(Complex64::default());
         // The kept planes, each with its coefficients' plane.
         let planes: Vec<(&mut [Complex64], &mut [Complex64])> = p
@@ -305,29 +333,37 @@ impl Room {
     }
 }
 
-/// The z lines of the cube `a` of side `m`, transformed in place by
-/// `f`: point `t` of a line read only where `nonzero[t]` (the others
-/// taken to be zero, whatever is stored there), its transform's value `t`
-/// written only where `wanted[t]` (the others left as they were).
+/// The z lines of `a`, `m` planes of `rows` rows of `m` (the cube of side
+/// `m` where `rows` is `m`), transformed in place by `f`: point `t` of a
+/// line read only where `nonzero[t]` (the others taken to be zero,
+/// whatever is stored there), its transform's value `t` written only where
+/// `wanted[t]` (the others left as they were).
 ///
 /// The tasks, in parallel, are the rows of one y across the planes, split
 /// into a few x ranges: enough for every thread to keep busy, each a whole
 /// number of tiles wide.
-fn along_z(a: &mut [Complex64], m: usize, f: &dyn Fft<f64>, nonzero: &[bool], wanted: &[bool]) {
-    assert_eq!(a.len(), m * m * m, "a cube of side {m}");
+fn along_z(
+    a: &mut [Complex64],
+    m: usize,
+    rows: usize,
+    f: &dyn Fft<f64>,
+    nonzero: &[bool],
+    wanted: &[bool],
+) {
+    assert_eq!(a.len(), m * rows * m, "{m} planes of {rows} rows of {m}");
     let tiles = m.div_ceil(TILE);
     let parts = (4 * rayon::current_num_threads())
-        .div_ceil(m)
+        .div_ceil(rows.max(1))
         .clamp(1, tiles);
     let span = tiles.div_ceil(parts) * TILE;
     let parts = m.div_ceil(span);
     // Task `y parts + q`: the `q`th x range of the rows of `y`, point `z`
     // of its lines in its `z`th row (the rows come in order of `z`).
     let mut tasks: Vec<Vec<&mut [Complex64]>> =
-        (0..m * parts).map(|_| Vec::with_capacity(m)).collect();
+        (0..rows * parts).map(|_| Vec::with_capacity(m)).collect();
     for (r, row) in a.chunks_mut(m).enumerate() {
         for (q, piece) in row.chunks_mut(span).enumerate() {
-            tasks[(r % m) * parts + q].push(piece);
+            tasks[(r % rows) * parts + q].push(piece);
         }
     }
     tasks.into_par_iter().for_each_init(
