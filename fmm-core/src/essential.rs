@@ -45,8 +45,21 @@ use crate::tree::soa::{positions_f64, sorted};
 use crate::tree::{Bounds, DeviceOctree, Octree, SoA, Span};
 use rayon::prelude::*;
 
-/// Most sources in a leaf of the sender's tree.
+/// Most sources in a leaf of the sender's tree, where the cells sent as
+/// nodes have fewer nodes ([`leaf_size`]).
 const NCRIT: usize = 64;
+
+/// Most sources in a leaf of the sender's tree for `k` nodes a cell
+/// (`None`: sources sent as they are). A cell of no more sources than
+/// nodes goes whole as its particles wherever the walk meets it (far, it
+/// is not worth its nodes; near, each of its descendants goes as its
+/// particles), so splitting it only lengthens the walk and the cells
+/// copied from the GPU: leaves of up to `k` send the same sources and
+/// nodes from fewer cells (at 2^24 sources and 216 nodes, 3 times fewer
+/// than leaves of 64).
+fn leaf_size(k: Option<usize>) -> usize {
+    k.map_or(NCRIT, |k| k.max(NCRIT))
+}
 
 /// The box around a process's targets: `lo > hi` where it has none (the
 /// tree floor's box, with what the walk asks of it here).
@@ -284,6 +297,8 @@ pub(crate) fn essential_sources_from<K: Kernel, R: Real>(
         return Ok(((0..regions.len()).map(|_| empty()).collect(), none));
     }
     let strength = crate::problem::strength_slots::<K>("the local essential tree").ok();
+    let b = nodes::basis(FarField::KernelIndependent, how.p);
+    let ncrit = leaf_size(strength.as_ref().map(|_| b.len()));
     let limits = Limits::of(domain);
     let walk = |tree: &Octree, k: usize, radius: f64| -> Vec<Selection> {
         regions
@@ -312,7 +327,8 @@ pub(crate) fn essential_sources_from<K: Kernel, R: Real>(
         };
         // Only the unwrapped positions are the resident sources'.
         let resident = resident.filter(|_| domain.periodic().is_none());
-        return on_gpu(gpu, sources, here, resident, &strength, how.p, cube, walk);
+        let at = (how.p, ncrit, cube);
+        return on_gpu(gpu, sources, here, resident, &strength, at, walk);
     }
     let mut pos = positions_f64(sources);
     if let Some(b) = domain.periodic() {
@@ -323,12 +339,11 @@ pub(crate) fn essential_sources_from<K: Kernel, R: Real>(
         Some(c) => c.holding(&Span::of(pos3)),
         None => Bounds::of(pos3),
     };
-    let tree = Octree::build_in(pos3, NCRIT, root);
+    let tree = Octree::build_in(pos3, ncrit, root);
     let mut src = sorted(sources, &tree.order);
     if domain.periodic().is_some() {
         src.set_positions([&pos[0], &pos[1], &pos[2]], &tree.order);
     }
-    let b = nodes::basis(FarField::KernelIndependent, how.p);
     let selections = walk(&tree, b.len(), b.radius());
     let any_nodes = selections.iter().any(|s| !s.nodes.is_empty());
     let up = match (&strength, any_nodes) {
@@ -368,18 +383,17 @@ pub(crate) fn essential_sources_from<K: Kernel, R: Real>(
 }
 
 /// The GPU's part of [`essential_sources_on`]: the tree of the positions
-/// `pos` (f64, wrapped into a periodic box) built on `gpu`, walked by
-/// `walk` on the host, the nodes' strengths of the cells sent summed on
-/// the GPU from their particles, gathered there and copied back.
-#[allow(clippy::too_many_arguments)]
+/// `pos` (f64, wrapped into a periodic box) built on `gpu` (`at`: the
+/// nodes' order, the leaves' size and the root cube), walked by `walk` on
+/// the host, the nodes' strengths of the cells sent summed on the GPU
+/// from their particles, gathered there and copied back.
 fn on_gpu<R: Real>(
     gpu: &Gpu,
     sources: &Particles<R>,
     here: [Cow<'_, [R]>; 3],
     resident: Option<&DeviceParticles<R>>,
     strength: &Option<Vec<usize>>,
-    p: usize,
-    cube: Option<Bounds>,
+    (p, ncrit, cube): (usize, usize, Option<Bounds>),
     walk: impl Fn(&Octree, usize, f64) -> Vec<Selection>,
 ) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
     let mut lap = Laps::new(Some(gpu), "local essential tree");
@@ -407,9 +421,9 @@ fn on_gpu<R: Real>(
     let d_tree = match cube {
         Some(c) => {
             let span = DeviceOctree::span(gpu, d_pos3)?;
-            DeviceOctree::build_in(gpu, d_pos3, NCRIT, c.holding(&span))?
+            DeviceOctree::build_in(gpu, d_pos3, ncrit, c.holding(&span))?
         }
-        None => DeviceOctree::build(gpu, d_pos3, NCRIT)?,
+        None => DeviceOctree::build(gpu, d_pos3, ncrit)?,
     };
     lap.say("tree")?;
     let tree = d_tree.cells_to_host(gpu)?;
@@ -598,6 +612,47 @@ mod tests {
         assert!(all.nodes.is_empty());
         let sent: usize = all.particles.iter().map(|&c| tree.cells[c].len()).sum();
         assert_eq!(sent, 20_000);
+    }
+
+    /// Leaves of up to the nodes' count ([`leaf_size`]) send the sources
+    /// and the nodes that leaves of [`NCRIT`] send, from fewer cells.
+    #[test]
+    fn leaves_as_large_as_the_nodes_send_the_same() {
+        let p = points(40_000, 9);
+        let region = Region {
+            lo: [1.1, 0.3, -0.2],
+            hi: [1.5, 0.9, 0.4],
+        };
+        let limits = Limits::of(&Domain::FreeSpace);
+        let (radius, theta) = (3f64.sqrt(), 0.5);
+        let k = 216;
+        // What a selection sends: the sources as particles (input
+        // indices) and the cells as nodes (their centre and side).
+        let sent = |ncrit: usize| {
+            let tree = Octree::build([&p[0], &p[1], &p[2]], ncrit);
+            let s = select(&tree, k, radius, theta, &region, &limits);
+            let mut particles: Vec<u32> = s
+                .particles
+                .iter()
+                .flat_map(|&c| tree.order[tree.cells[c].begin..tree.cells[c].end].to_vec())
+                .collect();
+            particles.sort_unstable();
+            let nodes: Vec<[u64; 4]> = s
+                .nodes
+                .iter()
+                .map(|&c| {
+                    let cell = &tree.cells[c];
+                    [cell.center[0], cell.center[1], cell.center[2], cell.half].map(f64::to_bits)
+                })
+                .collect();
+            (particles, nodes, tree.cells.len())
+        };
+        let (small, large) = (sent(NCRIT), sent(leaf_size(Some(k))));
+        assert!(!small.0.is_empty() && !small.1.is_empty());
+        assert_eq!((&small.0, &small.1), (&large.0, &large.1));
+        assert!(2 * large.2 < small.2, "{} cells, {}", large.2, small.2);
+        assert_eq!(leaf_size(None), NCRIT);
+        assert_eq!(leaf_size(Some(8)), NCRIT);
     }
 
     /// The direct sum over the local essential tree equals the direct sum
