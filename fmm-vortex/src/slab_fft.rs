@@ -25,7 +25,7 @@ use rustfft::num_complex::Complex64;
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
-use crate::remesh::{lattice_cell, wavenumber, LatticeFilter};
+use crate::remesh::{filter_lattice, lattice_cell, wavenumber, LatticeFilter};
 use crate::spectral::Fft3;
 
 /// The run of `0..n` that process `r` of `size` holds.
@@ -47,13 +47,13 @@ fn owners(n: usize, size: usize) -> Vec<i32> {
 /// Complex values sent as their real and imaginary parts.
 fn parts(v: &[Complex64]) -> [Vec<f64>; 2] {
     [
-        v.iter().map(|c| c.re).collect(),
-        v.iter().map(|c| c.im).collect(),
+        v.par_iter().map(|c| c.re).collect(),
+        v.par_iter().map(|c| c.im).collect(),
     ]
 }
 
 fn joined(re: &[f64], im: &[f64]) -> Vec<Complex64> {
-    re.iter()
+    re.par_iter()
         .zip(im)
         .map(|(&re, &im)| Complex64::new(re, im))
         .collect()
@@ -97,15 +97,20 @@ pub fn filter_lattice_partitioned<C: Communicator>(
             expected: n * n * n,
         });
     }
+    if size == 1 {
+        // Every particle here: the serial filter, no transposes.
+        return filter_lattice(p, pbox, n, filter);
+    }
     let plane = n * n;
     let fft = Fft3::new(n);
 
     // The particles' strengths to the slabs of their planes.
     let cell: Vec<usize> = p.x.par_iter().map(|&x| lattice_cell(x, pbox, n)).collect();
     let z_owner = owners(n, size);
-    let dest: Vec<i32> = cell.iter().map(|&c| z_owner[c / plane]).collect();
+    let dest: Vec<i32> = cell.par_iter().map(|&c| z_owner[c / plane]).collect();
     let to_slabs = Migration::new(comm, &dest)?;
-    let at: Vec<u64> = to_slabs.forward(comm, &cell.iter().map(|&c| c as u64).collect::<Vec<_>>());
+    let cells: Vec<u64> = cell.par_iter().map(|&c| c as u64).collect();
+    let at = to_slabs.forward(comm, &cells);
     let alpha: [Vec<f64>; 3] = [0, 1, 2]
         .map(|a| to_slabs.forward(comm, &p.alpha.iter().map(|v| v[a]).collect::<Vec<_>>()));
     let zs = run(n, size, me);
@@ -118,7 +123,7 @@ pub fn filter_lattice_partitioned<C: Communicator>(
             let local = c as usize - zs.start * plane;
             if filled[local] {
                 return Err(fmm_core::Error::BadOption(format!(
-                    "cell {c} of the remeshing lattice is taken by two particles: the \
+                    "cell {c} of the remeshing lattice is taken by another particle: the \
                      particles must fill the lattice, one a cell"
                 )));
             }
@@ -140,7 +145,10 @@ pub fn filter_lattice_partitioned<C: Communicator>(
     // in order, and q's planes follow one another: the pencil's layout is
     // (z, y - y0, x).
     let y_owner = owners(n, size);
-    let dest: Vec<i32> = (0..slab[0].len()).map(|i| y_owner[(i / n) % n]).collect();
+    let dest: Vec<i32> = (0..slab[0].len())
+        .into_par_iter()
+        .map(|i| y_owner[(i / n) % n])
+        .collect();
     let to_pencils = Migration::new(comm, &dest)?;
     let mut pencil: [Vec<Complex64>; 3] = [0, 1, 2].map(|a| {
         let [re, im] = parts(&slab[a]);

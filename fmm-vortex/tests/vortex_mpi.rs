@@ -120,7 +120,7 @@ fn main() {
     let err = filter_lattice_partitioned(&comm, &mut twice, &pbox, n, filter)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("taken by two particles"), "{err}");
+    assert!(err.contains("taken by another particle"), "{err}");
     let mut short = some(&all, &mine);
     if me == 0 {
         short.x.pop();

@@ -20,6 +20,8 @@ use crate::real::Real;
 pub struct Migration {
     /// This process's particles in the order they are sent (by process).
     order: Vec<usize>,
+    /// Each particle's place in `order`.
+    place: Vec<usize>,
     send: Vec<Count>,
     send_at: Vec<Count>,
     receive: Vec<Count>,
@@ -68,12 +70,22 @@ impl Migration {
         for &d in dest {
             send[d as usize] += 1;
         }
-        let mut order: Vec<usize> = (0..dest.len()).collect();
-        order.sort_by_key(|&i| dest[i]);
+        // By process, each's in this process's order: a counting sort.
+        let mut next: Vec<usize> = offsets(&send).iter().map(|&c| c as usize).collect();
+        let mut place = vec![0; dest.len()];
+        for (i, &d) in dest.iter().enumerate() {
+            place[i] = next[d as usize];
+            next[d as usize] += 1;
+        }
+        let mut order = vec![0; dest.len()];
+        for (i, &k) in place.iter().enumerate() {
+            order[k] = i;
+        }
         let mut receive = vec![0 as Count; size as usize];
         comm.all_to_all_into(&send[..], &mut receive[..]);
         Ok(Migration {
             order,
+            place,
             send_at: offsets(&send),
             receive_at: offsets(&receive),
             send,
@@ -88,12 +100,12 @@ impl Migration {
 
     /// One value a particle sent with them: the values of the arrivals, by
     /// sending process, each process's in its order.
-    pub fn forward<T: Equivalence + Copy + Default, C: Communicator>(
+    pub fn forward<T: Equivalence + Copy + Default + Send + Sync, C: Communicator>(
         &self,
         comm: &C,
         values: &[T],
     ) -> Vec<T> {
-        let sent: Vec<T> = self.order.iter().map(|&i| values[i]).collect();
+        let sent: Vec<T> = self.order.par_iter().map(|&i| values[i]).collect();
         let mut got = vec![T::default(); self.arrivals()];
         let out = Partition::new(&sent[..], &self.send[..], &self.send_at[..]);
         let mut into = PartitionMut::new(&mut got[..], &self.receive[..], &self.receive_at[..]);
@@ -104,7 +116,7 @@ impl Migration {
     /// One value an arrival (in [`Self::forward`]'s order) sent back to
     /// the process it came from: the values of this process's particles,
     /// in its order.
-    pub fn back<T: Equivalence + Copy + Default, C: Communicator>(
+    pub fn back<T: Equivalence + Copy + Default + Send + Sync, C: Communicator>(
         &self,
         comm: &C,
         values: &[T],
@@ -113,11 +125,7 @@ impl Migration {
         let out = Partition::new(values, &self.receive[..], &self.receive_at[..]);
         let mut into = PartitionMut::new(&mut got[..], &self.send[..], &self.send_at[..]);
         comm.all_to_all_varcount_into(&out, &mut into);
-        let mut mine = vec![T::default(); self.order.len()];
-        for (k, &i) in self.order.iter().enumerate() {
-            mine[i] = got[k];
-        }
-        mine
+        self.place.par_iter().map(|&k| got[k]).collect()
     }
 
     /// Particles this process sends to others and gets from them (not
