@@ -11,9 +11,11 @@
 //! exit fails the run.
 
 use fmm_core::PeriodicBox;
-use fmm_vortex::distributed::filter_lattice_partitioned;
+use std::collections::HashMap;
+
+use fmm_vortex::distributed::{filter_lattice_partitioned, remesh_partitioned, share_of};
 use fmm_vortex::particles::VortexParticles;
-use fmm_vortex::remesh::{filter_lattice, LatticeFilter};
+use fmm_vortex::remesh::{filter_lattice, remesh, Lattice, LatticeFilter};
 use mpi::traits::*;
 
 /// A lattice of `n^3` particles at the cell centres of `pbox`, strengths
@@ -140,7 +142,75 @@ fn main() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("diffusion"), "{err}");
+    say("bad input: said on every process");
+
+    // Remeshing across the processes, three times, the particles moved
+    // between: the serial remeshing's points and strengths each time, and
+    // the processes' counts kept even (ORB after each).
+    let n = 12;
+    let h = pbox.side / n as f64;
+    let lat = Lattice::Periodic { pbox, n };
+    let mut all = lattice(n, &pbox);
+    for (i, x) in all.x.iter_mut().enumerate() {
+        // Off the lattice: a third of a spacing, by the index.
+        x[i % 3] += h * ((i % 7) as f64 / 7.0 - 0.4);
+    }
+    let mut mine = share_of(&comm, &all).unwrap();
+    let shift = [0.37 * h, -0.21 * h, 0.55 * h];
+    for round in 0..3 {
+        for x in all.x.iter_mut().chain(mine.x.iter_mut()) {
+            (0..3).for_each(|a| x[a] += shift[a]);
+        }
+        all = remesh(&all, &lat, 0.0).unwrap();
+        mine = remesh_partitioned(&comm, &mine, &lat, 0.0).unwrap();
+        let at: HashMap<usize, usize> = all
+            .x
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (cell_of(*x, &pbox, n), i))
+            .collect();
+        let worst = mine
+            .x
+            .iter()
+            .zip(&mine.alpha)
+            .map(|(x, a)| {
+                let j = at[&cell_of(*x, &pbox, n)];
+                (0..3)
+                    .map(|d| (a[d] - all.alpha[j][d]).abs())
+                    .fold((x[0] - all.x[j][0]).abs(), f64::max)
+            })
+            .fold(0.0f64, f64::max);
+        let (mut e, mut total, mut most, mut least) = (0.0f64, 0usize, 0usize, 0usize);
+        let max = mpi::collective::SystemOperation::max();
+        comm.all_reduce_into(&worst, &mut e, max);
+        comm.all_reduce_into(
+            &mine.len(),
+            &mut total,
+            mpi::collective::SystemOperation::sum(),
+        );
+        comm.all_reduce_into(&mine.len(), &mut most, max);
+        comm.all_reduce_into(
+            &mine.len(),
+            &mut least,
+            mpi::collective::SystemOperation::min(),
+        );
+        say(&format!(
+            "remeshing {round}: {total} particles, {e:.1e} from the serial remeshing's; {least} to {most} a process"
+        ));
+        assert_eq!(total, all.len());
+        assert!(e < 1e-12, "{e}");
+        assert!(most <= least + least / 20 + 1, "{least} {most}");
+    }
     say(&format!(
-        "bad input: said on every process\nevery distributed vortex check passed on {size} process(es)"
+        "every distributed vortex check passed on {size} process(es)"
     ));
+}
+
+/// The lattice cell nearest `x` (index `(z n + y) n + x`), wrapped.
+fn cell_of(x: [f64; 3], pbox: &PeriodicBox, n: usize) -> usize {
+    let h = pbox.side / n as f64;
+    let j = [0, 1, 2].map(|a| {
+        (((x[a] - pbox.origin[a]) / h - 0.5).round() as i64).rem_euclid(n as i64) as usize
+    });
+    (j[2] * n + j[1]) * n + j[0]
 }
