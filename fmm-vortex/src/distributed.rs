@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use fmm_core::distributed::checkpoint::{read_parts, write_parts};
-use fmm_core::distributed::{agreed, evaluate_partitioned, orb_partition, Migration};
+use fmm_core::distributed::{agreed, evaluate_partitioned, orb_partition, Balance, Migration};
 use fmm_core::kernels::VelocityStretching;
 use fmm_core::{Kernel, Real};
 use mpi::collective::SystemOperation;
@@ -238,7 +238,8 @@ fn evaluate<K: Kernel, R: Real + Equivalence + Default, C: Communicator>(
 /// process's (the lattice points and strengths of
 /// [`crate::remesh::remesh`] of all of them, to round-off): each process
 /// spreads its own, the points near its part's faces go to their owner
-/// and are summed there ([`crate::remesh_parts`]); then the new particles
+/// and are summed there ([`crate::remesh_parts`]); where the largest
+/// count then passes [`REMESH_BALANCE`] of the mean, the new particles
 /// move to the parts of equal count cut by orthogonal recursive bisection.
 /// (A point reached by several parts belongs to the lowest-numbered, so
 /// the owners' parts alone grew by the stencil's reach at each remeshing
@@ -288,8 +289,16 @@ pub fn remesh_partitioned<C: Communicator>(
         part.particles(floor(cull, largest)?, fallback)
             .map_err(|e| fmm_core::Error::BadOption(e.to_string())),
     )?;
-    Ok(to_their_parts(comm, &p, None)?.0)
+    if Balance::imbalance(comm, p.len() as f64) > REMESH_BALANCE {
+        return Ok(to_their_parts(comm, &p, None)?.0);
+    }
+    Ok(p)
 }
+
+/// The largest process's count of remeshed particles over the mean past
+/// which [`remesh_partitioned`] cuts the parts again (the cut cost as much
+/// as the remeshing on 4 processes at 256^3).
+pub const REMESH_BALANCE: f64 = 1.05;
 
 /// [`crate::impulse_centre`] over every process's particles; a collective
 /// call.
