@@ -6,7 +6,8 @@
 # decaying turbulence at 256^3 on every GPU, strong scaling of 10^8
 # (docs/BENCHMARKS.md, 2026-11-28 third entry). Stage the binaries in
 # .gpu/bin first (fmm_bench and vortex_turbulence_mpi built with
-# `--features mpi`, the suite's test binary); logs under $OUT.
+# `--features mpi`, the suite's test binary; `strip` them: the three fit
+# the 64 MiB a call carries); logs under $OUT.
 # Each process's last evaluation by stage is in the logs ("process q:").
 # Usage: scripts/gpu_mpi_scaling.sh [weak|rest|all|bench]   (each part under
 # 10 minutes; bench: the weak part without the GPU tests)
@@ -43,6 +44,10 @@ if [ "$what" = rest ] || [ "$what" = all ]; then
   timeout 200 mpirun --bind-to none -n "$G" $B/vortex_turbulence_mpi --n 256 --steps 3 \
     --backend cuda >"$OUT/turb-$G.log" 2>&1
   echo "== turbulence $G rc $?"; tail -5 "$OUT/turb-$G.log"
+  # Remeshed and projected at every step (docs/MPI.md, seventh entry).
+  timeout 200 mpirun --bind-to none -n "$G" $B/vortex_turbulence_mpi --n 256 --steps 3 \
+    --remesh-every 1 --backend cuda >"$OUT/turb-remesh-$G.log" 2>&1
+  echo "== turbulence remeshed $G rc $?"; grep -v "^\[fmm" "$OUT/turb-remesh-$G.log" | tail -7
   for P in $PS; do
     FMM_TRACE=1 timeout 110 mpirun --bind-to none -n "$P" $B/fmm_bench --distributed --strong \
       --method tolerance --tol 1e-4 --n 100000000 --backend cuda --repeat 2 --samples 50 \
