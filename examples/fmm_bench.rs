@@ -169,6 +169,11 @@ struct Args {
     /// grown with them (x, y, z doubled in turn).
     #[arg(long, requires = "distributed")]
     fixed_box: bool,
+    /// With --distributed: every source joined in one evaluation after
+    /// the local essential trees' exchange (by default a GPU evaluates a
+    /// process's own sources during it, and the others' after).
+    #[arg(long, requires = "distributed")]
+    joined: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -295,6 +300,7 @@ fn distributed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         n: args.n,
         strong: args.strong,
         fixed_box: args.fixed_box,
+        joined: args.joined,
         kernel: args.kernel,
         dist: args.dist,
         precision: args.precision,

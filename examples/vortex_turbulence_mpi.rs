@@ -81,7 +81,9 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let universe = mpi::initialize().ok_or("MPI initialises once")?;
+    let universe = mpi::initialize_with_threading(mpi::Threading::Funneled)
+        .map(|(universe, _)| universe)
+        .ok_or("MPI initialises once")?;
     let comm = universe.world();
     let (rank, size) = (comm.rank() as usize, comm.size() as usize);
     node_device(&comm)?;

@@ -38,6 +38,9 @@ if [ "$what" != rest ]; then
   for P in $PS; do run weak-gravity "$P" --kernel gravity; done
   for P in $PS; do run weak-vs "$P" --kernel velocity-stretching; done
   run fixed-gravity "$G" --kernel gravity --fixed-box
+  # Every source joined, none evaluated during the exchange (the split's
+  # comparison, docs/MPI.md eighth entry).
+  run joined-gravity "$G" --kernel gravity --joined
   run fixed-vs "$G" --kernel velocity-stretching --fixed-box
 fi
 if [ "$what" = rest ] || [ "$what" = all ]; then

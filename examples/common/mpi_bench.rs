@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use fmm_core::distributed::{
     evaluate_distributed, evaluate_partitioned, node_device, orb_partition, sampled_error,
-    Migration,
+    set_overlap, Migration, Overlap,
 };
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::{Gravity, VelocityStretching};
@@ -46,6 +46,9 @@ pub struct Bench {
     /// Targets a process checked against the f64 direct sum (0: none).
     pub samples: usize,
     pub seed: u64,
+    /// Every source joined in one evaluation, none evaluated while the
+    /// local essential trees are exchanged (`distributed::Overlap::Never`).
+    pub joined: bool,
 }
 
 /// A process's particles: positions and the kernel's fields, in f64.
@@ -146,9 +149,14 @@ fn line<R>(comm: &SimpleCommunicator, what: &str, ev: &Evaluation<R>, wall: f64)
     let sent = reduce(comm, ev.stats.sent_bytes as f64, false);
     let wall = reduce(comm, wall, true);
     let runs = reduce(comm, ev.stats.runs as f64, true);
+    let parts = if reduce(comm, ev.stats.split as u8 as f64, false) > 0.0 {
+        "; local in two parts, the own beside the exchange"
+    } else {
+        ""
+    };
     format!(
         "{what:<22} wall {wall:8.4} s | partition {p:7.4}  essential {e:7.4}  exchange {x:7.4}  \
-         local {local:7.4} (slowest process; {runs} runs) | sent {:.1} MB in all",
+         local {local:7.4} (slowest process; {runs} runs{parts}) | sent {:.1} MB in all",
         sent / 1e6
     )
 }
@@ -277,9 +285,14 @@ pub fn run(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
             )
         }
     };
-    let universe = mpi::initialize().ok_or("MPI initialises once")?;
+    let universe = mpi::initialize_with_threading(mpi::Threading::Funneled)
+        .map(|(universe, _)| universe)
+        .ok_or("MPI initialises once")?;
     let comm = universe.world();
     let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+    if b.joined {
+        set_overlap(Overlap::Never);
+    }
     let device = node_device(&comm)?;
     let total = if b.strong { b.n } else { b.n * size };
     let mine = total / size + usize::from(rank < total % size);

@@ -753,7 +753,7 @@ fn fmm_resident<K: Kernel, R: Real>(
             opts: o,
             domain: &problem.domain,
             cube: problem.cube,
-            near: mac.near,
+            near: mac.near.max(o.near),
         };
         match &far {
             far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
@@ -810,6 +810,7 @@ fn fmm_resident<K: Kernel, R: Real>(
         };
         estimate.error(gpu, out)
     });
+    let driven = with_near(driven, mac.near);
     drop(trees);
     let estimate = known.or(made.get());
     let switch = |stop: &Stopped| !periodic && switch_to_nodes::<K>(stop, o.far_field, &far, f32);
@@ -923,7 +924,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
             opts,
             domain: &problem.domain,
             cube: problem.cube,
-            near: mac.near,
+            near: mac.near.max(opts.near),
         };
         let mut clock = Clock::cpu(stats);
         match &far {
@@ -987,6 +988,7 @@ fn fmm_cpu<K: Kernel, R: Real>(
     };
     let reference_seconds = t.elapsed().as_secs_f64();
     let driven = accuracy::drive_within(&goal, run, |out| Ok(reference.error(out)));
+    let driven = with_near(driven, mac.near);
     let switch =
         |stop: &Stopped| !periodic && switch_to_nodes::<K>(stop, opts.far_field, &far, f32);
     finish(driven, reference_seconds, switch, key, budget, |left| {
@@ -1000,6 +1002,14 @@ fn fmm_cpu<K: Kernel, R: Real>(
             Some(reference),
         )
     })
+}
+
+/// A tolerance's result with the near field its runs took.
+fn with_near<O>(
+    driven: Result<(O, Stats, Achieved), Stopped>,
+    near: f64,
+) -> Result<(O, Stats, Achieved), Stopped> {
+    driven.map(|(out, stats, a)| (out, stats, Achieved { near, ..a }))
 }
 
 /// The widest MAC the Laplace floor predicted from the declaration allows
@@ -1107,7 +1117,7 @@ fn with_seconds<O>(
 /// The f64 direct sum at targets stratified over space
 /// ([`reference::stratified`]), what the CPU's errors are estimated
 /// against.
-struct Reference<K, R> {
+pub(crate) struct Reference<K, R> {
     idx: Vec<usize>,
     want: Vec<Vec<f64>>,
     exhaustive: bool,
@@ -1120,7 +1130,7 @@ impl<K: Kernel, R: Real> Reference<K, R> {
     /// high-order expansions, the rest by the images' expansions
     /// ([`fmm::periodic_reference`]: the Ewald sum's reciprocal part costs
     /// every source at every vector, 75 s at 10^6 sources).
-    fn new(
+    pub(crate) fn new(
         problem: &Problem<'_>,
         targets: &Particles<R>,
         sources: &Particles<R>,
@@ -1150,7 +1160,7 @@ impl<K: Kernel, R: Real> Reference<K, R> {
         })
     }
 
-    fn error(&self, out: &Outputs<R>) -> reference::Estimate {
+    pub(crate) fn error(&self, out: &Outputs<R>) -> reference::Estimate {
         reference::estimate(&reference::at(out, &self.idx), &self.want, self.exhaustive)
     }
 }

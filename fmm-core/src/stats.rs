@@ -149,6 +149,10 @@ pub struct Stats {
     /// outputs brought back).
     pub sent_bytes: u64,
     pub received_bytes: u64,
+    /// Over MPI: the own sources were evaluated while the local essential
+    /// trees were exchanged, and those the others sent after
+    /// (`distributed::Overlap`); `false`: every source joined.
+    pub split: bool,
 }
 
 impl Stats {

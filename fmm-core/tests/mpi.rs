@@ -14,8 +14,8 @@ use fmm_core::distributed::checkpoint::{
     arrays_bytes, read_arrays, read_parts, write_parts, write_whole,
 };
 use fmm_core::distributed::{
-    agreed, evaluate_distributed, evaluate_partitioned, orb_partition, sampled_error, Balance,
-    Migration,
+    agreed, evaluate_distributed, evaluate_partitioned, orb_partition, sampled_error, set_overlap,
+    Balance, Migration, Overlap,
 };
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::{Coulomb, Gravity, VelocityStretching};
@@ -85,8 +85,14 @@ fn l2(w: &World, got: &Outputs<f64>, want: &Outputs<f64>, lo: usize) -> f64 {
 /// Gravity from the points `x` (masses 1/N, no softening: a softened
 /// kernel's far field is the unsoftened one's, an error of its own) by
 /// `method` in `domain`: the distributed outputs against one process's,
-/// as a relative L2 difference over every process.
-fn gravity_case(w: &World, x: &[[f64; 3]], method: &Method, domain: Domain) -> f64 {
+/// as a relative L2 difference over every process, and this process's
+/// evaluation.
+fn gravity_case(
+    w: &World,
+    x: &[[f64; 3]],
+    method: &Method,
+    domain: Domain,
+) -> (f64, Evaluation<f64>) {
     let params = [0.0];
     let problem = Problem::new(&params).in_domain(domain);
     let m = vec![1.0 / x.len() as f64; x.len()];
@@ -98,7 +104,7 @@ fn gravity_case(w: &World, x: &[[f64; 3]], method: &Method, domain: Domain) -> f
         evaluate_distributed::<Gravity, f64, _>(&w.comm, Backend::Cpu, method, problem, &t, &s)
             .unwrap();
     assert_eq!(mine.outputs.len(), hi - lo);
-    l2(w, &mine.outputs, &whole.outputs, lo)
+    (l2(w, &mine.outputs, &whole.outputs, lo), mine)
 }
 
 /// The points `x` (this process's share of them) partitioned by
@@ -162,6 +168,23 @@ fn ring(n: usize) -> (Vec<[f64; 3]>, Vec<[f64; 3]>) {
     (x, a)
 }
 
+/// The relative L2 difference of positions and strengths `got` from
+/// `want` (each process's share) over every process.
+fn relative_change(
+    w: &World,
+    got: (&[[f64; 3]], &[[f64; 3]]),
+    want: (&[[f64; 3]], &[[f64; 3]]),
+) -> f64 {
+    let (mut d, mut r) = (0.0, 0.0);
+    for i in 0..got.0.len() {
+        for c in 0..3 {
+            d += (got.0[i][c] - want.0[i][c]).powi(2) + (got.1[i][c] - want.1[i][c]).powi(2);
+            r += want.0[i][c].powi(2) + want.1[i][c].powi(2);
+        }
+    }
+    (w.sum(d) / w.sum(r)).sqrt()
+}
+
 /// Forward Euler steps of the vortex particles `x`, `a` (this process's
 /// particles) by the rates of the fused kernel through `rates`.
 fn vortex_steps(
@@ -189,7 +212,9 @@ fn vortex_steps(
 }
 
 fn main() {
-    let universe = mpi::initialize().expect("MPI initialises");
+    let universe = mpi::initialize_with_threading(mpi::Threading::Funneled)
+        .map(|(universe, _)| universe)
+        .expect("MPI initialises");
     let comm = universe.world();
     let w = World {
         rank: comm.rank() as usize,
@@ -204,25 +229,25 @@ fn main() {
     let cube = uniform_cube(N, 7);
 
     // The direct sum: the same sums, to round-off.
-    let e = gravity_case(&w, &cube, &Method::direct(), Domain::FreeSpace);
+    let (e, _) = gravity_case(&w, &cube, &Method::direct(), Domain::FreeSpace);
     w.say(&format!("direct, uniform cube: {e:.2e} from one process"));
     assert!(e < 1e-13, "{e}");
 
     // The FMM at a high order: round-off again.
-    let e = gravity_case(&w, &cube, &Method::fmm(12, 0.4), Domain::FreeSpace);
+    let (e, _) = gravity_case(&w, &cube, &Method::fmm(12, 0.4), Domain::FreeSpace);
     w.say(&format!("FMM p 12, uniform cube: {e:.2e}"));
     assert!(e < 1e-8, "{e}");
 
     // A tolerance on a Plummer sphere: each process's targets meet it, so
     // all of them do; both within 1e-6 of the truth.
     let (plum, _) = plummer(N, 3);
-    let e = gravity_case(&w, &plum, &Method::tolerance(1e-6), Domain::FreeSpace);
+    let (e, _) = gravity_case(&w, &plum, &Method::tolerance(1e-6), Domain::FreeSpace);
     w.say(&format!("tolerance 1e-6, Plummer sphere: {e:.2e}"));
     assert!(e < 2e-6, "{e}");
 
     // The treecode over a ground plane.
     let wall = Domain::Wall(Wall::new(2, 0.0));
-    let e = gravity_case(&w, &cube, &Method::treecode(0.3), wall);
+    let (e, _) = gravity_case(&w, &cube, &Method::treecode(0.3), wall);
     w.say(&format!("treecode theta 0.3 over a ground plane: {e:.2e}"));
     assert!(e < 1e-3, "{e}");
 
@@ -248,6 +273,102 @@ fn main() {
     w.say(&format!("periodic box, tolerance 1e-6: {e:.2e}"));
     assert!(e < 2e-6, "{e}");
 
+    // The own sources evaluated while the trees are exchanged and the
+    // others' after (on a GPU by default, on the CPU when asked): the
+    // same outputs; a tolerance split at the way the joined evaluation
+    // before met it, its error estimated over the sum.
+    set_overlap(Overlap::Always);
+    let parts = w.size > 1;
+    let (e, ev) = gravity_case(&w, &cube, &Method::fmm(12, 0.4), Domain::FreeSpace);
+    w.say(&format!("in two parts, FMM p 12, uniform cube: {e:.2e}"));
+    assert!(e < 1e-8, "{e}");
+    assert_eq!(ev.stats.split, parts);
+    // The FMM alone (at N 3000 a tolerance takes the direct sum, split
+    // too but exact).
+    let tolerance = Method::fmm_tolerance(1e-6);
+    let (_, joined) = gravity_case(&w, &plum, &tolerance, Domain::FreeSpace);
+    assert!(!joined.stats.split, "no way kept yet: joined");
+    let (e, ev) = gravity_case(&w, &plum, &tolerance, Domain::FreeSpace);
+    w.say(&format!(
+        "in two parts, tolerance 1e-6, Plummer sphere: {e:.2e}"
+    ));
+    assert!(e < 2e-6, "{e}");
+    assert_eq!(ev.stats.split, parts);
+    let a = ev.achieved.expect("a tolerance says what it met");
+    assert!(a.estimated_error <= 1e-6, "{a:?}");
+    assert_eq!(a.method, "fmm");
+    for round in 0..2 {
+        let mine = evaluate_distributed::<Coulomb, f64, _>(
+            &w.comm,
+            Backend::Cpu,
+            &method,
+            periodic,
+            &t,
+            &s,
+        )
+        .unwrap();
+        let e = l2(&w, &mine.outputs, &whole.outputs, lo);
+        w.say(&format!(
+            "periodic box, tolerance 1e-6, parts asked for (round {round}): {e:.2e}"
+        ));
+        assert!(e < 2e-6, "{e}");
+        assert!(
+            !mine.stats.split,
+            "a part of a neutral cell is not neutral: joined"
+        );
+    }
+    // The treecode over a ground plane in parts (fixed settings: split).
+    let (e, ev) = gravity_case(&w, &cube, &Method::treecode(0.3), wall);
+    w.say(&format!(
+        "in two parts, treecode theta 0.3 over a ground plane: {e:.2e}"
+    ));
+    assert!(e < 1e-3, "{e}");
+    assert_eq!(ev.stats.split, parts);
+    // A vortex ring by the FMM alone, stepped: the parts at the order,
+    // MAC and near field the first step's tolerance met (the near field
+    // widened where the cores reach past the cells the MAC accepts: the
+    // velocity + stretching on the GPU at 2^24 a process, `fmm_bench`).
+    let (rx, ra) = ring(2000);
+    let fmm = Method::fmm_tolerance(1e-5);
+    let one = |t: &Particles<f64>, s: &Particles<f64>| {
+        evaluate::<VelocityStretching, f64>(Backend::Cpu, &fmm, &[], t, s)
+            .unwrap()
+            .outputs
+    };
+    let (mut x1, mut a1) = (rx.clone(), ra.clone());
+    vortex_steps(&mut x1, &mut a1, 3, one);
+    let (rlo, rhi) = share(rx.len(), w.rank, w.size);
+    let (mut xp, mut ap) = (rx[rlo..rhi].to_vec(), ra[rlo..rhi].to_vec());
+    let mut splits = Vec::new();
+    vortex_steps(&mut xp, &mut ap, 3, |t, s| {
+        let ev = evaluate_distributed::<VelocityStretching, f64, _>(
+            &w.comm,
+            Backend::Cpu,
+            &fmm,
+            &[],
+            t,
+            s,
+        )
+        .unwrap();
+        splits.push(ev.stats.split);
+        if ev.stats.split {
+            let a = ev.achieved.expect("a tolerance says what it met");
+            assert!(a.estimated_error <= 1e-5, "{a:?}");
+        }
+        ev.outputs
+    });
+    let e = relative_change(&w, (&xp, &ap), (&x1[rlo..rhi], &a1[rlo..rhi]));
+    w.say(&format!(
+        "in two parts, a vortex ring, 3 steps by the FMM at 1e-5: {e:.2e} from one process's"
+    ));
+    assert!(e < 1e-5, "{e}");
+    assert_eq!(
+        splits,
+        [false, parts, parts],
+        "the first joined, then in parts"
+    );
+    set_overlap(Overlap::Gpu);
+
     // A vortex ring's few steps, each process stepping its own particles
     // (positions and strengths moved by rates from every process's).
     let (rx, ra) = ring(2000);
@@ -272,14 +393,7 @@ fn main() {
         .unwrap()
         .outputs
     });
-    let (mut d, mut r) = (0.0, 0.0);
-    for i in 0..xp.len() {
-        for c in 0..3 {
-            d += (xp[i][c] - x1[rlo + i][c]).powi(2) + (ap[i][c] - a1[rlo + i][c]).powi(2);
-            r += x1[rlo + i][c].powi(2) + a1[rlo + i][c].powi(2);
-        }
-    }
-    let e = (w.sum(d) / w.sum(r)).sqrt();
+    let e = relative_change(&w, (&xp, &ap), (&x1[rlo..rhi], &a1[rlo..rhi]));
     w.say(&format!(
         "a vortex ring, 3 steps at tolerance 1e-6: positions and strengths {e:.2e} from one process's"
     ));

@@ -50,7 +50,9 @@ fn some(p: &VortexParticles, keep: &[usize]) -> VortexParticles {
 }
 
 fn main() {
-    let universe = mpi::initialize().expect("MPI initialises");
+    let universe = mpi::initialize_with_threading(mpi::Threading::Funneled)
+        .map(|(universe, _)| universe)
+        .expect("MPI initialises");
     let comm = universe.world();
     let (me, size) = (comm.rank() as usize, comm.size() as usize);
     let say = |s: &str| {

@@ -174,6 +174,7 @@ where
         estimated_error: e.bound(),
         samples: e.samples,
         far_field: FarField::Auto,
+        near: 0.0,
     };
     Ok((out, stats, achieved))
 }
@@ -218,6 +219,7 @@ mod tests {
                 estimated_error: 5e-5,
                 samples: 64,
                 far_field: FarField::Laplace,
+                near: 0.0,
             },
         ))
     }

@@ -403,6 +403,7 @@ pub(crate) fn drive_within<O, V: Into<Estimate>>(
                 estimated_error: e,
                 samples: estimate.samples,
                 far_field: far,
+                near: 0.0,
             };
             if let Some(k) = key {
                 remember_start(k, far, settings);

@@ -120,4 +120,11 @@ pub struct Achieved {
     /// default's Laplace expansions stopped short:
     /// [`driver::switch_to_nodes`]).
     pub far_field: FarField,
+    /// The FMM's near field: cells closer than this went particle to
+    /// particle whatever the MAC, where the kernel's smoothing reaches
+    /// past the distance the MAC accepts ([`FmmOptions::near`]; 0: the
+    /// plain MAC).
+    ///
+    /// [`FmmOptions::near`]: crate::methods::fmm::FmmOptions::near
+    pub near: f64,
 }

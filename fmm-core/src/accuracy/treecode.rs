@@ -137,6 +137,7 @@ pub(crate) fn drive_treecode<O>(
                 estimated_error: e,
                 samples: estimate.samples,
                 far_field: FarField::Monopole,
+                near: 0.0,
             };
             return Ok((out, total, achieved));
         }

@@ -204,6 +204,44 @@ impl Gpu {
             .map_err(Clone::clone)
     }
 
+    /// The process's GPU ([`Gpu::shared`]) on a second stream, one that
+    /// runs beside the first (CUDA's non-blocking stream): over MPI the
+    /// local essential trees are built on it while the evaluation of a
+    /// process's own sources runs on the first. Its modules are its own
+    /// (loaded again from the module cache).
+    pub fn shared_beside() -> Result<&'static Gpu, Error> {
+        static BESIDE: OnceLock<Result<Gpu, Error>> = OnceLock::new();
+        BESIDE
+            .get_or_init(|| {
+                let first = Gpu::shared()?;
+                let stream = first
+                    .ctx
+                    .new_stream()
+                    .map_err(cuda_err("a second stream"))?;
+                Ok(Gpu {
+                    ctx: first.ctx.clone(),
+                    stream,
+                    info: first.info.clone(),
+                    cache: first.cache.clone(),
+                    modules: Mutex::new(HashMap::new()),
+                    shapes: Mutex::new(HashMap::new()),
+                    staging: Mutex::new(None),
+                    staging_off: std::sync::atomic::AtomicBool::new(
+                        first.staging_off.load(std::sync::atomic::Ordering::Relaxed),
+                    ),
+                    source_dir: Mutex::new(
+                        first
+                            .source_dir
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .clone(),
+                    ),
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
     /// Names the device [`Gpu::shared`] opens (MPI processes of one node
     /// each take their own: `distributed::node_device`); an error once
     /// another is open or named.

@@ -109,6 +109,13 @@ __device__ void widen(long long n, const T* in, double* out) {
     if (i < n) out[i] = (double)in[i];
 }
 
+// Sums: out[k] += in[k] (outputs from two sets of sources added).
+template <typename T>
+__device__ void add_into(long long n, const T* in, T* out) {
+    const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    if (i < n) out[i] += in[i];
+}
+
 #define MOVES(T, S)                                                                            \
     extern "C" __global__ void gather_##S(long long n, const u32* order, const T* in,         \
                                           T* out) {                                            \
@@ -120,6 +127,9 @@ __device__ void widen(long long n, const T* in, double* out) {
     }                                                                                          \
     extern "C" __global__ void widen_##S(long long n, const T* in, double* out) {             \
         widen<T>(n, in, out);                                                                  \
+    }                                                                                          \
+    extern "C" __global__ void add_into_##S(long long n, const T* in, T* out) {               \
+        add_into<T>(n, in, out);                                                               \
     }
 
 // A wall's images (domain/wall.rs): the n values of `in` followed by

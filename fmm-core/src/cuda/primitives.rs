@@ -1,6 +1,6 @@
 //! The GPU primitives every method uses (`primitives.cu`): the one prefix
-//! scan, of 32- or 64-bit counts, the moves into tree order and back, and
-//! the conversion to f64.
+//! scan, of 32- or 64-bit counts, the moves into tree order and back,
+//! the conversion to f64 and a sum.
 
 use cudarc::driver::{CudaSlice, CudaView, DeviceRepr, PushKernelArg, ValidAsZeroBits};
 
@@ -27,7 +27,8 @@ pub fn source() -> String {
 }
 
 entry_points! {
-    /// The entry points of `primitives.cu`.
+    /// The entry points of `primitives.cu` (the sum is MPI's alone).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub struct Primitives {
         scan_tiles_u32 = "scan_tiles_u32",
         scan_add_u32 = "scan_add_u32",
@@ -38,6 +39,7 @@ entry_points! {
         gather_i32 = "gather_i32",
         scatter = "scatter" per_precision,
         widen = "widen" per_precision,
+        add_into = "add_into" per_precision,
         mirror = "mirror" per_precision,
         first_below = "first_below" per_precision,
     }
@@ -180,6 +182,24 @@ fn reorder<T: DeviceRepr>(
         unsafe { b.launch(blocks(n, BLOCK as usize)) }.map_err(super::device::cuda_err(what))?;
     }
     Ok(out)
+}
+
+/// `y += x` over their first `n` values (outputs of two sets of sources
+/// added on the device).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn add_into<R: Real>(
+    gpu: &Gpu,
+    x: &CudaSlice<R>,
+    y: &mut CudaSlice<R>,
+    n: usize,
+) -> Result<(), Error> {
+    if n == 0 {
+        return Ok(());
+    }
+    let p = Primitives::get::<R>(gpu)?;
+    let s = gpu.stream();
+    let ni = n as i64;
+    launch!(s, p.add_into, blocks(n, BLOCK as usize), "add_into"; &ni, x, y)
 }
 
 /// The first `n` values of `x` in f64.

@@ -363,6 +363,11 @@ impl<R: Real> DeviceOutputs<R> {
         &self.slots
     }
 
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn slots_mut(&mut self) -> &mut [CudaSlice<R>] {
+        &mut self.slots
+    }
+
     /// Copies the outputs to the host.
     pub fn download(&self, gpu: &Gpu) -> Result<Outputs<R>, Error> {
         let slots = if self.n == 0 {

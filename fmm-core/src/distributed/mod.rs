@@ -11,8 +11,9 @@
 //! particles and far cells as the strengths at their nodes (the local
 //! essential tree, [`crate::essential`]); each evaluates its targets
 //! against its own sources and what it got, by [`crate::evaluate`] on its
-//! own backend; the outputs go back to the processes the targets came
-//! from. A simulation whose particles stay where the partition put them
+//! own backend (on a GPU the own sources while the trees are built and
+//! exchanged, what came after, the two added: [`Overlap`]); the outputs
+//! go back to the processes the targets came from. A simulation whose particles stay where the partition put them
 //! calls [`evaluate_partitioned`], which skips the moves. The direct sum
 //! gathers every source instead (it needs each one anyway).
 //!
@@ -32,10 +33,12 @@
 pub mod checkpoint;
 mod exchange;
 mod orb;
+mod overlap;
 mod search;
 
 pub use exchange::Migration;
 pub use orb::orb_partition;
+pub use overlap::{overlap, set_overlap, Overlap};
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -51,6 +54,7 @@ use rayon::prelude::*;
 use crate::backend::{resolve, Backend, Device};
 use crate::cuda::laps::Laps;
 use crate::cuda::resident::DeviceParticles;
+use crate::cuda::Gpu;
 use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
 use crate::essential::{essential_sources_from, Essential, Region};
@@ -264,48 +268,193 @@ where
         _ => Ok(None),
     };
     let on_gpu = agreed(comm, upload)?;
-    let built = resolve(backend).and_then(|device| {
-        essential_sources_from::<K, R>(
-            device,
-            sources,
-            on_gpu.as_ref(),
-            &regions,
-            me,
-            &how,
-            &problem.domain,
-            cube,
-        )
-    });
-    lap.say("local essential trees")?;
-    let (sends, _) = agreed(comm, built)?;
-    lap.say("waiting for the others' trees")?;
-    let essential = clock.elapsed().as_secs_f64();
-    let clock = Instant::now();
-    let (got, sent, received) = exchange::arrivals(comm, &sends, sources)?;
-    let exchange = clock.elapsed().as_secs_f64();
-    lap.say("exchange")?;
-    let all_sources = sources.len() + got.as_ref().map_or(0, |g| g.len());
-    let evaluated = match &got {
-        Some(more) => {
-            let own = (sources, on_gpu);
-            evaluate_joined::<K, R>(backend, method, problem, targets, own, more)
-        }
-        None => evaluate::<K, R>(backend, method, problem, targets, sources),
+    let device = resolve(backend);
+    // Split where every process can: the own sources evaluated while the
+    // trees are built and exchanged (`overlap`), where some other process
+    // has targets (on a GPU, from the own sources' copy there).
+    let way = match &device {
+        Ok(d @ Device::Cpu) if others => overlap::way::<K, R>(method, &problem, d),
+        Ok(d @ Device::Cuda(_)) if on_gpu.is_some() => overlap::way::<K, R>(method, &problem, d),
+        _ => None,
     };
-    lap.say("evaluated")?;
-    let mut ev = agreed(comm, evaluated)?;
+    // A process without targets has nothing to split (it sends its trees
+    // alone).
+    let split = every_process(comm, way.is_some() || targets.is_empty());
+    // Split on a GPU, the trees are built on a second stream, beside the
+    // evaluation's (the own sources' copy made on the first before).
+    let tree_device = match (&device, split && way.is_some()) {
+        (Ok(Device::Cuda(gpu)), true) => gpu
+            .stream()
+            .synchronize()
+            .map_err(crate::cuda::device::cuda_err("the own sources' copy"))
+            .and_then(|_| Gpu::shared_beside())
+            .map(Device::Cuda),
+        _ => device.clone(),
+    };
+    let mut let_and_exchange = || -> Result<Arrivals<R>, Error> {
+        let built = tree_device.clone().and_then(|device| {
+            essential_sources_from::<K, R>(
+                device,
+                sources,
+                on_gpu.as_ref(),
+                &regions,
+                me,
+                &how,
+                &problem.domain,
+                cube,
+            )
+        });
+        lap.say("local essential trees")?;
+        let (sends, _) = agreed(comm, built)?;
+        lap.say("waiting for the others' trees")?;
+        let essential = clock.elapsed().as_secs_f64();
+        let clock = Instant::now();
+        let (got, sent, received) = exchange::arrivals(comm, &sends, sources)?;
+        lap.say("exchange")?;
+        Ok(Arrivals {
+            got,
+            sent,
+            received,
+            seconds: (essential, clock.elapsed().as_secs_f64()),
+        })
+    };
+    let (ev, arrived) = match way.filter(|_| split) {
+        Some(way) => {
+            let device = device.clone()?;
+            let (own, arrived) = std::thread::scope(|s| {
+                let own = s.spawn(|| {
+                    overlap::own_part::<K, R>(
+                        device,
+                        &way,
+                        &problem,
+                        targets,
+                        sources,
+                        on_gpu.as_ref(),
+                    )
+                });
+                let arrived = let_and_exchange();
+                (own.join(), arrived)
+            });
+            let own = own.unwrap_or_else(|p| std::panic::resume_unwind(p));
+            let arrived = arrived?;
+            let more = arrived.got.as_ref();
+            let split = own.and_then(|own| {
+                overlap::with_arrivals::<K, R>(device, own, &way, &problem, targets, sources, more)
+            });
+            let evaluated = match split {
+                Ok((mut ev, Some(estimate))) => match overlap::achieved(&way, &estimate) {
+                    Some(a) => {
+                        ev.achieved = Some(a);
+                        ev.stats.split = true;
+                        Ok(ev)
+                    }
+                    None => {
+                        // Missed at the way kept: every source joined,
+                        // the tolerance met as before, not split again.
+                        overlap::remember::<K, R>(method, &problem, &device, None, true);
+                        if crate::stats::trace() {
+                            eprintln!(
+                                "[fmm] process {me}: the parts' sum missed the tolerance \
+                                 ({:.2e}); joined",
+                                estimate.bound()
+                            );
+                        }
+                        let spent = ev.stats;
+                        joined_evaluation::<K, R>(
+                            backend, method, problem, targets, sources, on_gpu, more,
+                        )
+                        .map(|mut ev| {
+                            ev.stats.absorb_time(&spent);
+                            ev
+                        })
+                    }
+                },
+                other => other.map(|(mut ev, _)| {
+                    ev.stats.split = true;
+                    ev
+                }),
+            };
+            lap.say("evaluated in two parts")?;
+            (agreed(comm, evaluated)?, arrived)
+        }
+        None => {
+            let arrived = let_and_exchange()?;
+            let more = arrived.got.as_ref();
+            let evaluated =
+                joined_evaluation::<K, R>(backend, method, problem, targets, sources, on_gpu, more);
+            lap.say("evaluated")?;
+            let ev = agreed(comm, evaluated)?;
+            if let Ok(d) = &device {
+                overlap::remember::<K, R>(method, &problem, d, ev.achieved.as_ref(), false);
+            }
+            (ev, arrived)
+        }
+    };
+    let mut ev = ev;
     lap.say("waiting for the others' evaluations")?;
-    let gpu = matches!(resolve(backend), Ok(Device::Cuda(_)));
+    let all_sources = sources.len() + arrived.got.as_ref().map_or(0, |g| g.len());
+    let gpu = matches!(device, Ok(Device::Cuda(_)));
     if let Some(key) = search::tolerance_key::<K>(method, &problem, R::NAME == "f32", gpu) {
-        let (sizes, runs) = ((targets.len(), all_sources), ev.stats.runs);
+        // A split evaluation's way is kept, not searched: nothing to share.
+        let runs = if split { 0 } else { ev.stats.runs };
+        let sizes = (targets.len(), all_sources);
         search::share_the_fastest(comm, &key, sizes, runs, ev.achieved.as_ref());
     }
+    let Arrivals {
+        sent,
+        received,
+        seconds: (essential, exchange),
+        ..
+    } = arrived;
     ev.stats.add(Stage::Essential, essential);
     ev.stats.add(Stage::Exchange, exchange);
     let width = ((3 + sources.slots.len()) * std::mem::size_of::<R>()) as u64;
     ev.stats.sent_bytes += sent as u64 * width;
     ev.stats.received_bytes += received as u64 * width;
     Ok(ev)
+}
+
+/// What the local essential trees' exchange brought: the sources the
+/// others sent (none where none did), the particles sent and received,
+/// and the seconds of the trees and of the exchange.
+struct Arrivals<R> {
+    got: Option<Particles<R>>,
+    sent: usize,
+    received: usize,
+    seconds: (f64, f64),
+}
+
+/// `targets` from `sources` and `more` joined, as one evaluation (on the
+/// GPU `own_on_device` the copy of `sources` there).
+fn joined_evaluation<K: Kernel, R: Real>(
+    backend: Backend,
+    method: &Method,
+    problem: Problem<'_>,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    own_on_device: Option<DeviceParticles<R>>,
+    more: Option<&Particles<R>>,
+) -> Result<Evaluation<R>, Error> {
+    match more {
+        Some(more) => {
+            let own = (sources, own_on_device);
+            evaluate_joined::<K, R>(backend, method, problem, targets, own, more)
+        }
+        None => evaluate::<K, R>(backend, method, problem, targets, sources),
+    }
+}
+
+/// Whether `mine` holds on every process of `comm` (a collective call).
+fn every_process<C: Communicator>(comm: &C, mine: bool) -> bool {
+    let mut all = [0i64];
+    all_reduce_within(
+        comm,
+        &[mine as i64],
+        &mut all,
+        SystemOperation::min(),
+        "the split's agreement",
+    );
+    all[0] == 1
 }
 
 /// The root cube of every process's trees (see [`Problem::cube`]): one

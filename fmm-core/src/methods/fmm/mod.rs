@@ -86,6 +86,12 @@ pub struct FmmOptions {
     pub cpu_m2l: M2lChoice,
     /// Tuning of the GPU's M2L (defaults are measured; see the fields).
     pub gpu: GpuTuning,
+    /// Cells closer than this interact particle to particle whatever the
+    /// MAC (the Laplace expansions): a smoothed kernel (a core radius,
+    /// softening) is not its far field within its smoothing's reach. 0:
+    /// the plain MAC. A tolerance finds it from the kernel itself
+    /// (`Achieved::near` says what it took).
+    pub near: f64,
 }
 
 /// How the node far fields' (`ppm`, `ki`) M2L runs. The GPU compresses
@@ -195,6 +201,7 @@ impl Default for FmmOptions {
             rank_tolerance: None,
             cpu_m2l: M2lChoice::Auto,
             gpu: GpuTuning::default(),
+            near: 0.0,
         }
     }
 }

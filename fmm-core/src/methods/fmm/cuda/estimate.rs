@@ -49,6 +49,10 @@ pub(crate) struct Estimator<K, R> {
     exhaustive: bool,
     /// The reference: one vector per output slot, one value per sample.
     want: Vec<Vec<f64>>,
+    /// The samples' positions and fields in f64 (free space: more
+    /// sources' sums are added at them by [`Estimator::add_sources`]).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    tcols: Option<Vec<Vec<f64>>>,
     _k: PhantomData<(K, R)>,
 }
 
@@ -200,110 +204,52 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
                 samples: ns,
                 exhaustive: ns == m,
                 want,
+                tcols: None,
                 _k: PhantomData,
             });
         }
-
-        let entry = Entry::p2p_list::<K, f64>(gpu)?;
-        // The lists name runs of sources, no periodic images.
-        let no_shift = upload(s, &[0.0f64; 3])?;
         let mut want = vec![vec![0.0f64; ns]; no];
-        for c0 in (0..n).step_by(CHUNK) {
-            let len = CHUNK.min(n - c0);
-            let runs = len.div_ceil(RUN);
-            // The samples repeated once per run, run g's copy at g * ns.
-            let mut reps = Vec::with_capacity(tcols.len());
-            for col in &tcols {
-                let v: Vec<f64> = (0..runs).flat_map(|_| col.iter().copied()).collect();
-                reps.push(upload(s, &v)?);
-            }
-            // Groups of up to a block of the samples, each listing its
-            // run (the run is the group's cell: the lists are the cells').
-            let block = P2P_BLOCK as usize;
-            let blocks = ns.div_ceil(block);
-            let groups = runs * blocks;
-            let (mut group_begin, mut group_end, mut group_cell) = (
-                Vec::with_capacity(groups),
-                Vec::with_capacity(groups),
-                Vec::with_capacity(groups),
-            );
-            for g in 0..runs {
-                for b in 0..blocks {
-                    group_begin.push((g * ns + b * block) as i32);
-                    group_end.push((g * ns + ((b + 1) * block).min(ns)) as i32);
-                    group_cell.push(g as i32);
-                }
-            }
-            let runs_of: Vec<i32> = (0..runs as i32).collect();
-            let list_begin: Vec<i64> = (0..runs as i64).collect();
-            let list_end: Vec<i64> = (1..=runs as i64).collect();
-            let cell_begin: Vec<i32> = (0..runs).map(|g| (g * RUN) as i32).collect();
-            let cell_end: Vec<i32> = (0..runs).map(|g| ((g + 1) * RUN).min(len) as i32).collect();
-            let (gb, ge, gc) = (
-                upload(s, &group_begin)?,
-                upload(s, &group_end)?,
-                upload(s, &group_cell)?,
-            );
-            let (lb, le, list) = (
-                upload(s, &list_begin)?,
-                upload(s, &list_end)?,
-                upload(s, &runs_of)?,
-            );
-            let (cb, ce) = (upload(s, &cell_begin)?, upload(s, &cell_end)?);
-            let mut src = Vec::new();
-            for x in spos.iter().chain(sources.slots()) {
-                src.push(widen(gpu, &x.slice(c0..c0 + len), len)?);
-            }
-            let mut out: Vec<CudaSlice<f64>> = (0..no)
-                .map(|_| alloc::<f64>(s, runs * ns))
-                .collect::<Result<_, _>>()?;
-            let mut counts = zeros::<u64>(s, 1)?;
-            // Positions first, then the slots, on both sides.
-            let mut a = Args::new();
-            a.int(Role::TargetCount, (runs * ns) as i32)
-                .read(Role::TargetPositions, &reps[..3])
-                .read(Role::TargetSlots, &reps[3..])
-                .int(Role::GroupCount, groups as i32)
-                .read(Role::Groups, [&gb, &ge, &gc])
-                .read(Role::Lists, [&lb, &le])
-                .read(Role::Lists, [&list])
-                .read(Role::ImageShifts, [&no_shift])
-                .read(Role::Cells, [&cb, &ce])
-                .int(Role::SourceCount, len as i32)
-                .read(Role::SourcePositions, &src[..3])
-                .read(Role::SourceSlots, &src[3..])
-                .values(Role::Params, params)
-                .write(Role::Outputs, out.iter_mut())
-                .int(Role::Accumulate, 0)
-                .write(Role::Counts, [&mut counts]);
-            let cfg = LaunchConfig {
-                grid_dim: (groups.clamp(1, 1 << 20) as u32, 1, 1),
-                block_dim: (P2P_BLOCK, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: the arguments are checked against the P2P lists'
-            // signature (`Signature::p2p_list`) in f64: `groups` groups of
-            // at most P2P_BLOCK targets, each listing its run of the
-            // widened sources; every output element is written
-            // (`accumulate` 0: each target copy is in exactly one group).
-            unsafe { entry.launch(a, s, cfg, cuda_err("launching the reference sums")) }?;
-            for (k, o) in out.iter().enumerate() {
-                let parts = download(s, o, runs * ns)?;
-                for g in 0..runs {
-                    for j in 0..ns {
-                        want[k][j] += parts[g * ns + j];
-                    }
-                }
-            }
-        }
+        direct_sums::<K, R>(gpu, params, &tcols, (spos, sources.slots(), n), &mut want)?;
         lap.say("direct sums")?;
         Ok(Estimator {
             idx,
             samples: ns,
             exhaustive: ns == m,
             want,
+            tcols: Some(tcols),
             _k: PhantomData,
         })
+    }
+
+    /// The f64 sums of `sources` (free space) added to the reference at
+    /// the same samples: the error of outputs summed from two sets of
+    /// sources (a process's own and those the others sent it) estimated
+    /// without joining the sets.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn add_sources(
+        &mut self,
+        gpu: &Gpu,
+        params: &[f64],
+        sources: &DeviceParticles<R>,
+    ) -> Result<(), Error> {
+        let Some(tcols) = &self.tcols else {
+            return Err(Error::BadOption(
+                "sources added to a periodic box's reference".into(),
+            ));
+        };
+        let Some(spos) = sources.positions() else {
+            return Err(Error::BadOption(
+                "the sources have no positions of their own".into(),
+            ));
+        };
+        let n = sources.len();
+        direct_sums::<K, R>(
+            gpu,
+            params,
+            tcols,
+            (spos, sources.slots(), n),
+            &mut self.want,
+        )
     }
 
     /// The relative L2 error of the outputs `out` (input order, on the
@@ -322,4 +268,113 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
         }
         Ok(estimate(&got, &self.want, self.exhaustive))
     }
+}
+
+/// The f64 sums of the sources `(spos, sslots)` of kernel `K` at the
+/// sampled targets `tcols` (their positions and fields, one column each;
+/// `n` sources) added to `want` (one vector per output slot), on the GPU.
+fn direct_sums<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    params: &[f64],
+    tcols: &[Vec<f64>],
+    (spos, sslots, n): (&[CudaSlice<R>; 3], &[CudaSlice<R>], usize),
+    want: &mut [Vec<f64>],
+) -> Result<(), Error> {
+    let s = gpu.stream();
+    let (no, ns) = (want.len(), tcols.first().map_or(0, Vec::len));
+    if n == 0 || ns == 0 {
+        return Ok(());
+    }
+    let entry = Entry::p2p_list::<K, f64>(gpu)?;
+    // The lists name runs of sources, no periodic images.
+    let no_shift = upload(s, &[0.0f64; 3])?;
+    for c0 in (0..n).step_by(CHUNK) {
+        let len = CHUNK.min(n - c0);
+        let runs = len.div_ceil(RUN);
+        // The samples repeated once per run, run g's copy at g * ns.
+        let mut reps = Vec::with_capacity(tcols.len());
+        for col in tcols {
+            let v: Vec<f64> = (0..runs).flat_map(|_| col.iter().copied()).collect();
+            reps.push(upload(s, &v)?);
+        }
+        // Groups of up to a block of the samples, each listing its
+        // run (the run is the group's cell: the lists are the cells').
+        let block = P2P_BLOCK as usize;
+        let blocks = ns.div_ceil(block);
+        let groups = runs * blocks;
+        let (mut group_begin, mut group_end, mut group_cell) = (
+            Vec::with_capacity(groups),
+            Vec::with_capacity(groups),
+            Vec::with_capacity(groups),
+        );
+        for g in 0..runs {
+            for b in 0..blocks {
+                group_begin.push((g * ns + b * block) as i32);
+                group_end.push((g * ns + ((b + 1) * block).min(ns)) as i32);
+                group_cell.push(g as i32);
+            }
+        }
+        let runs_of: Vec<i32> = (0..runs as i32).collect();
+        let list_begin: Vec<i64> = (0..runs as i64).collect();
+        let list_end: Vec<i64> = (1..=runs as i64).collect();
+        let cell_begin: Vec<i32> = (0..runs).map(|g| (g * RUN) as i32).collect();
+        let cell_end: Vec<i32> = (0..runs).map(|g| ((g + 1) * RUN).min(len) as i32).collect();
+        let (gb, ge, gc) = (
+            upload(s, &group_begin)?,
+            upload(s, &group_end)?,
+            upload(s, &group_cell)?,
+        );
+        let (lb, le, list) = (
+            upload(s, &list_begin)?,
+            upload(s, &list_end)?,
+            upload(s, &runs_of)?,
+        );
+        let (cb, ce) = (upload(s, &cell_begin)?, upload(s, &cell_end)?);
+        let mut src = Vec::new();
+        for x in spos.iter().chain(sslots) {
+            src.push(widen(gpu, &x.slice(c0..c0 + len), len)?);
+        }
+        let mut out: Vec<CudaSlice<f64>> = (0..no)
+            .map(|_| alloc::<f64>(s, runs * ns))
+            .collect::<Result<_, _>>()?;
+        let mut counts = zeros::<u64>(s, 1)?;
+        // Positions first, then the slots, on both sides.
+        let mut a = Args::new();
+        a.int(Role::TargetCount, (runs * ns) as i32)
+            .read(Role::TargetPositions, &reps[..3])
+            .read(Role::TargetSlots, &reps[3..])
+            .int(Role::GroupCount, groups as i32)
+            .read(Role::Groups, [&gb, &ge, &gc])
+            .read(Role::Lists, [&lb, &le])
+            .read(Role::Lists, [&list])
+            .read(Role::ImageShifts, [&no_shift])
+            .read(Role::Cells, [&cb, &ce])
+            .int(Role::SourceCount, len as i32)
+            .read(Role::SourcePositions, &src[..3])
+            .read(Role::SourceSlots, &src[3..])
+            .values(Role::Params, params)
+            .write(Role::Outputs, out.iter_mut())
+            .int(Role::Accumulate, 0)
+            .write(Role::Counts, [&mut counts]);
+        let cfg = LaunchConfig {
+            grid_dim: (groups.clamp(1, 1 << 20) as u32, 1, 1),
+            block_dim: (P2P_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the arguments are checked against the P2P lists'
+        // signature (`Signature::p2p_list`) in f64: `groups` groups of
+        // at most P2P_BLOCK targets, each listing its run of the
+        // widened sources; every output element is written
+        // (`accumulate` 0: each target copy is in exactly one group).
+        unsafe { entry.launch(a, s, cfg, cuda_err("launching the reference sums")) }?;
+        for (k, o) in out.iter().enumerate() {
+            let parts = download(s, o, runs * ns)?;
+            for g in 0..runs {
+                for j in 0..ns {
+                    want[k][j] += parts[g * ns + j];
+                }
+            }
+        }
+    }
+    Ok(())
 }

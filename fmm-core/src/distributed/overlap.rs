@@ -1,0 +1,523 @@
+//! A process's own sources evaluated while its local essential trees are
+//! built and exchanged (yokota2012 section 3.4: the local work hides the
+//! communication), the sources the others sent evaluated after at the
+//! same targets, and the two outputs added.
+//!
+//! The evaluation is linear in the sources, so the two parts add up to
+//! the evaluation of all of them; what they cost more is a second pass
+//! of the target tree (the arrivals' M2L, L2L and L2P at every target),
+//! small beside the own part where the arrivals are a shell around the
+//! process's part. On 4 H200s gravity's LET and exchange took 0.18 s of
+//! a 0.44 s step at 2^24 particles a process, its evaluation 0.25 s, one
+//! after the other (docs/BENCHMARKS.md, 2026-11-28 fourth entry).
+//!
+//! Both parts run at fixed settings (an evaluation at a tolerance
+//! searches, and its error is the sum's, not a part's): a method asked
+//! at fixed settings runs as asked; one asked at a tolerance runs at the
+//! way the last evaluation of the same problem met it by with every
+//! source joined ([`remember`]), and the error of the sum is estimated
+//! against the f64 sums over both sets of sources at sampled targets.
+//! Where that misses the tolerance the sources are joined and the
+//! tolerance met as before, and the problem is not split again in this
+//! process (a kernel whose tolerance search widens the near field for
+//! its smoothing meets at fixed settings what it met there less well).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::accuracy::{gpu_error_samples, Achieved, ProblemKey};
+use crate::backend::Device;
+use crate::cuda::primitives::add_into;
+use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
+use crate::cuda::Gpu;
+use crate::domain::Domain;
+use crate::error::Error;
+use crate::evaluate::{evaluate_on, evaluate_resident, problem_key, Evaluation, Reference};
+use crate::far::FarField;
+use crate::kernel::Kernel;
+use crate::methods::fmm::cuda::estimate::Estimator;
+use crate::methods::fmm::{Accuracy, FmmOptions, Settings};
+use crate::methods::{Method, TreeOptions};
+use crate::particles::Particles;
+use crate::problem::Problem;
+use crate::real::Real;
+use crate::reference::Estimate;
+use crate::stats::{Stage, Stats};
+
+/// Where a process evaluates its own sources while its local essential
+/// trees are built and exchanged ([`set_overlap`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overlap {
+    /// On a GPU in free space (the default): the GPU evaluates while the
+    /// host walks the trees and MPI moves them. On the CPU both parts
+    /// would take the same cores, and the second pass costs more than
+    /// the exchange it hides.
+    Gpu,
+    /// On either device, on the CPU over a wall too (what the tests run
+    /// the split evaluation by on machines without a GPU); never in a
+    /// periodic box, where a part of a neutral cell is not neutral.
+    Always,
+    /// Never: the sources joined, one evaluation.
+    Never,
+}
+
+static OVERLAP: AtomicU8 = AtomicU8::new(0);
+
+/// Sets where this process overlaps (every process of a job alike: the
+/// processes agree to split only where all of them do).
+pub fn set_overlap(o: Overlap) {
+    let v = match o {
+        Overlap::Gpu => 0,
+        Overlap::Always => 1,
+        Overlap::Never => 2,
+    };
+    OVERLAP.store(v, Ordering::Relaxed);
+}
+
+/// Where this process overlaps ([`set_overlap`]).
+pub fn overlap() -> Overlap {
+    match OVERLAP.load(Ordering::Relaxed) {
+        0 => Overlap::Gpu,
+        1 => Overlap::Always,
+        _ => Overlap::Never,
+    }
+}
+
+/// Whether an evaluation on `device` in `domain` splits. On the GPU in
+/// free space alone: the own sources are on the device there already
+/// (the local essential trees' copy), and the reference at the samples
+/// is the free-space sum.
+fn splits_on(device: &Device<'_>, domain: &Domain) -> bool {
+    match (overlap(), device) {
+        (Overlap::Never, _) => false,
+        (_, Device::Cuda(_)) => matches!(domain, Domain::FreeSpace),
+        // A part of a periodic box's sources is not neutral where the
+        // whole is (its lattice sum diverges).
+        (Overlap::Always, Device::Cpu) => domain.periodic().is_none(),
+        (Overlap::Gpu, Device::Cpu) => false,
+    }
+}
+
+/// How both parts are evaluated: a method at fixed settings, and the
+/// tolerance their sum is to meet (the asked method's).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Way {
+    pub method: Method,
+    pub tol: Option<f64>,
+}
+
+/// A problem's way, by the method asked and the problem's key.
+type Kept = (Method, ProblemKey, Option<Method>);
+
+/// The ways the last joined evaluations met their tolerances by (`None`:
+/// the split missed its tolerance once; not split again).
+static WAYS: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
+
+/// Ways kept at most (the oldest dropped).
+const KEPT: usize = 64;
+
+/// The tolerance of `method` and the key its ways are kept by.
+fn tolerance_of<K: Kernel>(
+    method: &Method,
+    problem: &Problem<'_>,
+    f32: bool,
+    gpu: bool,
+) -> Option<(f64, ProblemKey)> {
+    let tol = match method {
+        Method::Tolerance(tol) => *tol,
+        Method::Fmm(FmmOptions {
+            accuracy: Accuracy::Tolerance(tol),
+            ..
+        }) => *tol,
+        _ => return None,
+    };
+    Some((tol, problem_key::<K>(problem, tol, f32, gpu)))
+}
+
+/// The way this process would split `method` by on `device` (`None`:
+/// the sources joined): a method at fixed settings as asked (the direct
+/// sum gathers every source: never here), a tolerance by the way kept
+/// for the problem.
+pub(super) fn way<K: Kernel, R: Real>(
+    method: &Method,
+    problem: &Problem<'_>,
+    device: &Device<'_>,
+) -> Option<Way> {
+    if !splits_on(device, &problem.domain) {
+        return None;
+    }
+    let gpu = matches!(device, Device::Cuda(_));
+    let Some((tol, key)) = tolerance_of::<K>(method, problem, R::NAME == "f32", gpu) else {
+        return match method {
+            Method::Treecode(_) | Method::Fmm(_) => Some(Way {
+                method: method.clone(),
+                tol: None,
+            }),
+            _ => None,
+        };
+    };
+    if matches!(problem.domain, Domain::Wall(_)) {
+        // The reference at the samples would need the images.
+        return None;
+    }
+    let kept = WAYS.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, _, way) = kept.iter().find(|(m, k, _)| m == method && *k == key)?;
+    Some(Way {
+        method: way.clone()?,
+        tol: Some(tol),
+    })
+}
+
+/// Keeps the way a joined evaluation of `method` met its tolerance by
+/// (`achieved`), for the next evaluation to split by; `missed`: the split
+/// missed it, so the problem is not split again.
+pub(super) fn remember<K: Kernel, R: Real>(
+    method: &Method,
+    problem: &Problem<'_>,
+    device: &Device<'_>,
+    achieved: Option<&Achieved>,
+    missed: bool,
+) {
+    if !splits_on(device, &problem.domain) {
+        return;
+    }
+    let gpu = matches!(device, Device::Cuda(_));
+    let Some((_, key)) = tolerance_of::<K>(method, problem, R::NAME == "f32", gpu) else {
+        return;
+    };
+    let mut kept = WAYS.lock().unwrap_or_else(|e| e.into_inner());
+    let before = kept.iter().position(|(m, k, _)| m == method && *k == key);
+    if before.is_some_and(|i| kept[i].2.is_none()) {
+        // Missed once: stays joined.
+        return;
+    }
+    let way = if missed {
+        None
+    } else {
+        match achieved.and_then(|a| fixed(method, a)) {
+            Some(w) => Some(w),
+            None => return,
+        }
+    };
+    if let Some(i) = before {
+        kept.remove(i);
+    }
+    if kept.len() >= KEPT {
+        kept.remove(0);
+    }
+    kept.push((method.clone(), key, way));
+}
+
+/// The method at fixed settings that `achieved` met `asked`'s tolerance by.
+fn fixed(asked: &Method, a: &Achieved) -> Option<Method> {
+    let Settings { p, theta } = a.settings;
+    match a.method {
+        "fmm" => {
+            let base = match asked {
+                Method::Fmm(o) => o.clone(),
+                _ => FmmOptions::tolerance(a.tolerance),
+            };
+            Some(Method::Fmm(FmmOptions {
+                accuracy: Accuracy::Fixed { p, theta },
+                far_field: a.far_field,
+                near: a.near,
+                ..base
+            }))
+        }
+        "treecode" => Some(Method::Treecode(TreeOptions {
+            theta,
+            far_field: FarField::Monopole,
+            ..TreeOptions::default()
+        })),
+        "direct" => Some(Method::Direct(Default::default())),
+        _ => None,
+    }
+}
+
+/// What the own sources' part leaves for the arrivals' part (one value
+/// an evaluation, moved once: its size is no matter).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Own<K, R> {
+    /// Evaluated on the host's particles (the CPU).
+    Host(Evaluation<R>),
+    /// On the GPU: the targets and outputs kept there, and the reference
+    /// sums of the own sources at the sampled targets (a tolerance).
+    Device {
+        gpu: &'static Gpu,
+        targets: DeviceParticles<R>,
+        outputs: DeviceOutputs<R>,
+        stats: Stats,
+        reference: Option<Estimator<K, R>>,
+    },
+}
+
+/// The own sources' part: `targets` from `sources` (on the GPU, their
+/// copy `resident`) by `way`. Makes no MPI call: it runs beside the
+/// exchange.
+pub(super) fn own_part<K: Kernel, R: Real>(
+    device: Device<'static>,
+    way: &Way,
+    problem: &Problem<'_>,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    resident: Option<&DeviceParticles<R>>,
+) -> Result<Own<K, R>, Error> {
+    let (Device::Cuda(gpu), Some(src)) = (device, resident) else {
+        return evaluate_on::<K, R>(device, &way.method, *problem, targets, sources).map(Own::Host);
+    };
+    let clock = Instant::now();
+    let tgt = DeviceParticles::upload(gpu, targets)?;
+    let upload = clock.elapsed().as_secs_f64();
+    let ev = evaluate_resident::<K, R>(gpu, &way.method, *problem, &tgt, src)?;
+    let mut stats = ev.stats;
+    stats.add(Stage::Upload, upload);
+    let clock = Instant::now();
+    let reference = match way.tol {
+        Some(_) => Some(Estimator::new(
+            gpu,
+            problem.params,
+            None,
+            &tgt,
+            src,
+            gpu_error_samples(src.len()),
+            None,
+        )?),
+        None => None,
+    };
+    stats.add(Stage::ErrorEstimate, clock.elapsed().as_secs_f64());
+    Ok(Own::Device {
+        gpu,
+        targets: tgt,
+        outputs: ev.outputs,
+        stats,
+        reference,
+    })
+}
+
+/// The arrivals' part added to the own part's outputs: the evaluation of
+/// `targets` from `sources` and `more` together, and where a tolerance
+/// was asked the error of the sum estimated against the f64 sums over
+/// both at sampled targets.
+pub(super) fn with_arrivals<K: Kernel, R: Real>(
+    device: Device<'static>,
+    own: Own<K, R>,
+    way: &Way,
+    problem: &Problem<'_>,
+    targets: &Particles<R>,
+    sources: &Particles<R>,
+    more: Option<&Particles<R>>,
+) -> Result<(Evaluation<R>, Option<Estimate>), Error> {
+    let more = more.filter(|m| !m.is_empty());
+    match own {
+        Own::Host(mut ev) => {
+            if let Some(more) = more {
+                let part = evaluate_on::<K, R>(device, &way.method, *problem, targets, more)?;
+                let mut theirs = part.outputs.slots().iter();
+                ev.outputs = ev.outputs.map_slots(|mut a| {
+                    let b = theirs.next().expect("one kernel's outputs");
+                    a.par_iter_mut().zip(b).for_each(|(x, &y)| *x += y);
+                    a
+                });
+                absorb(&mut ev.stats, &part.stats);
+            }
+            let estimate = match way.tol {
+                Some(tol) => {
+                    let clock = Instant::now();
+                    let all = match more {
+                        Some(m) => crate::memory::joined(sources, m),
+                        None => sources.clone(),
+                    };
+                    let e = Reference::<K, R>::new(problem, targets, &all, tol)?.error(&ev.outputs);
+                    ev.stats
+                        .add(Stage::ErrorEstimate, clock.elapsed().as_secs_f64());
+                    Some(e)
+                }
+                None => None,
+            };
+            Ok((ev, estimate))
+        }
+        Own::Device {
+            gpu,
+            targets: tgt,
+            mut outputs,
+            mut stats,
+            mut reference,
+        } => {
+            if let Some(more) = more {
+                let clock = Instant::now();
+                let src = DeviceParticles::upload(gpu, more)?;
+                stats.add(Stage::Upload, clock.elapsed().as_secs_f64());
+                let part = evaluate_resident::<K, R>(gpu, &way.method, *problem, &tgt, &src)?;
+                for (a, b) in outputs.slots_mut().iter_mut().zip(part.outputs.slots()) {
+                    add_into(gpu, b, a, tgt.len())?;
+                }
+                absorb(&mut stats, &part.stats);
+                if let Some(r) = &mut reference {
+                    let clock = Instant::now();
+                    r.add_sources(gpu, problem.params, &src)?;
+                    stats.add(Stage::ErrorEstimate, clock.elapsed().as_secs_f64());
+                }
+            }
+            let clock = Instant::now();
+            let estimate = reference
+                .map(|r| r.error(gpu, outputs.slots()))
+                .transpose()?;
+            stats.add(Stage::ErrorEstimate, clock.elapsed().as_secs_f64());
+            let clock = Instant::now();
+            let out = outputs.download(gpu)?;
+            stats.add(Stage::Download, clock.elapsed().as_secs_f64());
+            let ev = Evaluation {
+                outputs: out,
+                stats,
+                achieved: None,
+                device: Device::Cuda(gpu).to_string(),
+            };
+            Ok((ev, estimate))
+        }
+    }
+}
+
+/// What the split met: `way`'s settings and the estimate of the sum's
+/// error, where it is within the tolerance asked (`None`: missed).
+pub(super) fn achieved(way: &Way, estimate: &Estimate) -> Option<Achieved> {
+    let tol = way.tol?;
+    let e = estimate.bound();
+    if e.is_nan() || e > tol {
+        return None;
+    }
+    let (method, settings, far_field, near) = match &way.method {
+        Method::Fmm(o) => match o.accuracy {
+            Accuracy::Fixed { p, theta } => ("fmm", Settings { p, theta }, o.far_field, o.near),
+            Accuracy::Tolerance(_) => return None,
+        },
+        Method::Treecode(o) => (
+            "treecode",
+            Settings {
+                p: 0,
+                theta: o.theta,
+            },
+            FarField::Monopole,
+            0.0,
+        ),
+        Method::Direct(_) => ("direct", Settings { p: 0, theta: 0.0 }, FarField::Auto, 0.0),
+        Method::Tolerance(_) => return None,
+    };
+    Some(Achieved {
+        tolerance: tol,
+        method,
+        settings,
+        estimated_error: e,
+        samples: estimate.samples,
+        far_field,
+        near,
+    })
+}
+
+/// The arrivals' part's stages and counts added to the own part's (its
+/// runs not: one evaluation of the problem).
+fn absorb(stats: &mut Stats, part: &Stats) {
+    for &(stage, t) in &part.stages {
+        stats.add(stage, t);
+    }
+    stats.source_cells += part.source_cells;
+    stats.m2l += part.m2l;
+    stats.m2l_compressed += part.m2l_compressed;
+    stats.p2p += part.p2p;
+    stats.p2c += part.p2c;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::PeriodicBox;
+    use crate::kernels::Gravity;
+
+    #[test]
+    fn a_tolerance_splits_by_the_way_it_was_met_until_the_sum_misses() {
+        set_overlap(Overlap::Always);
+        let cpu = Device::Cpu;
+        let params = [0.0];
+        let problem = Problem::new(&params);
+        let method = Method::fmm_tolerance(1e-5);
+        assert_eq!(
+            way::<Gravity, f64>(&method, &problem, &cpu),
+            None,
+            "none kept yet"
+        );
+        let met = Achieved {
+            tolerance: 1e-5,
+            method: "fmm",
+            settings: Settings { p: 7, theta: 0.5 },
+            estimated_error: 8e-6,
+            samples: 64,
+            far_field: FarField::Laplace,
+            near: 0.02,
+        };
+        remember::<Gravity, f64>(&method, &problem, &cpu, Some(&met), false);
+        let w = way::<Gravity, f64>(&method, &problem, &cpu).expect("kept");
+        let fixed = FmmOptions {
+            accuracy: Accuracy::Fixed { p: 7, theta: 0.5 },
+            far_field: FarField::Laplace,
+            near: 0.02,
+            ..FmmOptions::tolerance(1e-5)
+        };
+        assert_eq!(
+            w,
+            Way {
+                method: Method::Fmm(fixed),
+                tol: Some(1e-5)
+            }
+        );
+        // Another problem (f32 particles, another tolerance) has its own.
+        assert_eq!(way::<Gravity, f32>(&method, &problem, &cpu), None);
+        let other = Method::fmm_tolerance(1e-6);
+        assert_eq!(way::<Gravity, f64>(&other, &problem, &cpu), None);
+        // The sum's estimate, on the safe side, against the tolerance.
+        let within = Estimate {
+            value: 5e-6,
+            standard_error: 1e-7,
+            samples: 64,
+        };
+        let a = achieved(&w, &within).expect("met");
+        assert_eq!(
+            (a.method, a.settings, a.far_field),
+            ("fmm", met.settings, met.far_field)
+        );
+        assert!(a.estimated_error >= 5e-6 && a.estimated_error <= 1e-5);
+        assert_eq!(a.near, 0.02, "the near field the tolerance took");
+        let over = Estimate {
+            value: 9.5e-6,
+            standard_error: 2e-7,
+            samples: 64,
+        };
+        assert_eq!(
+            achieved(&w, &over),
+            None,
+            "9.5e-6 is 1.07e-5 on the safe side"
+        );
+        // Missed: joined from then on, whatever is met joined later.
+        remember::<Gravity, f64>(&method, &problem, &cpu, None, true);
+        assert_eq!(way::<Gravity, f64>(&method, &problem, &cpu), None);
+        remember::<Gravity, f64>(&method, &problem, &cpu, Some(&met), false);
+        assert_eq!(way::<Gravity, f64>(&method, &problem, &cpu), None);
+        // Fixed settings split as asked; the direct sum, and anything in
+        // a periodic box on the CPU, never.
+        let fmm = Method::fmm(5, 0.5);
+        let w = way::<Gravity, f64>(&fmm, &problem, &cpu).expect("split");
+        assert_eq!((w.method, w.tol), (fmm.clone(), None));
+        assert_eq!(way::<Gravity, f64>(&Method::direct(), &problem, &cpu), None);
+        let boxed = problem.in_domain(Domain::Periodic(PeriodicBox::cube([0.0; 3], 1.0)));
+        assert_eq!(way::<Gravity, f64>(&fmm, &boxed, &cpu), None);
+        set_overlap(Overlap::Never);
+        assert_eq!(way::<Gravity, f64>(&fmm, &problem, &cpu), None);
+        set_overlap(Overlap::Gpu);
+        assert_eq!(
+            way::<Gravity, f64>(&fmm, &problem, &cpu),
+            None,
+            "the CPU by default: joined"
+        );
+    }
+}
