@@ -13,8 +13,9 @@
 //! against its own sources and what it got, by [`crate::evaluate`] on its
 //! own backend (on a GPU the own sources while the trees are built and
 //! exchanged, what came after, the two added: [`Overlap`]); the outputs
-//! go back to the processes the targets came from. A simulation whose particles stay where the partition put them
-//! calls [`evaluate_partitioned`], which skips the moves. The direct sum
+//! go back to the processes the targets came from. A simulation whose
+//! particles stay where the partition put them calls
+//! [`evaluate_partitioned`], which skips the moves. The direct sum
 //! gathers every source instead (it needs each one anyway).
 //!
 //! Accuracy: the direct sum is exact; the tree methods differ from one
@@ -241,6 +242,15 @@ where
     let Some(how) = Essential::for_method::<K>(method) else {
         return gathered::<K, R, C>(comm, backend, method, problem, targets, sources);
     };
+    if comm.size() == 1 {
+        // No trees to send, no regions to find (their two passes over the
+        // points took 0.011 to 0.018 s of a 0.2 s step at 2^24 on an
+        // H200).
+        return agreed(
+            comm,
+            evaluate::<K, R>(backend, method, problem, targets, sources),
+        );
+    }
     let clock = Instant::now();
     let me = comm.rank() as usize;
     let mut lap = Laps::new(None, format!("process {me}"));
