@@ -168,6 +168,18 @@ pub fn remesh(
             for &i in &by_layer[from as usize] {
                 let (base, w) = &stencils[i];
                 let s2 = p.sigma[i] * p.sigma[i];
+                // The stencil's points along x and y (the base wrapped
+                // already: no division a point).
+                let run = |a: usize| -> [i64; 4] {
+                    [0, 1, 2, 3].map(|k| {
+                        let mut j = base[a] + k;
+                        while wrap && j >= size[a] {
+                            j -= size[a];
+                        }
+                        j
+                    })
+                };
+                let (xs, ys) = (run(0), run(1));
                 for ky in 0..4 {
                     for kx in 0..4 {
                         let wt = w[0][kx] * w[1][ky] * w[2][kz as usize];
@@ -177,15 +189,7 @@ pub fn remesh(
                         if wt.abs() < 1e-12 {
                             continue;
                         }
-                        let index = |a: usize, k: usize| -> i64 {
-                            let j = base[a] + k as i64;
-                            if wrap {
-                                j.rem_euclid(size[a])
-                            } else {
-                                j
-                            }
-                        };
-                        let cell = (index(1, ky) * size[0] + index(0, kx)) as usize;
+                        let cell = (ys[ky] * size[0] + xs[kx]) as usize;
                         let c = &mut out[cell];
                         for (cd, ad) in c.iter_mut().zip(p.alpha[i]) {
                             *cd += wt * ad;
@@ -197,27 +201,25 @@ pub fn remesh(
             }
         }
     });
-    let largest = acc.iter().map(strength).fold(0.0, f64::max);
-    let mut q = VortexParticles {
-        x: Vec::new(),
-        alpha: Vec::new(),
-        sigma: Vec::new(),
-        volume: Vec::new(),
-    };
+    let largest = acc.par_iter().map(strength).reduce(|| 0.0, f64::max);
     let fallback = p.sigma.iter().sum::<f64>() / p.len().max(1) as f64;
-    for (cell, c) in acc.iter().enumerate() {
-        let s = strength(c);
-        if s == 0.0 || s < cull * largest {
-            continue;
-        }
-        let cell = cell as i64;
-        let (ix, iy, iz) = (
-            cell % size[0],
-            (cell / size[0]) % size[1],
-            cell / (size[0] * size[1]),
-        );
-        push_point(&mut q, origin, [ix, iy, iz], h, c, fallback);
-    }
+    let q = lattice_particles(
+        &acc,
+        layer,
+        |c| {
+            let s = strength(c);
+            s != 0.0 && s >= cull * largest
+        },
+        |cell| {
+            let cell = cell as i64;
+            [
+                cell % size[0],
+                (cell / size[0]) % size[1],
+                cell / (size[0] * size[1]),
+            ]
+        },
+        (origin, h, fallback),
+    );
     q.check()?;
     Ok(q)
 }
@@ -228,27 +230,81 @@ pub(crate) fn strength(c: &[f64; 5]) -> f64 {
     (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
 }
 
+/// The particles of the lattice points whose sums `acc` (x fastest,
+/// `layer` points a z layer) `keep` takes, in the points' order, `point`
+/// a point's lattice index: each layer's made apart, in parallel (one
+/// loop over the 16.7 million points of 256^3 took 0.9 s on 2 cores).
+pub(crate) fn lattice_particles(
+    acc: &[[f64; 5]],
+    layer: usize,
+    keep: impl Fn(&[f64; 5]) -> bool + Sync,
+    point: impl Fn(usize) -> [i64; 3] + Sync,
+    (origin, h, fallback): ([f64; 3], f64, f64),
+) -> VortexParticles {
+    let layer = layer.max(1);
+    // How many each layer makes, then each layer's written in place.
+    let counts: Vec<usize> = acc
+        .par_chunks(layer)
+        .map(|chunk| chunk.iter().filter(|c| keep(c)).count())
+        .collect();
+    let n = counts.iter().sum();
+    let mut q = VortexParticles {
+        x: vec![[0.0; 3]; n],
+        alpha: vec![[0.0; 3]; n],
+        sigma: vec![0.0; n],
+        volume: vec![0.0; n],
+    };
+    let mut rest = (
+        &mut q.x[..],
+        &mut q.alpha[..],
+        &mut q.sigma[..],
+        &mut q.volume[..],
+    );
+    let mut slices = Vec::with_capacity(counts.len());
+    for &c in &counts {
+        let (x, xr) = std::mem::take(&mut rest.0).split_at_mut(c);
+        let (a, ar) = std::mem::take(&mut rest.1).split_at_mut(c);
+        let (s, sr) = std::mem::take(&mut rest.2).split_at_mut(c);
+        let (v, vr) = std::mem::take(&mut rest.3).split_at_mut(c);
+        slices.push((x, a, s, v));
+        rest = (xr, ar, sr, vr);
+    }
+    acc.par_chunks(layer)
+        .zip(slices)
+        .enumerate()
+        .for_each(|(z, (chunk, (x, a, s, v)))| {
+            let mut j = 0;
+            for (k, c) in chunk.iter().enumerate() {
+                if keep(c) {
+                    (x[j], a[j], s[j], v[j]) =
+                        point_particle(origin, point(z * layer + k), h, c, fallback);
+                    j += 1;
+                }
+            }
+        });
+    q
+}
+
 /// The particle of lattice point `g` (`origin + h (g + 1/2)`) from its
-/// sums `c`, appended to `q`: its core the weights' mean of the cores
-/// spread there, or `fallback` where they sum to little.
-pub(crate) fn push_point(
-    q: &mut VortexParticles,
+/// sums `c` (position, strength, core, volume): its core the weights'
+/// mean of the cores spread there, or `fallback` where they sum to
+/// little.
+fn point_particle(
     origin: [f64; 3],
     g: [i64; 3],
     h: f64,
     c: &[f64; 5],
     fallback: f64,
-) {
-    q.x.push([0, 1, 2].map(|a| origin[a] + (g[a] as f64 + 0.5) * h));
-    q.alpha.push([c[0], c[1], c[2]]);
+) -> ([f64; 3], [f64; 3], f64, f64) {
+    let x = [0, 1, 2].map(|a| origin[a] + (g[a] as f64 + 0.5) * h);
     // The weights can sum to little (or below 0: M4' is negative past
     // one spacing) at the edge of the particles' reach.
-    q.sigma.push(if c[4] > 0.25 {
+    let sigma = if c[4] > 0.25 {
         (c[3] / c[4]).max(0.0).sqrt()
     } else {
         fallback
-    });
-    q.volume.push(h * h * h);
+    };
+    (x, [c[0], c[1], c[2]], sigma, h * h * h)
 }
 
 /// What [`filter_lattice`] does to the vorticity of a periodic lattice,

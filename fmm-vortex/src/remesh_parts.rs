@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
-use crate::remesh::{check_cull, push_point, stencil, strength, Lattice};
+use crate::remesh::{check_cull, lattice_particles, stencil, strength, Lattice};
 
 /// The lattice points a part's stencils reach: an index box, not wrapped
 /// (a periodic lattice's axis that the part spans whole: `0..n`).
@@ -139,6 +139,10 @@ impl PartRemesh {
                 for &i in &by_layer[from as usize] {
                     let (base, w) = &stencils[i];
                     let s2 = p.sigma[i] * p.sigma[i];
+                    // The stencil's four points along x and y in the box
+                    // (a division each, not one a point: the remainders
+                    // took most of the spreading).
+                    let (xs, ys) = (this.run(0, base[0]), this.run(1, base[1]));
                     for ky in 0..4 {
                         for kx in 0..4 {
                             let wt = w[0][kx] * w[1][ky] * w[2][kz];
@@ -147,9 +151,7 @@ impl PartRemesh {
                             if wt.abs() < 1e-12 {
                                 continue;
                             }
-                            let x = this.local(0, base[0] + kx as i64);
-                            let y = this.local(1, base[1] + ky as i64);
-                            let c = &mut out[(y * size[0] + x) as usize];
+                            let c = &mut out[(ys[ky] * size[0] + xs[kx]) as usize];
                             for (cd, ad) in c.iter_mut().zip(p.alpha[i]) {
                                 *cd += wt * ad;
                             }
@@ -180,6 +182,21 @@ impl PartRemesh {
             (true, Some(n)) => j.rem_euclid(n),
             (_, Some(n)) => (j - self.reach.lo[a]).rem_euclid(n),
             (_, None) => j - self.reach.lo[a],
+        }
+    }
+
+    /// Indices `j` to `j + 3` along axis `a`, in the box ([`Self::local`]).
+    fn run(&self, a: usize, j: i64) -> [i64; 4] {
+        let first = self.local(a, j);
+        match self.n {
+            Some(n) => [0, 1, 2, 3].map(|k| {
+                let mut j = first + k;
+                while j >= n {
+                    j -= n;
+                }
+                j
+            }),
+            None => [0, 1, 2, 3].map(|k| first + k),
         }
     }
 
@@ -215,24 +232,46 @@ impl PartRemesh {
     /// The points this part (`me` of the parts of `reaches`) spread onto
     /// that belong to another part, taken out of it: what it sends.
     pub fn shared(&mut self, reaches: &[Reach], me: usize) -> Shared {
+        let mut acc = std::mem::take(&mut self.acc);
+        let layer = ((self.size[0] * self.size[1]) as usize).max(1);
+        let this = &*self;
+        // Each z layer's apart, in parallel, then joined in order.
+        let layers: Vec<Shared> = acc
+            .par_chunks_mut(layer)
+            .enumerate()
+            .map(|(z, chunk)| {
+                let mut out = Shared::default();
+                for (k, c) in chunk.iter_mut().enumerate() {
+                    if *c == [0.0; 5] {
+                        continue;
+                    }
+                    let g = this.global(z * layer + k);
+                    let owner = this.owner(g, reaches);
+                    if owner == me {
+                        continue;
+                    }
+                    out.dest.push(owner as i32);
+                    for (to, &j) in out.index.iter_mut().zip(&g) {
+                        to.push(j);
+                    }
+                    for (to, &v) in out.sums.iter_mut().zip(c.iter()) {
+                        to.push(v);
+                    }
+                    *c = [0.0; 5];
+                }
+                out
+            })
+            .collect();
+        self.acc = acc;
         let mut out = Shared::default();
-        for cell in 0..self.acc.len() {
-            if self.acc[cell] == [0.0; 5] {
-                continue;
+        for l in layers {
+            out.dest.extend(l.dest);
+            for (to, from) in out.index.iter_mut().zip(l.index) {
+                to.extend(from);
             }
-            let g = self.global(cell);
-            let owner = self.owner(g, reaches);
-            if owner == me {
-                continue;
+            for (to, from) in out.sums.iter_mut().zip(l.sums) {
+                to.extend(from);
             }
-            out.dest.push(owner as i32);
-            for (to, &j) in out.index.iter_mut().zip(&g) {
-                to.push(j);
-            }
-            for (to, &v) in out.sums.iter_mut().zip(&self.acc[cell]) {
-                to.push(v);
-            }
-            self.acc[cell] = [0.0; 5];
         }
         out
     }
@@ -249,7 +288,7 @@ impl PartRemesh {
 
     /// The largest strength at the points this part holds.
     pub fn largest(&self) -> f64 {
-        self.acc.iter().map(strength).fold(0.0, f64::max)
+        self.acc.par_iter().map(strength).reduce(|| 0.0, f64::max)
     }
 
     /// The particles of the points this part holds: those whose strength is
@@ -257,19 +296,16 @@ impl PartRemesh {
     /// part); `fallback` the core where the weights sum to little (the mean
     /// of every part's cores).
     pub fn particles(&self, floor: f64, fallback: f64) -> Result<VortexParticles, VortexError> {
-        let mut q = VortexParticles {
-            x: Vec::new(),
-            alpha: Vec::new(),
-            sigma: Vec::new(),
-            volume: Vec::new(),
-        };
-        for (cell, c) in self.acc.iter().enumerate() {
-            let s = strength(c);
-            if s == 0.0 || s < floor {
-                continue;
-            }
-            push_point(&mut q, self.origin, self.global(cell), self.h, c, fallback);
-        }
+        let q = lattice_particles(
+            &self.acc,
+            (self.size[0] * self.size[1]) as usize,
+            |c| {
+                let s = strength(c);
+                s != 0.0 && s >= floor
+            },
+            |cell| self.global(cell),
+            (self.origin, self.h, fallback),
+        );
         q.check()?;
         Ok(q)
     }
