@@ -1,8 +1,9 @@
 //! Times the stages of remeshing one part of `n^3` particles (a lattice
 //! of a periodic box, each particle moved by up to 0.15 spacings, random
 //! strengths) onto the same lattice by M4', and the serial remeshing of
-//! them, in seconds: `remesh_bench [n]` (default 128; docs/VORTEX.md has
-//! figures). One part holds every lattice point, so none is shared.
+//! them, in seconds: `remesh_bench [n] [gpu]` (default 128; `gpu`: the
+//! part's spreading on the GPU too; docs/VORTEX.md has figures). One part
+//! holds every lattice point, so none is shared.
 
 use std::time::Instant;
 
@@ -12,6 +13,7 @@ use fmm_vortex::remesh_parts::{floor, PartRemesh};
 use fmm_vortex::VortexParticles;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let on_gpu = std::env::args().nth(2).is_some_and(|a| a == "gpu");
     let n: usize = match std::env::args().nth(1) {
         Some(v) => v.parse().map_err(|_| format!("n: a count, not {v:?}"))?,
         None => 128,
@@ -64,6 +66,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.dest.len(),
         q.len()
     );
+    if on_gpu {
+        let gpu = fmm_core::cuda::Gpu::shared()?;
+        for run in ["first (the module compiled or loaded)", "second"] {
+            let clock = Instant::now();
+            let part = PartRemesh::spread_on(Some(gpu), &p, &lattice)?;
+            println!(
+                "spread on the GPU, {run}: {:.3} s (largest {:.6e} against {largest:.6e})",
+                clock.elapsed().as_secs_f64(),
+                part.largest()
+            );
+        }
+    }
     let clock = Instant::now();
     let whole = remesh(&p, &lattice, 0.0)?;
     println!(

@@ -34,7 +34,8 @@ use common::Checkpoints;
 use fmm_core::distributed::node_device;
 use fmm_core::{Backend, Domain, PeriodicBox};
 use fmm_vortex::distributed::{
-    filter_lattice_partitioned, load_partitioned, rates_partitioned, remesh_partitioned, share_of,
+    filter_lattice_partitioned, load_partitioned, rates_partitioned, remesh_partitioned_on,
+    share_of,
 };
 use fmm_vortex::remesh::{interpolate_on_lattice, Lattice, LatticeFilter};
 use fmm_vortex::{spread_cores, Scheme, Solver, Stepper};
@@ -155,7 +156,13 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         if args.remesh_every > 0 && (step + 1) % args.remesh_every == 0 {
             let start = Instant::now();
-            p = remesh_partitioned(&comm, &p, &Lattice::Periodic { pbox, n }, 0.0)?;
+            // The spreading on this process's GPU where it has one.
+            let gpu = match fmm_core::resolve(args.backend) {
+                Ok(fmm_core::Device::Cuda(g)) => Some(g),
+                _ => None,
+            };
+            let lattice = Lattice::Periodic { pbox, n };
+            p = remesh_partitioned_on(&comm, gpu, &p, &lattice, 0.0)?;
             let remeshed = sum(start.elapsed().as_secs_f64(), SystemOperation::max());
             if !args.no_project {
                 let start = Instant::now();

@@ -253,8 +253,20 @@ pub fn remesh_partitioned<C: Communicator>(
     lattice: &Lattice,
     cull: f64,
 ) -> Result<VortexParticles, VortexError> {
+    remesh_partitioned_on(comm, None, p, lattice, cull)
+}
+
+/// [`remesh_partitioned`] with each process's spreading on `gpu` where
+/// one is given ([`PartRemesh::spread_on`]; the rest on the host).
+pub fn remesh_partitioned_on<C: Communicator>(
+    comm: &C,
+    gpu: Option<&fmm_core::cuda::Gpu>,
+    p: &VortexParticles,
+    lattice: &Lattice,
+    cull: f64,
+) -> Result<VortexParticles, VortexError> {
     let (me, size) = (comm.rank() as usize, comm.size() as usize);
-    let spread = check_cull(cull).and_then(|_| PartRemesh::spread(p, lattice));
+    let spread = check_cull(cull).and_then(|_| PartRemesh::spread_on(gpu, p, lattice));
     let mut part = agreed(
         comm,
         spread.map_err(|e| fmm_core::Error::BadOption(e.to_string())),

@@ -38,6 +38,7 @@ pub mod passive;
 pub mod rates;
 pub mod reinit;
 pub mod remesh;
+mod remesh_gpu;
 pub mod remesh_parts;
 pub mod resident;
 pub mod ring;

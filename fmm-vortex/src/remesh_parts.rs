@@ -4,7 +4,8 @@
 //! round-off.
 //!
 //! Each part spreads its own particles onto the lattice points its
-//! stencils reach ([`PartRemesh::spread`]); a lattice point reached by
+//! stencils reach ([`PartRemesh::spread`], on a GPU
+//! [`PartRemesh::spread_on`]); a lattice point reached by
 //! several parts belongs to the lowest-numbered of them, which the others
 //! send what they spread there ([`PartRemesh::shared`]) and which adds it
 //! ([`PartRemesh::absorb`]); each part then makes the particles of the
@@ -12,6 +13,8 @@
 //! part's faces travel: the rest stay where they were spread.
 
 use rayon::prelude::*;
+
+use fmm_core::cuda::Gpu;
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
@@ -57,6 +60,19 @@ pub struct Shared {
     pub sums: [Vec<f64>; 5],
 }
 
+/// A part's box on the lattice: the spacing, the corner the points are
+/// offset from, a periodic lattice's points a side, the box's first
+/// index and size, and which of its axes are a periodic lattice's whole
+/// axis (wrapped onto itself).
+pub(crate) struct BoxFrame {
+    pub h: f64,
+    pub origin: [f64; 3],
+    pub n: Option<i64>,
+    pub lo: [i64; 3],
+    pub size: [i64; 3],
+    pub wraps: [bool; 3],
+}
+
 /// One part's spreading onto the lattice.
 #[derive(Clone, Debug)]
 pub struct PartRemesh {
@@ -79,21 +95,47 @@ impl PartRemesh {
     /// Spreads the particles `p` of one part onto `lattice` (checked as
     /// [`crate::remesh::remesh`] checks them).
     pub fn spread(p: &VortexParticles, lattice: &Lattice) -> Result<PartRemesh, VortexError> {
+        Self::spread_on(None, p, lattice)
+    }
+
+    /// [`PartRemesh::spread`] on `gpu` where one is given (the sums added
+    /// there in another order: the same to round-off).
+    pub fn spread_on(
+        gpu: Option<&Gpu>,
+        p: &VortexParticles,
+        lattice: &Lattice,
+    ) -> Result<PartRemesh, VortexError> {
         p.check()?;
         let (h, origin, n) = lattice.frame()?;
-        let stencils: Vec<([i64; 3], [[f64; 4]; 3])> =
-            p.x.par_iter().map(|x| stencil(*x, origin, h)).collect();
-        let mut reach = Reach {
+        let stencils: Vec<([i64; 3], [[f64; 4]; 3])> = match gpu {
+            Some(_) => Vec::new(),
+            None => p.x.par_iter().map(|x| stencil(*x, origin, h)).collect(),
+        };
+        let bases = |i: usize| match gpu {
+            Some(_) => stencil(p.x[i], origin, h).0,
+            None => stencils[i].0,
+        };
+        let none = Reach {
             lo: [i64::MAX; 3],
             hi: [i64::MIN; 3],
         };
-        for (base, _) in &stencils {
-            for (a, &b) in base.iter().enumerate() {
-                reach.lo[a] = reach.lo[a].min(b);
-                reach.hi[a] = reach.hi[a].max(b + 3);
-            }
-        }
-        if let (Some(n), false) = (n, stencils.is_empty()) {
+        let mut reach = (0..p.len())
+            .into_par_iter()
+            .map(|i| {
+                let b = bases(i);
+                Reach {
+                    lo: b,
+                    hi: b.map(|v| v + 3),
+                }
+            })
+            .reduce(
+                || none,
+                |x, y| Reach {
+                    lo: [0, 1, 2].map(|a| x.lo[a].min(y.lo[a])),
+                    hi: [0, 1, 2].map(|a| x.hi[a].max(y.hi[a])),
+                },
+            );
+        if let (Some(n), false) = (n, p.is_empty()) {
             // An axis the part spans whole wraps onto itself: 0..n.
             for a in 0..3 {
                 if reach.hi[a] - reach.lo[a] + 1 >= n {
@@ -101,7 +143,7 @@ impl PartRemesh {
                 }
             }
         }
-        if stencils.is_empty() {
+        if p.is_empty() {
             reach = Reach::NONE;
         }
         let size = [0, 1, 2].map(|a| (reach.hi[a] - reach.lo[a] + 1).max(0));
@@ -115,7 +157,11 @@ impl PartRemesh {
             sigma_sum: p.sigma.iter().sum(),
             count: p.len(),
         };
-        if stencils.is_empty() {
+        if p.is_empty() {
+            return Ok(part);
+        }
+        if let Some(gpu) = gpu {
+            crate::remesh_gpu::spread(gpu, p, &mut part)?;
             return Ok(part);
         }
         // By the layer (z) of the box a stencil starts at: a layer receives
@@ -169,6 +215,23 @@ impl PartRemesh {
     /// The lattice points this part reached.
     pub fn reach(&self) -> Reach {
         self.reach
+    }
+
+    /// The lattice and the part's box, as the GPU's spreading takes them.
+    pub(crate) fn frame(&self) -> BoxFrame {
+        BoxFrame {
+            h: self.h,
+            origin: self.origin,
+            n: self.n,
+            lo: self.reach.lo,
+            size: self.size,
+            wraps: [0, 1, 2].map(|a| self.wraps(a)),
+        }
+    }
+
+    /// The sums at the box's points (x fastest), to be filled.
+    pub(crate) fn sums_mut(&mut self) -> &mut [[f64; 5]] {
+        &mut self.acc
     }
 
     /// Whether axis `a` of the box is a periodic lattice's whole axis.

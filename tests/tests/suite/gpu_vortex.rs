@@ -470,3 +470,72 @@ fn the_transpose_scheme_on_the_gpu_gives_the_cpus_and_resident_particles_refuse_
     let err = d.rates(&transpose(Backend::Cuda)).unwrap_err().to_string();
     assert!(err.contains("transpose scheme"), "{err}");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_gpus_remeshing_spread_is_the_hosts() {
+    use fmm_core::PeriodicBox;
+    use fmm_vortex::remesh::Lattice;
+    use fmm_vortex::remesh_parts::{floor, PartRemesh};
+    // Open space: a jittered ring onto a lattice of its core's fifth.
+    let ring = jittered_ring();
+    let open = Lattice::Open {
+        origin: [-1.3, -1.3, -0.4],
+        h: 0.03,
+    };
+    // A periodic box: a lattice's points each moved up to 0.15 spacings
+    // (every point covered, as a remeshed flow's are), all of them (the
+    // part's axes wrap whole) and a slab of four layers (a part's box
+    // across the box's face, its z axis not whole).
+    let seed: u64 = rand::thread_rng().gen();
+    println!("box seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (side, n) = (2.0, 24);
+    let h = side / n as f64;
+    let jittered = |layers: std::ops::Range<usize>, rng: &mut rand::rngs::StdRng| {
+        let mut p = VortexParticles {
+            x: Vec::new(),
+            alpha: Vec::new(),
+            sigma: Vec::new(),
+            volume: Vec::new(),
+        };
+        for k in layers {
+            for j in 0..n {
+                for i in 0..n {
+                    let at = |g: usize, rng: &mut rand::rngs::StdRng| {
+                        ((g as f64 + 0.5 + rng.gen_range(-0.15..0.15)) * h).rem_euclid(side)
+                    };
+                    p.x.push([at(i, rng), at(j, rng), at(k, rng)]);
+                    p.alpha.push([0, 1, 2].map(|_| rng.gen_range(-1.0..1.0)));
+                    p.sigma.push(h * rng.gen_range(1.0..1.5));
+                    p.volume.push(h * h * h);
+                }
+            }
+        }
+        p
+    };
+    let periodic = Lattice::Periodic {
+        pbox: PeriodicBox::cube([0.0; 3], side),
+        n,
+    };
+    let whole = jittered(0..n, &mut rng);
+    let slab = jittered(n - 2..n + 2, &mut rng);
+    for (what, p, lattice) in [
+        ("a ring in open space", &ring, &open),
+        ("a periodic box, every axis whole", &whole, &periodic),
+        ("a slab across a periodic box's face", &slab, &periodic),
+    ] {
+        let made = |gpu: Option<&Gpu>| {
+            let part = PartRemesh::spread_on(gpu, p, lattice).unwrap();
+            let f = floor(0.0, part.largest()).unwrap();
+            (part.reach(), part.particles(f, h).unwrap())
+        };
+        let (host_reach, host) = made(None);
+        let (gpu_reach, on_gpu) = made(Some(gpu()));
+        assert_eq!(gpu_reach, host_reach, "{what}");
+        assert_eq!(on_gpu.len(), host.len(), "{what}");
+        let w = worst(&on_gpu, &host);
+        println!("{what}: {} particles, {w:.2e} from the host's", host.len());
+        assert!(w < 1e-12, "{what}: {w:e}");
+    }
+}
