@@ -76,17 +76,21 @@ impl Lattice {
 /// `origin + h (i + 1/2)`: the first of its four indices along each axis
 /// (not wrapped) and the weights of the four.
 pub(crate) fn stencil(x: [f64; 3], origin: [f64; 3], h: f64) -> ([i64; 3], [[f64; 4]; 3]) {
-    let mut base = [0i64; 3];
+    let base = stencil_base(x, origin, h);
     let mut w = [[0.0; 4]; 3];
     for a in 0..3 {
         let s = (x[a] - origin[a]) / h - 0.5;
-        let c = s.floor() as i64;
-        base[a] = c - 1;
         for (k, wk) in w[a].iter_mut().enumerate() {
-            *wk = m4p(s - (c - 1 + k as i64) as f64);
+            *wk = m4p(s - (base[a] + k as i64) as f64);
         }
     }
     (base, w)
+}
+
+/// The first of a point's four stencil indices along each axis
+/// ([`stencil`] without the weights: what frames a part's box).
+pub(crate) fn stencil_base(x: [f64; 3], origin: [f64; 3], h: f64) -> [i64; 3] {
+    [0, 1, 2].map(|a| ((x[a] - origin[a]) / h - 0.5).floor() as i64 - 1)
 }
 
 /// The checks of a remeshing's `cull`.

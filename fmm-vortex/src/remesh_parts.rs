@@ -18,7 +18,7 @@ use fmm_core::cuda::Gpu;
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
-use crate::remesh::{check_cull, lattice_particles, stencil, strength, Lattice};
+use crate::remesh::{check_cull, lattice_particles, stencil, stencil_base, strength, Lattice};
 
 /// The lattice points a part's stencils reach: an index box, not wrapped
 /// (a periodic lattice's axis that the part spans whole: `0..n`).
@@ -112,7 +112,7 @@ impl PartRemesh {
             None => p.x.par_iter().map(|x| stencil(*x, origin, h)).collect(),
         };
         let bases = |i: usize| match gpu {
-            Some(_) => stencil(p.x[i], origin, h).0,
+            Some(_) => stencil_base(p.x[i], origin, h),
             None => stencils[i].0,
         };
         let none = Reach {

@@ -327,11 +327,15 @@ pub(super) fn with_arrivals<K: Kernel, R: Real>(
             let estimate = match way.tol {
                 Some(tol) => {
                     let clock = Instant::now();
+                    let joined;
                     let all = match more {
-                        Some(m) => crate::memory::joined(sources, m),
-                        None => sources.clone(),
+                        Some(m) => {
+                            joined = crate::memory::joined(sources, m);
+                            &joined
+                        }
+                        None => sources,
                     };
-                    let e = Reference::<K, R>::new(problem, targets, &all, tol)?.error(&ev.outputs);
+                    let e = Reference::<K, R>::new(problem, targets, all, tol)?.error(&ev.outputs);
                     ev.stats
                         .add(Stage::ErrorEstimate, clock.elapsed().as_secs_f64());
                     Some(e)

@@ -227,7 +227,7 @@ fn compressed_m2l_matches_m2l_by_the_kernel() {
 /// `cargo test --release -p fmm-tests --test suite
 /// compressed_m2l_matches_m2l_for_every_kernel -- --ignored --nocapture`.
 #[test]
-#[ignore = "the full matrix, run by hand (docs/TESTS.md); CI runs a representative part"]
+#[ignore = "the full matrix: `cargo test --release -p fmm-tests --test suite -- --ignored far_field::compressed_m2l_matches_m2l_for_every_kernel` (docs/TESTS.md); CI runs a representative part"]
 fn compressed_m2l_matches_m2l_for_every_kernel() {
     compressed_against_kernel(true);
 }
