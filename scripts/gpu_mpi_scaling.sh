@@ -31,7 +31,7 @@ run() { # name P extra...
 if [ "$what" = weak ] || [ "$what" = all ]; then
   timeout 150 $B/suite --ignored --test-threads 1 gpu_essential:: gpu_scale::sets_joined \
     gpu_scale::resident_particles gpu_fmm::the_tolerance_is_met_on_the_gpu \
-    gpu_fmm::f32_targets_apart >"$OUT/gpu-tests.log" 2>&1
+    gpu_fmm::f32_targets_apart gpu_vortex::the_gpus_remeshing_spread >"$OUT/gpu-tests.log" 2>    gpu_fmm::f32_targets_apart >"$OUT/gpu-tests.log" 2>&11
   echo "== gpu tests rc $?"; grep -E "test result|FAILED|panicked" "$OUT/gpu-tests.log"
 fi
 if [ "$what" != rest ]; then
