@@ -169,11 +169,12 @@ struct Args {
     /// grown with them (x, y, z doubled in turn).
     #[arg(long, requires = "distributed")]
     fixed_box: bool,
-    /// With --distributed: every source joined in one evaluation after
-    /// the local essential trees' exchange (by default a GPU evaluates a
-    /// process's own sources during it, and the others' after).
+    /// With --distributed: a process on a GPU of its own evaluates its
+    /// own sources during the local essential trees' exchange and the
+    /// others' after (`distributed::Overlap::Gpu`; by default every
+    /// source is joined in one evaluation after it).
     #[arg(long, requires = "distributed")]
-    joined: bool,
+    overlap: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -300,7 +301,7 @@ fn distributed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         n: args.n,
         strong: args.strong,
         fixed_box: args.fixed_box,
-        joined: args.joined,
+        overlap: args.overlap,
         kernel: args.kernel,
         dist: args.dist,
         precision: args.precision,

@@ -31,16 +31,16 @@ run() { # name P extra...
 if [ "$what" = weak ] || [ "$what" = all ]; then
   timeout 150 $B/suite --ignored --test-threads 1 gpu_essential:: gpu_scale::sets_joined \
     gpu_scale::resident_particles gpu_fmm::the_tolerance_is_met_on_the_gpu \
-    gpu_fmm::f32_targets_apart gpu_vortex::the_gpus_remeshing_spread >"$OUT/gpu-tests.log" 2>    gpu_fmm::f32_targets_apart >"$OUT/gpu-tests.log" 2>&11
+    gpu_fmm::f32_targets_apart gpu_vortex::the_gpus_remeshing_spread >"$OUT/gpu-tests.log" 2>&1
   echo "== gpu tests rc $?"; grep -E "test result|FAILED|panicked" "$OUT/gpu-tests.log"
 fi
 if [ "$what" != rest ]; then
   for P in $PS; do run weak-gravity "$P" --kernel gravity; done
   for P in $PS; do run weak-vs "$P" --kernel velocity-stretching; done
   run fixed-gravity "$G" --kernel gravity --fixed-box
-  # Every source joined, none evaluated during the exchange (the split's
-  # comparison, docs/MPI.md eighth entry).
-  run joined-gravity "$G" --kernel gravity --joined
+  # The own sources evaluated during the exchange, the others' after
+  # (docs/MPI.md, 2026-11-29 entries).
+  run overlap-gravity "$G" --kernel gravity --overlap
   run fixed-vs "$G" --kernel velocity-stretching --fixed-box
 fi
 if [ "$what" = rest ] || [ "$what" = all ]; then

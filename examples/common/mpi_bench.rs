@@ -46,9 +46,9 @@ pub struct Bench {
     /// Targets a process checked against the f64 direct sum (0: none).
     pub samples: usize,
     pub seed: u64,
-    /// Every source joined in one evaluation, none evaluated while the
-    /// local essential trees are exchanged (`distributed::Overlap::Never`).
-    pub joined: bool,
+    /// The own sources evaluated while the local essential trees are
+    /// exchanged, the others' after (`distributed::Overlap::Gpu`).
+    pub overlap: bool,
 }
 
 /// A process's particles: positions and the kernel's fields, in f64.
@@ -290,8 +290,8 @@ pub fn run(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("MPI initialises once")?;
     let comm = universe.world();
     let (rank, size) = (comm.rank() as usize, comm.size() as usize);
-    if b.joined {
-        set_overlap(Overlap::Never);
+    if b.overlap {
+        set_overlap(Overlap::Gpu);
     }
     let device = node_device(&comm)?;
     let total = if b.strong { b.n } else { b.n * size };

@@ -270,7 +270,7 @@ pub fn essential_sources_on<K: Kernel, R: Real>(
 /// positions are not wrapped), so that a distributed evaluation copies
 /// them once for its local essential trees and its own evaluation.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn essential_sources_from<K: Kernel, R: Real>(
+pub fn essential_sources_from<K: Kernel, R: Real>(
     device: Device<'_>,
     sources: &Particles<R>,
     resident: Option<&DeviceParticles<R>>,
@@ -280,13 +280,6 @@ pub(crate) fn essential_sources_from<K: Kernel, R: Real>(
     domain: &Domain,
     cube: Option<Bounds>,
 ) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
-    let empty = || Particles {
-        kernel: sources.kernel,
-        role: sources.role,
-        layout: sources.layout.clone(),
-        pos: Default::default(),
-        slots: vec![Vec::new(); sources.slots.len()],
-    };
     let nobody = regions
         .iter()
         .enumerate()
@@ -294,7 +287,10 @@ pub(crate) fn essential_sources_from<K: Kernel, R: Real>(
     if nobody || sources.is_empty() {
         // No other process has targets (one process): no tree to build.
         let none = vec![Selection::default(); regions.len()];
-        return Ok(((0..regions.len()).map(|_| empty()).collect(), none));
+        return Ok((
+            (0..regions.len()).map(|_| sources.none_like()).collect(),
+            none,
+        ));
     }
     let strength = crate::problem::strength_slots::<K>("the local essential tree").ok();
     let b = nodes::basis(FarField::KernelIndependent, how.p);

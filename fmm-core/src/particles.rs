@@ -105,6 +105,39 @@ impl<R: Real> Particles<R> {
         }
     }
 
+    /// `other`'s particles put after these (made alike: one kernel, role
+    /// and fields), as the sources that came from other processes join a
+    /// process's own.
+    pub fn append(&mut self, other: &Particles<R>) -> Result<(), Error> {
+        if other.kernel != self.kernel || other.role != self.role || other.layout != self.layout {
+            return Err(Error::BadOption(format!(
+                "particles appended must be made alike: {}s of {} and {}s of {}",
+                self.role.name(),
+                self.kernel,
+                other.role.name(),
+                other.kernel
+            )));
+        }
+        for (a, b) in self.pos.iter_mut().zip(&other.pos) {
+            a.extend_from_slice(b);
+        }
+        for (a, b) in self.slots.iter_mut().zip(&other.slots) {
+            a.extend_from_slice(b);
+        }
+        Ok(())
+    }
+
+    /// No particles, made as these are (kernel, role, fields).
+    pub(crate) fn none_like(&self) -> Self {
+        Particles {
+            kernel: self.kernel,
+            role: self.role,
+            layout: self.layout.clone(),
+            pos: Default::default(),
+            slots: vec![Vec::new(); self.slots.len()],
+        }
+    }
+
     /// Number of particles.
     pub fn len(&self) -> usize {
         self.pos[0].len()
@@ -274,4 +307,29 @@ pub(crate) fn check_finite<'a, R: Real>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::{Coulomb, Gravity};
+
+    #[test]
+    fn appended_particles_follow_and_unlike_ones_are_refused() {
+        let mut a = Particles::<f64>::sources::<Gravity>(&[[0.0, 1.0, 2.0]]).unwrap();
+        a.set("m", &[3.0]).unwrap();
+        let mut b =
+            Particles::<f64>::sources::<Gravity>(&[[4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]).unwrap();
+        b.set("m", &[10.0, 11.0]).unwrap();
+        a.append(&b).unwrap();
+        assert_eq!(a.len(), 3);
+        assert_eq!(a.position(2), [7.0, 8.0, 9.0]);
+        assert_eq!(a.slots()[0], vec![3.0, 10.0, 11.0]);
+        let t = Particles::<f64>::targets::<Gravity>(&[[0.0; 3]]).unwrap();
+        assert!(a.append(&t).is_err(), "targets after sources");
+        let c = Particles::<f64>::sources::<Coulomb>(&[[0.0; 3]]).unwrap();
+        let e = a.append(&c).unwrap_err().to_string();
+        assert!(e.contains("made alike"), "{e}");
+        assert_eq!(a.len(), 3, "nothing appended on an error");
+    }
 }

@@ -274,7 +274,7 @@ fn main() {
     assert!(e < 2e-6, "{e}");
 
     // The own sources evaluated while the trees are exchanged and the
-    // others' after (on a GPU by default, on the CPU when asked): the
+    // others' after (asked: on a GPU of its own, or here anywhere): the
     // same outputs; a tolerance split at the way the joined evaluation
     // before met it, its error estimated over the sum.
     set_overlap(Overlap::Always);
@@ -367,7 +367,7 @@ fn main() {
         [false, parts, parts],
         "the first joined, then in parts"
     );
-    set_overlap(Overlap::Gpu);
+    set_overlap(Overlap::Never);
 
     // A vortex ring's few steps, each process stepping its own particles
     // (positions and strengths moved by rates from every process's).

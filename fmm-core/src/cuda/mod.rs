@@ -214,9 +214,18 @@ impl Gpu {
         BESIDE
             .get_or_init(|| {
                 let first = Gpu::shared()?;
+                // At the highest priority: the trees' kernels are small
+                // and many, each waited for, and at the default priority
+                // each queued behind the evaluation's blocks.
+                first
+                    .ctx
+                    .bind_to_thread()
+                    .map_err(cuda_err("the context"))?;
+                let (_, highest) = cudarc::driver::result::stream::get_priority_range()
+                    .map_err(cuda_err("the streams' priorities"))?;
                 let stream = first
                     .ctx
-                    .new_stream()
+                    .new_stream_with_priority(highest)
                     .map_err(cuda_err("a second stream"))?;
                 Ok(Gpu {
                     ctx: first.ctx.clone(),

@@ -186,7 +186,6 @@ fn reorder<T: DeviceRepr>(
 
 /// `y += x` over their first `n` values (outputs of two sets of sources
 /// added on the device).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) fn add_into<R: Real>(
     gpu: &Gpu,
     x: &CudaSlice<R>,

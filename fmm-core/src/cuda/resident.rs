@@ -15,6 +15,7 @@
 
 use cudarc::driver::CudaSlice;
 
+use super::primitives::add_into;
 use super::Gpu;
 use crate::domain::Wall;
 use crate::error::Error;
@@ -363,9 +364,20 @@ impl<R: Real> DeviceOutputs<R> {
         &self.slots
     }
 
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn slots_mut(&mut self) -> &mut [CudaSlice<R>] {
-        &mut self.slots
+    /// `other`'s outputs added to these, on the device: the outputs of
+    /// two sets of sources at the same targets, the evaluation of both
+    /// (it is linear in the sources).
+    pub fn add(&mut self, gpu: &Gpu, other: &DeviceOutputs<R>) -> Result<(), Error> {
+        if other.kernel != self.kernel || other.n != self.n {
+            return Err(Error::BadOption(format!(
+                "outputs added must be of one kernel at the same targets: {} of {} and {} of {}",
+                self.n, self.kernel, other.n, other.kernel
+            )));
+        }
+        for (a, b) in self.slots.iter_mut().zip(&other.slots) {
+            add_into(gpu, b, a, self.n)?;
+        }
+        Ok(())
     }
 
     /// Copies the outputs to the host.

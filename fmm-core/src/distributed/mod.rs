@@ -11,8 +11,9 @@
 //! particles and far cells as the strengths at their nodes (the local
 //! essential tree, [`crate::essential`]); each evaluates its targets
 //! against its own sources and what it got, by [`crate::evaluate`] on its
-//! own backend (on a GPU the own sources while the trees are built and
-//! exchanged, what came after, the two added: [`Overlap`]); the outputs
+//! own backend, in one evaluation (or, asked, on a GPU the own sources
+//! while the trees are built and exchanged, what came after, the two
+//! added: [`Overlap`]); the outputs
 //! go back to the processes the targets came from. A simulation whose
 //! particles stay where the partition put them calls
 //! [`evaluate_partitioned`], which skips the moves. The direct sum
@@ -53,6 +54,7 @@ use mpi::Count;
 use rayon::prelude::*;
 
 use crate::backend::{resolve, Backend, Device};
+use crate::cuda::device::refs3;
 use crate::cuda::laps::Laps;
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
@@ -68,7 +70,7 @@ use crate::problem::Problem;
 use crate::real::Real;
 use crate::reference;
 use crate::stats::Stage;
-use crate::tree::{positions_f64, Bounds, Span};
+use crate::tree::{positions_f64, Bounds, DeviceOctree, Span};
 
 /// Evaluates kernel `K` from every process's `sources` at this process's
 /// `targets` (see the module's text); a collective call: every process of
@@ -254,37 +256,48 @@ where
     let clock = Instant::now();
     let me = comm.rank() as usize;
     let mut lap = Laps::new(None, format!("process {me}"));
-    let mine = Region::around_in(targets.positions(), Some(&problem.domain));
-    let (regions, everyone) = all_regions(comm, mine, Region::around(sources.positions()));
-    let cube = shared_cube(&problem.domain, everyone);
-    let problem = match (problem.domain.periodic(), cube) {
-        (None, Some(c)) => problem.in_cube(c),
-        _ => problem,
-    };
-    lap.say("regions")?;
     // On a GPU in free space the own sources are copied there once, for
     // the local essential trees and the evaluation (where each copied them:
-    // 0.02 to 0.04 s a step at 2^24 a process with four processes copying).
-    let others = regions
-        .iter()
-        .enumerate()
-        .any(|(q, r)| q != me && !r.is_empty());
+    // 0.02 to 0.04 s a step at 2^24 a process with four processes copying),
+    // and their box is found there: two processes sharing an H200's host
+    // took 0.05 to 0.067 s for the boxes of their targets and sources on
+    // the host at 2^24 each (the host's memory, not its cores, the limit).
     let upload = match resolve(backend) {
-        Ok(Device::Cuda(gpu))
-            if others && problem.domain.periodic().is_none() && !sources.is_empty() =>
-        {
+        Ok(Device::Cuda(gpu)) if problem.domain.periodic().is_none() && !sources.is_empty() => {
             DeviceParticles::upload(gpu, sources).map(Some)
         }
         _ => Ok(None),
     };
     let on_gpu = agreed(comm, upload)?;
+    let held = match (&on_gpu, resolve(backend)) {
+        (Some(own), Ok(Device::Cuda(gpu))) => {
+            own.positions().map(|p| DeviceOctree::span(gpu, refs3(p)))
+        }
+        _ => None,
+    };
+    let held =
+        agreed(comm, held.transpose())?.unwrap_or_else(|| Region::around(sources.positions()));
+    let mine = Region::around_in(targets.positions(), Some(&problem.domain));
+    let (regions, everyone) = all_regions(comm, mine, held);
+    let cube = shared_cube(&problem.domain, everyone);
+    let problem = match (problem.domain.periodic(), cube) {
+        (None, Some(c)) => problem.in_cube(c),
+        _ => problem,
+    };
+    lap.say("the own sources' copy, regions")?;
+    let others = regions
+        .iter()
+        .enumerate()
+        .any(|(q, r)| q != me && !r.is_empty());
     let device = resolve(backend);
     // Split where every process can: the own sources evaluated while the
     // trees are built and exchanged (`overlap`), where some other process
     // has targets (on a GPU, from the own sources' copy there).
     let way = match &device {
         Ok(d @ Device::Cpu) if others => overlap::way::<K, R>(method, &problem, d),
-        Ok(d @ Device::Cuda(_)) if on_gpu.is_some() => overlap::way::<K, R>(method, &problem, d),
+        Ok(d @ Device::Cuda(_)) if others && on_gpu.is_some() => {
+            overlap::way::<K, R>(method, &problem, d)
+        }
         _ => None,
     };
     // A process without targets has nothing to split (it sends its trees
@@ -445,12 +458,23 @@ fn joined_evaluation<K: Kernel, R: Real>(
     own_on_device: Option<DeviceParticles<R>>,
     more: Option<&Particles<R>>,
 ) -> Result<Evaluation<R>, Error> {
-    match more {
-        Some(more) => {
-            let own = (sources, own_on_device);
-            evaluate_joined::<K, R>(backend, method, problem, targets, own, more)
+    match (more, own_on_device) {
+        (Some(more), own) => {
+            evaluate_joined::<K, R>(backend, method, problem, targets, (sources, own), more)
         }
-        None => evaluate::<K, R>(backend, method, problem, targets, sources),
+        // Nothing came: the own sources from their copy on the device.
+        (None, Some(own)) => {
+            let none = sources.none_like();
+            evaluate_joined::<K, R>(
+                backend,
+                method,
+                problem,
+                targets,
+                (sources, Some(own)),
+                &none,
+            )
+        }
+        (None, None) => evaluate::<K, R>(backend, method, problem, targets, sources),
     }
 }
 
@@ -631,7 +655,8 @@ where
 /// The GPU of this process, from its rank among the processes of its
 /// node (`MPI_Comm_split_type` shared): the node's processes take its
 /// devices in turn, several to a device where there are more processes
-/// than devices (slower, correct). `None` where the process sees no
+/// than devices (slower, correct; their evaluations then joined, not
+/// split beside the exchange: [`Overlap::Gpu`]). `None` where the process sees no
 /// device: it runs on the CPU. `FMM_CUDA_DEVICE`, where set, still wins.
 /// A collective call; make it before the first GPU evaluation.
 pub fn node_device<C: Communicator>(comm: &C) -> Result<Option<usize>, Error> {
@@ -641,6 +666,9 @@ pub fn node_device<C: Communicator>(comm: &C) -> Result<Option<usize>, Error> {
         return Ok(None);
     }
     let ordinal = node.rank() as usize % count;
+    // More processes on the node than GPUs: some share one, and every
+    // process of the node evaluates joined (`Overlap::Gpu`).
+    overlap::note_shared_gpu(node.size() as usize > count);
     crate::cuda::Gpu::choose(ordinal)?;
     Ok(Some(ordinal))
 }

@@ -23,7 +23,7 @@
 //! again in this process (velocity + stretching at 1e-4, met joined at
 //! 9.2e-5 on the safe side, read 1.07e-4 in parts on one H200).
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -31,7 +31,7 @@ use rayon::prelude::*;
 
 use crate::accuracy::{gpu_error_samples, Achieved, ProblemKey};
 use crate::backend::Device;
-use crate::cuda::primitives::add_into;
+use crate::cuda::laps::Laps;
 use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
 use crate::cuda::Gpu;
 use crate::domain::Domain;
@@ -52,20 +52,39 @@ use crate::stats::{Stage, Stats};
 /// trees are built and exchanged ([`set_overlap`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Overlap {
-    /// On a GPU in free space (the default): the GPU evaluates while the
-    /// host walks the trees and MPI moves them. On the CPU both parts
-    /// would take the same cores, and the second pass costs more than
-    /// the exchange it hides.
+    /// On a GPU of the process's own in free space: the GPU evaluates
+    /// while the host walks the trees and MPI moves them. Not the
+    /// default: the second pass costs about what it hides. One H200
+    /// playing process 0 of 4 (`overlap_bench`, 2^24 particles a part,
+    /// 2026-11-29) took 0.29 to 0.31 s in two parts against 0.29 to 0.30
+    /// s joined for gravity, 1.415 s against 1.323 s for velocity +
+    /// stretching, before the exchange, which only the parts hide (0.03
+    /// to 0.06 s on 4 H200s). On the CPU both parts would take the same
+    /// cores; on a GPU that several processes share
+    /// ([`node_device`](super::node_device) found more processes than
+    /// GPUs on the node) the others' work fills it while the trees are
+    /// built: 2 and 4 processes sharing one H200 took 0.816 and 1.381 s
+    /// a step in two parts, 0.747 and 1.099 s joined (gravity), so it is
+    /// joined there even when asked.
     Gpu,
     /// On either device, on the CPU over a wall too (what the tests run
     /// the split evaluation by on machines without a GPU); never in a
     /// periodic box, where a part of a neutral cell is not neutral.
     Always,
-    /// Never: the sources joined, one evaluation.
+    /// Never (the default): the sources joined, one evaluation.
     Never,
 }
 
-static OVERLAP: AtomicU8 = AtomicU8::new(0);
+static OVERLAP: AtomicU8 = AtomicU8::new(2);
+
+/// Whether this process's GPU is shared with other processes of its node
+/// (set by [`node_device`](super::node_device)).
+static SHARED_GPU: AtomicBool = AtomicBool::new(false);
+
+/// Notes whether this process's GPU is shared by other processes.
+pub(super) fn note_shared_gpu(shared: bool) {
+    SHARED_GPU.store(shared, Ordering::Relaxed);
+}
 
 /// Sets where this process overlaps (every process of a job alike: the
 /// processes agree to split only where all of them do).
@@ -92,13 +111,21 @@ pub fn overlap() -> Overlap {
 /// (the local essential trees' copy), and the reference at the samples
 /// is the free-space sum.
 fn splits_on(device: &Device<'_>, domain: &Domain) -> bool {
-    match (overlap(), device) {
+    let cuda = matches!(device, Device::Cuda(_));
+    splits(overlap(), cuda, SHARED_GPU.load(Ordering::Relaxed), domain)
+}
+
+/// [`splits_on`] by what it reads: the overlap asked, whether the device
+/// is a GPU and whether other processes share it.
+fn splits(o: Overlap, cuda: bool, shared: bool, domain: &Domain) -> bool {
+    match (o, cuda) {
         (Overlap::Never, _) => false,
-        (_, Device::Cuda(_)) => matches!(domain, Domain::FreeSpace),
+        (Overlap::Gpu, true) => !shared && matches!(domain, Domain::FreeSpace),
+        (Overlap::Always, true) => matches!(domain, Domain::FreeSpace),
         // A part of a periodic box's sources is not neutral where the
         // whole is (its lattice sum diverges).
-        (Overlap::Always, Device::Cpu) => domain.periodic().is_none(),
-        (Overlap::Gpu, Device::Cpu) => false,
+        (Overlap::Always, false) => domain.periodic().is_none(),
+        (Overlap::Gpu, false) => false,
     }
 }
 
@@ -269,10 +296,12 @@ pub(super) fn own_part<K: Kernel, R: Real>(
     let (Device::Cuda(gpu), Some(src)) = (device, resident) else {
         return evaluate_on::<K, R>(device, &way.method, *problem, targets, sources).map(Own::Host);
     };
+    let mut lap = Laps::new(Some(gpu), "own sources' part");
     let clock = Instant::now();
     let tgt = DeviceParticles::upload(gpu, targets)?;
     let upload = clock.elapsed().as_secs_f64();
     let ev = evaluate_resident::<K, R>(gpu, &way.method, *problem, &tgt, src)?;
+    lap.say("evaluated")?;
     let mut stats = ev.stats;
     stats.add(Stage::Upload, upload);
     let clock = Instant::now();
@@ -351,14 +380,14 @@ pub(super) fn with_arrivals<K: Kernel, R: Real>(
             mut stats,
             mut reference,
         } => {
+            let mut lap = Laps::new(Some(gpu), "arrivals' part");
             if let Some(more) = more {
                 let clock = Instant::now();
                 let src = DeviceParticles::upload(gpu, more)?;
                 stats.add(Stage::Upload, clock.elapsed().as_secs_f64());
                 let part = evaluate_resident::<K, R>(gpu, &way.method, *problem, &tgt, &src)?;
-                for (a, b) in outputs.slots_mut().iter_mut().zip(part.outputs.slots()) {
-                    add_into(gpu, b, a, tgt.len())?;
-                }
+                outputs.add(gpu, &part.outputs)?;
+                lap.say(&format!("evaluated ({} sources)", src.len()))?;
                 absorb(&mut stats, &part.stats);
                 if let Some(r) = &mut reference {
                     let clock = Instant::now();
@@ -374,6 +403,7 @@ pub(super) fn with_arrivals<K: Kernel, R: Real>(
             let clock = Instant::now();
             let out = outputs.download(gpu)?;
             stats.add(Stage::Download, clock.elapsed().as_secs_f64());
+            lap.say("the sum's error, the outputs back")?;
             let ev = Evaluation {
                 outputs: out,
                 stats,
@@ -522,7 +552,21 @@ mod tests {
         assert_eq!(
             way::<Gravity, f64>(&fmm, &problem, &cpu),
             None,
-            "the CPU by default: joined"
+            "the CPU, asked for the GPU's overlap: joined"
         );
+        set_overlap(Overlap::Never);
+    }
+
+    #[test]
+    fn a_gpu_splits_where_it_is_the_process_own_in_free_space() {
+        let free = Domain::FreeSpace;
+        let boxed = Domain::Periodic(PeriodicBox::cube([0.0; 3], 1.0));
+        assert!(splits(Overlap::Gpu, true, false, &free));
+        assert!(!splits(Overlap::Gpu, true, true, &free), "shared: joined");
+        assert!(splits(Overlap::Always, true, true, &free), "asked");
+        assert!(!splits(Overlap::Always, true, false, &boxed));
+        assert!(!splits(Overlap::Gpu, false, false, &free));
+        assert!(splits(Overlap::Always, false, false, &free));
+        assert!(!splits(Overlap::Never, true, false, &free));
     }
 }

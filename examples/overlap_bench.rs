@@ -1,0 +1,252 @@
+//! One GPU plays process 0 of a weak-scaling job, to time its step's
+//! parts without MPI and without other processes on the GPU (several
+//! processes sharing one GPU take turns on it, which says nothing of a
+//! job with a GPU each): `overlap_bench [n] [parts] [kernel] [p] [theta]`
+//! (defaults 2^24, 4, `gravity`, and the FMM's order and MAC that the
+//! tolerance 1e-4 met by at 2^24 on an H200: p 6, theta 0.7 for gravity,
+//! p 9, theta 0.56 for `velocity-stretching`; in f32). The parts are unit cubes
+//! side by side as `fmm_bench --distributed` lays them out (2 x 2 x 1 for
+//! 4), `n` uniform particles each. The other parts' local essential trees
+//! for part 0 are built first (what would arrive); then, each the median
+//! of three:
+//!
+//! - alone: part 0's own sources, one process's step (copies, FMM, the
+//!   outputs back);
+//! - joined: its local essential trees for the others, then every source
+//!   joined, one evaluation (`fmm_bench --distributed --joined`);
+//! - in two parts: the own sources evaluated while the trees are built
+//!   on a second stream, then the arrivals, the outputs added
+//!   (`fmm_core::distributed::Overlap`, the default on a GPU of its own).
+//!
+//! Neither counts the boxes, the MPI exchange nor the error estimate
+//! (the FMM at fixed `p` and `theta`); the trees are sent at the
+//! tolerance 1e-4's nodes. The efficiency printed is alone over each.
+//! Needs a GPU.
+
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
+
+use fmm_core::cuda::Gpu;
+use fmm_core::distributions::uniform_cube;
+use fmm_core::essential::{essential_sources_from, Essential, Region};
+use fmm_core::kernels::{Gravity, VelocityStretching};
+use fmm_core::tree::Bounds;
+use fmm_core::{
+    evaluate_resident, Device, DeviceParticles, Domain, Kernel, Method, Particles, Problem,
+};
+
+type R = f32;
+
+fn arg<T: std::str::FromStr>(i: usize, default: T) -> Result<T, String> {
+    match std::env::args().nth(i) {
+        Some(v) => v.parse().map_err(|_| format!("argument {i}: not {v:?}")),
+        None => Ok(default),
+    }
+}
+
+/// Part `q`'s targets and sources of kernel `K`: `n` uniform points in the
+/// unit cube at `q`'s place (x, y, z by the bits of `q`); gravity's masses
+/// summing to about 1 over `parts` parts, the vortex particles' strengths
+/// of either sign and their cores the spacing.
+fn part<K: Kernel>(
+    q: usize,
+    n: usize,
+    parts: usize,
+    vortex: bool,
+) -> Result<(Particles<R>, Particles<R>), fmm_core::Error> {
+    let at = [(q & 1) as f64, ((q >> 1) & 1) as f64, ((q >> 2) & 1) as f64];
+    let x: Vec<[R; 3]> = uniform_cube(n, 1000 + q as u64)
+        .into_iter()
+        .map(|p| [0, 1, 2].map(|a| (p[a] + at[a]) as R))
+        .collect();
+    let q = |i: usize| ((1 + i % 7) as f64 / (4.0 * (n * parts) as f64)) as R;
+    let mut t = Particles::targets::<K>(&x)?;
+    let mut s = Particles::sources::<K>(&x)?;
+    if !vortex {
+        s.set("m", &(0..n).map(q).collect::<Vec<_>>())?;
+    } else {
+        let sign = |i: usize| if i.is_multiple_of(3) { -1.0 } else { 1.0 };
+        let a: Vec<[R; 3]> = (0..n)
+            .map(|i| [q(i), sign(i) * q(i + 1), -q(i + 2)])
+            .collect();
+        s.set_vec3("alpha", &a)?;
+        s.set("sigma", &vec![(n as f64).cbrt().recip() as R; n])?;
+        t.set_vec3("alpha_i", &a)?;
+    }
+    Ok((t, s))
+}
+
+/// The median of three runs of `f`, in seconds.
+fn median(mut f: impl FnMut() -> Result<(), fmm_core::Error>) -> Result<f64, fmm_core::Error> {
+    let mut t = Vec::new();
+    for _ in 0..3 {
+        let clock = Instant::now();
+        f()?;
+        t.push(clock.elapsed().as_secs_f64());
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(t[1])
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = arg(1, 1 << 24)?;
+    let parts: usize = arg(2, 4)?;
+    if !(2..=8).contains(&parts) {
+        return Err("parts: 2 to 8".into());
+    }
+    match arg(3, "gravity".to_string())?.as_str() {
+        "gravity" => bench::<Gravity>(n, parts, (arg(4, 6)?, arg(5, 0.7)?), &[0.0], false),
+        "velocity-stretching" => {
+            bench::<VelocityStretching>(n, parts, (arg(4, 9)?, arg(5, 0.56)?), &[], true)
+        }
+        k => Err(format!("kernel: gravity or velocity-stretching, not {k:?}").into()),
+    }
+}
+
+/// The three ways timed for kernel `K`, the FMM at `(p, theta)`.
+fn bench<K: Kernel>(
+    n: usize,
+    parts: usize,
+    (p, theta): (usize, f64),
+    params: &[f64],
+    vortex: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let gpu = Gpu::shared()?;
+    let beside = Gpu::shared_beside()?;
+    let sets = (0..parts)
+        .map(|q| part::<K>(q, n, parts, vortex))
+        .collect::<Result<Vec<_>, _>>()?;
+    let regions: Vec<Region> = sets
+        .iter()
+        .map(|(t, _)| Region::around(t.positions()))
+        .collect();
+    let all = regions.iter().fold(Region::EMPTY, |a, r| a.join(r));
+    let cube = Bounds::around(&all);
+    let problem = Problem::new(params).in_cube(cube);
+    let method = Method::fmm(p, theta);
+    let how = Essential::for_method::<K>(&Method::Tolerance(1e-4)).ok_or("no nodes")?;
+    let free = Domain::FreeSpace;
+    let trees = |device: Device<'_>, q: usize, own: Option<&DeviceParticles<R>>| {
+        essential_sources_from::<K, R>(
+            device,
+            &sets[q].1,
+            own,
+            &regions,
+            q,
+            &how,
+            &free,
+            Some(cube),
+        )
+    };
+    // What part 0 gets from the others, as one set.
+    let mut arrivals = Particles::sources::<K>(&[])?;
+    for q in 1..parts {
+        let (sends, _) = trees(Device::Cuda(gpu), q, None)?;
+        arrivals.append(&sends[0])?;
+    }
+    let (targets, sources) = &sets[0];
+    println!(
+        "{}, part 0 of {parts}: {n} particles, {} arrive (nodes of order {}, theta {}); FMM p {p}, theta {theta}",
+        K::def().name,
+        arrivals.len(),
+        how.p,
+        how.theta
+    );
+    let sync = |g: &Gpu| {
+        g.stream()
+            .synchronize()
+            .map_err(|e| fmm_core::Error::BadOption(format!("{e:?}")))
+    };
+    let alone = || -> Result<(), fmm_core::Error> {
+        let own = DeviceParticles::upload(gpu, sources)?;
+        let tgt = DeviceParticles::upload(gpu, targets)?;
+        let ev = evaluate_resident::<K, R>(gpu, &method, problem, &tgt, &own)?;
+        ev.outputs.download(gpu)?;
+        Ok(())
+    };
+    let joined_out = RefCell::new(None);
+    let joined = || -> Result<(), fmm_core::Error> {
+        let own = DeviceParticles::upload(gpu, sources)?;
+        trees(Device::Cuda(gpu), 0, Some(&own))?;
+        let every = own.joined_with(gpu, &arrivals)?;
+        drop(own);
+        let tgt = DeviceParticles::upload(gpu, targets)?;
+        let ev = evaluate_resident::<K, R>(gpu, &method, problem, &tgt, &every)?;
+        *joined_out.borrow_mut() = Some(ev.outputs.download(gpu)?);
+        Ok(())
+    };
+    let laps = Cell::new([0.0; 2]);
+    let parts_out = RefCell::new(None);
+    let split = || -> Result<(), fmm_core::Error> {
+        let clock = Instant::now();
+        let own = DeviceParticles::upload(gpu, sources)?;
+        sync(gpu)?;
+        let (first, built) = std::thread::scope(|s| {
+            let first = s.spawn(|| -> Result<_, fmm_core::Error> {
+                let tgt = DeviceParticles::upload(gpu, targets)?;
+                let ev = evaluate_resident::<K, R>(gpu, &method, problem, &tgt, &own)?;
+                sync(gpu)?;
+                Ok((tgt, ev.outputs, clock.elapsed().as_secs_f64()))
+            });
+            let built =
+                trees(Device::Cuda(beside), 0, Some(&own)).map(|_| clock.elapsed().as_secs_f64());
+            (first.join().expect("the own part"), built)
+        });
+        let (tgt, mut outputs, own_done) = first?;
+        let trees_done = built?;
+        let more = DeviceParticles::upload(gpu, &arrivals)?;
+        let ev = evaluate_resident::<K, R>(gpu, &method, problem, &tgt, &more)?;
+        outputs.add(gpu, &ev.outputs)?;
+        *parts_out.borrow_mut() = Some(outputs.download(gpu)?);
+        laps.set([own_done, trees_done]);
+        Ok(())
+    };
+    // Once each first: the modules loaded, the memory pools grown.
+    alone()?;
+    joined()?;
+    split()?;
+    // The two ways' outputs alike (the same settings, the sum in another
+    // order): the relative l2 difference of each output.
+    let (a, b) = (
+        joined_out.take().expect("joined"),
+        parts_out.take().expect("parts"),
+    );
+    let apart: Vec<String> = a
+        .slots()
+        .iter()
+        .zip(b.slots())
+        .map(|(x, y)| {
+            let d: f64 = x
+                .iter()
+                .zip(y)
+                .map(|(&u, &v)| ((u - v) as f64).powi(2))
+                .sum();
+            let r: f64 = x.iter().map(|&u| (u as f64).powi(2)).sum();
+            format!("{:.1e}", (d / r).sqrt())
+        })
+        .collect();
+    println!(
+        "in two parts against joined, each output's relative l2 difference: {}",
+        apart.join(", ")
+    );
+    let t_trees = median(|| {
+        let own = DeviceParticles::upload(gpu, sources)?;
+        trees(Device::Cuda(gpu), 0, Some(&own)).map(|_| ())
+    })?;
+    let t_alone = median(alone)?;
+    let t_joined = median(joined)?;
+    let t_split = median(split)?;
+    let [own_done, trees_done] = laps.get();
+    println!("trees alone  {t_trees:.4} s (the own sources' copy, the local essential trees for the others)");
+    println!("alone        {t_alone:.4} s");
+    println!(
+        "joined       {t_joined:.4} s  efficiency {:.2}",
+        t_alone / t_joined
+    );
+    println!(
+        "in two parts {t_split:.4} s  efficiency {:.2} (last run: own part done at {own_done:.4} s, \
+         the trees at {trees_done:.4} s)",
+        t_alone / t_split
+    );
+    Ok(())
+}
