@@ -47,7 +47,6 @@ pub fn source() -> String {
             ("KIND_PPM", KIND_PPM as i64),
             ("MAX_SIDE", chebyshev::MAX_ORDER as i64 + 1),
             ("MAX_SLOTS", MAX_SLOTS as i64),
-            ("P2M_RUN", P2M_RUN as i64),
         ],
         include_str!("nodes.cu"),
     )
@@ -264,9 +263,17 @@ pub(crate) fn upward<R: Real>(
     Ok((q, node_pos, slots))
 }
 
-/// Particles a block of [`cell_node_sources`]'s P2M takes: their weights
-/// fit in shared memory at the highest order (13 a side: 21 KB).
-const P2M_RUN: usize = 64;
+/// Particles a block of [`cell_node_sources`]'s P2M takes, their weights
+/// and strengths in shared memory (`side` weights an axis, `nq`
+/// strengths): as many as 40 KB holds, 64 to 256 (256 at order 5 and
+/// one strength, 128 at the highest order). Each run's sums go to its cell's nodes by
+/// atomic adds, a large cell's runs all to the same 216 or so: runs of
+/// 64 made the local essential tree's node strengths 0.035 to 0.044 s of
+/// its 0.07 s at 2^24 sources on an H200 (`overlap_bench`, 4 parts).
+fn p2m_run(side: usize, nq: usize) -> usize {
+    let per = (3 * side + nq) * std::mem::size_of::<f64>();
+    (40 * 1024 / per).clamp(64, 256)
+}
 
 /// The node sources of the cells `cells` of `tree` only (`host`: its
 /// cells on the host), `k` a cell in the order of `cells`, as [`upward`]
@@ -305,14 +312,16 @@ pub(crate) fn cell_node_sources<R: Real>(
         f(&|c| c.center[2])?,
     ];
     let half = f(&|c| c.half)?;
-    // The runs: each cell's particles P2M_RUN at a time.
+    // The runs: each cell's particles `run` at a time.
+    let side = basis.p as usize + 1;
+    let run = p2m_run(side, nq);
     let (mut run_cell, mut run_begin, mut run_end) = (Vec::new(), Vec::new(), Vec::new());
     for (u, &c) in cells.iter().enumerate() {
         let cell = &host.cells[c];
-        for b in (cell.begin..cell.end).step_by(P2M_RUN) {
+        for b in (cell.begin..cell.end).step_by(run) {
             run_cell.push(u as i32);
             run_begin.push(b as i32);
-            run_end.push((b + P2M_RUN).min(cell.end) as i32);
+            run_end.push((b + run).min(cell.end) as i32);
         }
     }
     let mut q = zeros::<f64>(s, one * k * nq)?;
@@ -321,20 +330,19 @@ pub(crate) fn cell_node_sources<R: Real>(
             s,
             &read_addresses(s, rep.strength.iter().map(|&i| &sslots[i])),
         )?;
-        let side = basis.p as usize + 1;
         let cfg = LaunchConfig {
             grid_dim: (run_cell.len() as u32, 1, 1),
             block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: (P2M_RUN * (3 * side + nq) * std::mem::size_of::<f64>()) as u32,
+            shared_mem_bytes: (run * (3 * side + nq) * std::mem::size_of::<f64>()) as u32,
         };
-        let (ki, nqi) = (k as i32, nq as i32);
+        let (ki, nqi, runi) = (k as i32, nq as i32, run as i32);
         let runs = [
             upload(s, &run_cell)?,
             upload(s, &run_begin)?,
             upload(s, &run_end)?,
         ];
         launch!(s, nodes.p2m_cells, cfg, "far_nodes_p2m_cells";
-            &runs[0], &runs[1], &runs[2],
+            &runi, &runs[0], &runs[1], &runs[2],
             &center[0], &center[1], &center[2], &half, &basis.p, &ki, &basis.table,
             &pos[0], &pos[1], &pos[2], &nqi, &qs, &mut q)?;
     }

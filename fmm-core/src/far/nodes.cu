@@ -217,14 +217,15 @@ __device__ void p2m(const int n_cells, const int kind, const int p, const int k,
 // P2M straight from the particles to the Chebyshev nodes of chosen cells,
 // at any level (the local essential tree's cells: a few of a large tree,
 // where an upward pass over every cell cost more than the rest of its
-// build). One block a run of at most P2M_RUN particles of one cell (run t:
+// build). One block a run of at most `run` particles of one cell (run t:
 // cell u = run_cell[t] of the chosen ones, particles run_begin[t] ..
 // run_end[t] in tree order); the run's 1D weights and strengths in shared
 // memory, a thread a node, each run's sums added to q[(u k + i) nq + s]
 // with atomics. The runs of a cell add in any order: equal to the upward
 // pass's strengths to round-off, not to the last bit.
 template <typename T>
-__device__ void p2m_cells(const int* __restrict__ run_cell, const int* __restrict__ run_begin,
+__device__ void p2m_cells(const int run, const int* __restrict__ run_cell,
+                          const int* __restrict__ run_begin,
                           const int* __restrict__ run_end, const double* __restrict__ cx,
                           const double* __restrict__ cy, const double* __restrict__ cz,
                           const double* __restrict__ half, const int p, const int k,
@@ -236,7 +237,7 @@ __device__ void p2m_cells(const int* __restrict__ run_cell, const int* __restric
     const int side = p + 1, t = blockIdx.x;
     const int u = run_cell[t], b = run_begin[t], m = run_end[t] - b;
     double* w = shared;                          // [j][axis][side]
-    double* qv = shared + P2M_RUN * 3 * side;    // [j][s]
+    double* qv = shared + run * 3 * side;        // [j][s]
     for (int j = threadIdx.x; j < m; j += blockDim.x) {
         double f[3];
         unit_frame((double)x[b + j], (double)y[b + j], (double)z[b + j], cx[u], cy[u], cz[u],
@@ -457,15 +458,15 @@ __device__ void l2p(const int n, const int* __restrict__ leaf_of, const double* 
                nq, qs, q);                                                                         \
     }                                                                                              \
     extern "C" __global__ void far_nodes_p2m_cells_##S(                                            \
-        const int* __restrict__ run_cell, const int* __restrict__ run_begin,                       \
+        const int run, const int* __restrict__ run_cell, const int* __restrict__ run_begin,        \
         const int* __restrict__ run_end, const double* __restrict__ cx,                            \
         const double* __restrict__ cy, const double* __restrict__ cz,                              \
         const double* __restrict__ half, const int p, const int k,                                 \
         const double* __restrict__ table, const T* __restrict__ x, const T* __restrict__ y,        \
         const T* __restrict__ z, const int nq, const u64* __restrict__ qs, double* __restrict__ q) \
     {                                                                                              \
-        p2m_cells<T>(run_cell, run_begin, run_end, cx, cy, cz, half, p, k, table, x, y, z, nq, qs, \
-                     q);                                                                           \
+        p2m_cells<T>(run, run_cell, run_begin, run_end, cx, cy, cz, half, p, k, table, x, y, z, nq, \
+                     qs, q);                                                                       \
     }                                                                                              \
     extern "C" __global__ void far_nodes_sources_##S(                                              \
         const int n_cells, const int k, const int nq, const int ns,                                \
