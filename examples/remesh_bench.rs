@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut part = PartRemesh::spread(&p, &lattice)?;
     let spread = clock.elapsed().as_secs_f64();
     let clock = Instant::now();
-    let out = part.shared(&[part.reach()], 0);
+    let out = part.shared(&[part.claim()], 0);
     let shared = clock.elapsed().as_secs_f64();
     let clock = Instant::now();
     let largest = part.largest();

@@ -243,7 +243,7 @@ impl<'a> Clock<'a> {
 /// Whether `FMM_TRACE` is set: the tolerance's driver then says every
 /// run's settings, error and time on stderr, and the stages that estimate
 /// its error say theirs.
-pub(crate) fn trace() -> bool {
+pub fn trace() -> bool {
     static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *TRACE.get_or_init(|| std::env::var_os("FMM_TRACE").is_some_and(|v| !v.is_empty() && v != "0"))
 }

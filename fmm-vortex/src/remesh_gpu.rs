@@ -7,7 +7,7 @@
 //! cores (docs/VORTEX.md).
 
 use fmm_core::cuda::Gpu;
-use fmm_core::cudarc::driver::{LaunchConfig, PushKernelArg};
+use fmm_core::cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
@@ -88,12 +88,12 @@ pub(crate) fn spread(
     let (module, _) = gpu.module("vortex_remesh_spread", SOURCE)?;
     let f = gpu.function(&module, "remesh_spread")?;
     let s = gpu.stream();
-    let up = |v: &[f64]| s.clone_htod(v).map_err(cuda("copy to the device"));
-    let (x, alpha, sigma) = (
-        up(p.x.as_flattened())?,
-        up(p.alpha.as_flattened())?,
-        up(&p.sigma)?,
-    );
+    // Through the staging buffers (`Gpu::upload_many`): at 256^3 the
+    // copies from and into pageable memory were most of the 1.17 s.
+    let [x, alpha, sigma]: [CudaSlice<f64>; 3] = gpu
+        .upload_many(&[p.x.as_flattened(), p.alpha.as_flattened(), &p.sigma])?
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("three arrays"));
     let sums = part.sums_mut();
     let mut acc = s
         .alloc_zeros::<f64>(5 * sums.len())
@@ -119,7 +119,6 @@ pub(crate) fn spread(
     // stencil reaches is in the box (the host framed it from the same
     // stencils: `PartRemesh::spread_on`).
     unsafe { b.launch(cfg) }.map_err(cuda("launching remesh_spread"))?;
-    s.memcpy_dtoh(&acc, sums.as_flattened_mut())
-        .map_err(cuda("copy from the device"))?;
+    gpu.download_into(&acc, sums.as_flattened_mut())?;
     Ok(())
 }

@@ -243,6 +243,28 @@ impl Gpu {
             .collect()
     }
 
+    /// Copies the first `dst.len()` elements of the device array `src`
+    /// into `dst` (through the staging buffers where it is large: a copy
+    /// into pageable memory runs at the driver's pace, a page at a time).
+    pub fn download_into<R: Real>(&self, src: &CudaSlice<R>, dst: &mut [R]) -> Result<(), Error> {
+        let len = dst.len();
+        if src.len() < len {
+            return Err(Error::Cuda(format!(
+                "copy from the device: {len} elements asked of an array of {}",
+                src.len()
+            )));
+        }
+        if self.staging_on() && std::mem::size_of_val(dst) >= STAGED_BYTES {
+            return self.staged_dtoh(src, bytes_of_mut(dst));
+        }
+        if len > 0 {
+            self.stream()
+                .memcpy_dtoh(&src.slice(0..len), dst)
+                .map_err(cuda_err("copy from the device"))?;
+        }
+        Ok(())
+    }
+
     /// The device copies run one piece ahead of the host's: piece k + 1
     /// comes over while the host copies piece k out of the other buffer
     /// (its fresh pages faulted in on every core, as a side effect).
