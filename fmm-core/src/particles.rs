@@ -109,20 +109,31 @@ impl<R: Real> Particles<R> {
     /// and fields), as the sources that came from other processes join a
     /// process's own.
     pub fn append(&mut self, other: &Particles<R>) -> Result<(), Error> {
-        if other.kernel != self.kernel || other.role != self.role || other.layout != self.layout {
-            return Err(Error::BadOption(format!(
-                "particles appended must be made alike: {}s of {} and {}s of {}",
-                self.role.name(),
-                self.kernel,
-                other.role.name(),
-                other.kernel
-            )));
-        }
+        other.made_as((self.kernel, self.role, &self.layout), "appended")?;
         for (a, b) in self.pos.iter_mut().zip(&other.pos) {
             a.extend_from_slice(b);
         }
         for (a, b) in self.slots.iter_mut().zip(&other.slots) {
             a.extend_from_slice(b);
+        }
+        Ok(())
+    }
+
+    /// Whether these particles are made as `(kernel, role, layout)` are,
+    /// to be `how` (joined, appended) with them: an error naming both
+    /// where not.
+    pub(crate) fn made_as(
+        &self,
+        (kernel, role, layout): (&str, Role, &[Field]),
+        how: &str,
+    ) -> Result<(), Error> {
+        if self.kernel != kernel || self.role != role || self.layout != layout {
+            return Err(Error::BadOption(format!(
+                "particles {how} must be made alike: {}s of {kernel} and {}s of {}",
+                role.name(),
+                self.role.name(),
+                self.kernel
+            )));
         }
         Ok(())
     }

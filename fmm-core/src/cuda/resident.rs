@@ -62,17 +62,8 @@ impl<R: Real> DeviceParticles<R> {
         let first = parts
             .first()
             .ok_or_else(|| Error::BadOption("no particles to join".into()))?;
-        if let Some(p) = parts
-            .iter()
-            .find(|p| p.kernel != first.kernel || p.role != first.role || p.layout != first.layout)
-        {
-            return Err(Error::BadOption(format!(
-                "particles joined must be made alike: {}s of {} and {}s of {}",
-                first.role.name(),
-                first.kernel,
-                p.role.name(),
-                p.kernel
-            )));
+        for p in parts {
+            p.made_as((first.kernel, first.role, &first.layout), "joined")?;
         }
         let array = |get: &dyn Fn(&Particles<R>) -> &[R]| {
             let host: Vec<&[R]> = parts.iter().map(|p| get(p)).collect();
@@ -101,15 +92,7 @@ impl<R: Real> DeviceParticles<R> {
     /// uploaded once for its local essential tree, joined with the sources
     /// the others sent; only `more` crosses the bus.
     pub fn joined_with(&self, gpu: &Gpu, more: &Particles<R>) -> Result<Self, Error> {
-        if more.kernel != self.kernel || more.role != self.role || more.layout != self.layout {
-            return Err(Error::BadOption(format!(
-                "particles joined must be made alike: {}s of {} and {}s of {}",
-                self.role.name(),
-                self.kernel,
-                more.role.name(),
-                more.kernel
-            )));
-        }
+        more.made_as((self.kernel, self.role, &self.layout), "joined")?;
         let own = self.pos.as_ref().ok_or_else(|| {
             Error::BadOption("particles joined on the device need positions of their own".into())
         })?;
