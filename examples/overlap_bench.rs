@@ -13,10 +13,11 @@
 //! - alone: part 0's own sources, one process's step (copies, FMM, the
 //!   outputs back);
 //! - joined: its local essential trees for the others, then every source
-//!   joined, one evaluation (`fmm_bench --distributed --joined`);
+//!   joined, one evaluation (what `fmm_bench --distributed` runs);
 //! - in two parts: the own sources evaluated while the trees are built
 //!   on a second stream, then the arrivals, the outputs added
-//!   (`fmm_core::distributed::Overlap`, the default on a GPU of its own).
+//!   (`fmm_core::distributed::Overlap::Gpu`, `fmm_bench --distributed
+//!   --overlap`).
 //!
 //! Neither counts the boxes, the MPI exchange nor the error estimate
 //! (the FMM at fixed `p` and `theta`); the trees are sent at the

@@ -66,16 +66,8 @@ pub struct Claim {
 
 impl Claim {
     /// The claim as six plus six integers, for the processes' exchange.
-    pub fn to_flat(&self) -> [i64; 12] {
-        let mut f = [0; 12];
-        for (i, v) in [self.reach.lo, self.reach.hi, self.core.lo, self.core.hi]
-            .iter()
-            .flatten()
-            .enumerate()
-        {
-            f[i] = *v;
-        }
-        f
+    pub fn to_flat(&self) -> Vec<i64> {
+        [self.reach.lo, self.reach.hi, self.core.lo, self.core.hi].concat()
     }
 
     /// [`Claim::to_flat`]'s claim back.
@@ -543,9 +535,6 @@ mod tests {
         p
     }
 
-    /// Slabs and blocks of a periodic box (points across its faces wrap
-    /// to other parts' points), a part with no particles, one part, and an
-    /// open lattice.
     #[test]
     fn a_lattice_remeshed_in_slabs_keeps_its_slabs() {
         // Particles near the points of a periodic 16^3 lattice, cut into 4
@@ -594,6 +583,9 @@ mod tests {
         }
     }
 
+    /// Slabs and blocks of a periodic box (points across its faces wrap
+    /// to other parts' points), a part with no particles, one part, and an
+    /// open lattice.
     #[test]
     fn parts_remesh_as_the_whole_does() {
         let side = 2.0;

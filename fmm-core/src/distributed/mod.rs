@@ -262,14 +262,15 @@ where
     // and their box is found there: two processes sharing an H200's host
     // took 0.05 to 0.067 s for the boxes of their targets and sources on
     // the host at 2^24 each (the host's memory, not its cores, the limit).
-    let upload = match resolve(backend) {
+    let device = resolve(backend);
+    let upload = match &device {
         Ok(Device::Cuda(gpu)) if problem.domain.periodic().is_none() && !sources.is_empty() => {
             DeviceParticles::upload(gpu, sources).map(Some)
         }
         _ => Ok(None),
     };
     let on_gpu = agreed(comm, upload)?;
-    let held = match (&on_gpu, resolve(backend)) {
+    let held = match (&on_gpu, &device) {
         (Some(own), Ok(Device::Cuda(gpu))) => {
             own.positions().map(|p| DeviceOctree::span(gpu, refs3(p)))
         }
@@ -289,7 +290,6 @@ where
         .iter()
         .enumerate()
         .any(|(q, r)| q != me && !r.is_empty());
-    let device = resolve(backend);
     // Split where every process can: the own sources evaluated while the
     // trees are built and exchanged (`overlap`), where some other process
     // has targets (on a GPU, from the own sources' copy there).

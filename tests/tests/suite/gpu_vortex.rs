@@ -472,7 +472,7 @@ fn the_transpose_scheme_on_the_gpu_gives_the_cpus_and_resident_particles_refuse_
 }
 
 #[test]
-#[ignore = "needs a CUDA GPU: `suite --ignored gpu_vortex::` on the GPU host (docs/GPU.md)"]
+#[ignore = "needs a CUDA GPU: `suite --ignored gpu_vortex::` on the GPU host (docs/GPU.md; scripts/gpu_mpi_scaling.sh weak runs it)"]
 fn the_gpus_remeshing_spread_is_the_hosts() {
     use fmm_core::PeriodicBox;
     use fmm_vortex::remesh::Lattice;
