@@ -23,7 +23,7 @@ use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::kernel::MAX_SLOTS;
 use crate::real::Real;
-use crate::tree::{Cell, DeviceOctree, Octree};
+use crate::tree::DeviceOctree;
 
 /// Threads per block of the node kernels.
 const BLOCK: u32 = 128;
@@ -275,56 +275,66 @@ fn p2m_run(side: usize, nq: usize) -> usize {
     (40 * 1024 / per).clamp(64, 256)
 }
 
-/// The node sources of the cells `cells` of `tree` only (`host`: its
-/// cells on the host), `k` a cell in the order of `cells`, as [`upward`]
-/// makes every cell's: each cell's node strengths summed straight from
-/// its particles (`pos`, `sslots` in tree order), at whatever level,
-/// instead of P2M at the leaves and M2M up. The local essential tree sends
-/// the nodes of a few cells of a large tree; the upward pass over every
-/// cell cost it more than the rest of its build (0.16 of 0.33 s at 2^24
-/// sources). Chebyshev nodes only.
+/// Doubles of shared memory a block of [`cell_node_sources`]'s P2M adds
+/// its sets of lines' sums in (`nodes.cu` `p2m_lines`: a thread a line of
+/// `side` nodes, as many sets of the `side^2` lines as [`BLOCK`] threads
+/// hold, the sets' sums added before the atomics): at most 4 KB.
+fn p2m_partial(side: usize) -> usize {
+    let lines = side * side;
+    let sets = (BLOCK as usize / lines).max(1);
+    (sets - 1) * lines * side
+}
+
+/// The node sources of the cells `cells` of `tree` only (`ranges`: their
+/// particles, `begin..end` in tree order), `k` a cell in the order of
+/// `cells`, as [`upward`] makes every cell's: each cell's node strengths
+/// summed straight from its particles (`pos`, `sslots` in tree order), at
+/// whatever level, instead of P2M at the leaves and M2M up. The local
+/// essential tree sends the nodes of a few cells of a large tree; the
+/// upward pass over every cell cost it more than the rest of its build
+/// (0.16 of 0.33 s at 2^24 sources). Chebyshev nodes only.
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub(crate) fn cell_node_sources<R: Real>(
     gpu: &Gpu,
     nodes: &NodeOps,
     basis: &DeviceBasis,
     tree: &DeviceOctree<R>,
-    host: &Octree,
+    cells: &[usize],
+    ranges: &[(usize, usize)],
     pos: &[CudaSlice<R>; 3],
     sslots: &[CudaSlice<R>],
     rep: &Representation,
-    cells: &[usize],
 ) -> Result<([CudaSlice<R>; 3], Vec<CudaSlice<R>>), Error> {
     assert_eq!(
         basis.kind, KIND_CHEBYSHEV,
         "P2M of chosen cells: Chebyshev nodes"
     );
     let s = gpu.stream();
+    let mut lap = crate::cuda::laps::Laps::new(Some(gpu), "nodes' strengths");
     let (n, k, nq, ns) = (cells.len(), basis.k, rep.strength.len(), sslots.len());
     let one = n.max(1);
-    let f = |g: &dyn Fn(&Cell) -> f64| -> Result<CudaSlice<f64>, Error> {
-        let v: Vec<f64> = cells.iter().map(|&c| g(&host.cells[c])).collect();
-        upload(s, if v.is_empty() { &[0.0] } else { &v[..] })
-    };
+    // The cells' boxes, picked on the device.
+    let idx = upload(s, &cells.iter().map(|&c| c as u32).collect::<Vec<_>>())?;
+    let f = |v: &CudaSlice<f64>| gather(gpu, &idx, v, n);
     let center = [
-        f(&|c| c.center[0])?,
-        f(&|c| c.center[1])?,
-        f(&|c| c.center[2])?,
+        f(&tree.center[0])?,
+        f(&tree.center[1])?,
+        f(&tree.center[2])?,
     ];
-    let half = f(&|c| c.half)?;
+    let half = f(&tree.half)?;
     // The runs: each cell's particles `run` at a time.
     let side = basis.p as usize + 1;
     let run = p2m_run(side, nq);
     let (mut run_cell, mut run_begin, mut run_end) = (Vec::new(), Vec::new(), Vec::new());
-    for (u, &c) in cells.iter().enumerate() {
-        let cell = &host.cells[c];
-        for b in (cell.begin..cell.end).step_by(run) {
+    for (u, &(begin, end)) in ranges.iter().enumerate() {
+        for b in (begin..end).step_by(run) {
             run_cell.push(u as i32);
             run_begin.push(b as i32);
-            run_end.push((b + run).min(cell.end) as i32);
+            run_end.push((b + run).min(end) as i32);
         }
     }
     let mut q = zeros::<f64>(s, one * k * nq)?;
+    lap.say(&format!("{} cells, {} runs", n, run_cell.len()))?;
     if !run_cell.is_empty() {
         let qs = upload(
             s,
@@ -333,7 +343,8 @@ pub(crate) fn cell_node_sources<R: Real>(
         let cfg = LaunchConfig {
             grid_dim: (run_cell.len() as u32, 1, 1),
             block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: (run * (3 * side + nq) * std::mem::size_of::<f64>()) as u32,
+            shared_mem_bytes: ((run * (3 * side + nq) + p2m_partial(side))
+                * std::mem::size_of::<f64>()) as u32,
         };
         let (ki, nqi, runi) = (k as i32, nq as i32, run as i32);
         let runs = [
@@ -346,6 +357,7 @@ pub(crate) fn cell_node_sources<R: Real>(
             &center[0], &center[1], &center[2], &half, &basis.p, &ki, &basis.table,
             &pos[0], &pos[1], &pos[2], &nqi, &qs, &mut q)?;
     }
+    lap.say("P2M of the runs")?;
     // The other slots' strength-weighted means, the cells' own (as
     // `upward` takes them).
     let slot_q = slot_components(ns, &rep.strength);
@@ -377,6 +389,7 @@ pub(crate) fn cell_node_sources<R: Real>(
         launch!(s, nodes.sources, grid(n * k), "far_nodes_sources";
             &ni, &ki, &nqi, &nsi, &d_slot_q, &q, &means, &outs)?;
     }
+    lap.say("means and node sources")?;
     Ok((node_pos, slots))
 }
 
@@ -416,6 +429,15 @@ mod tests {
 
     #[test]
     fn the_gpu_takes_every_pseudo_particle_order_and_chebyshev_to_11() {
+        // The chosen cells' P2M fits the default 48 KB of shared memory
+        // at every order and at the most slots.
+        for side in 2..=chebyshev::MAX_ORDER + 1 {
+            let bytes = (p2m_run(side, MAX_SLOTS) * (3 * side + MAX_SLOTS) + p2m_partial(side)) * 8;
+            assert!(
+                p2m_partial(side) * 8 <= 4096 && bytes <= 48 * 1024,
+                "{side}: {bytes}"
+            );
+        }
         assert_eq!(max_gpu_order(FarField::Ppm), pseudo::MAX_ORDER);
         assert_eq!(max_gpu_order(FarField::KernelIndependent), 11);
         assert_eq!(

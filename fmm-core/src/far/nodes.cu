@@ -220,9 +220,68 @@ __device__ void p2m(const int n_cells, const int kind, const int p, const int k,
 // build). One block a run of at most `run` particles of one cell (run t:
 // cell u = run_cell[t] of the chosen ones, particles run_begin[t] ..
 // run_end[t] in tree order); the run's 1D weights and strengths in shared
-// memory, a thread a node, each run's sums added to q[(u k + i) nq + s]
-// with atomics. The runs of a cell add in any order: equal to the upward
-// pass's strengths to round-off, not to the last bit.
+// memory, each run's sums added to q[(u k + i) nq + s] with atomics. The
+// runs of a cell add in any order: equal to the upward pass's strengths to
+// round-off, not to the last bit.
+//
+// A thread sums a line of SIDE nodes along x (one y and z index) over a
+// share of the run's particles, in registers: a particle's y z weight and
+// strength are read once for the line, where a thread a node read its
+// three weights for every node (the shared memory's reads, not the
+// arithmetic, bounded it). Where a block has threads for more than one
+// set of lines, the sets take alternate particles and add their sums in
+// shared memory (`partial`, (sets - 1) k doubles) before the atomics.
+template <int SIDE>
+__device__ void p2m_lines(const int u, const int m, const int nq, const double* w,
+                          const double* qv, double* partial, double* __restrict__ q)
+{
+    const int lines = SIDE * SIDE, k = lines * SIDE;
+    const int sets = blockDim.x >= lines ? blockDim.x / lines : 1;
+    const int passes = sets > 1 ? 1 : (lines + blockDim.x - 1) / blockDim.x;
+    for (int s = 0; s < nq; ++s) {
+        for (int pass = 0; pass < passes; ++pass) {
+            const int t = threadIdx.x + pass * blockDim.x;
+            const bool active = t < lines * sets;
+            const int line = t % lines, set = t / lines;
+            const int iy = line % SIDE, iz = line / SIDE;
+            double acc[SIDE];
+#pragma unroll
+            for (int ix = 0; ix < SIDE; ++ix) acc[ix] = 0.0;
+            if (active) {
+                for (int j = set; j < m; j += sets) {
+                    const double* wj = w + j * 3 * SIDE;
+                    const double yz = wj[SIDE + iy] * wj[2 * SIDE + iz] * qv[j * nq + s];
+#pragma unroll
+                    for (int ix = 0; ix < SIDE; ++ix) acc[ix] += wj[ix] * yz;
+                }
+            }
+            if (sets > 1) {
+                __syncthreads();  // the last component's partial sums read
+                if (active && set > 0) {
+#pragma unroll
+                    for (int ix = 0; ix < SIDE; ++ix)
+                        partial[((set - 1) * lines + line) * SIDE + ix] = acc[ix];
+                }
+                __syncthreads();
+                if (active && set == 0) {
+                    for (int o = 1; o < sets; ++o) {
+#pragma unroll
+                        for (int ix = 0; ix < SIDE; ++ix)
+                            acc[ix] += partial[((o - 1) * lines + line) * SIDE + ix];
+                    }
+                }
+            }
+            if (active && set == 0) {
+#pragma unroll
+                for (int ix = 0; ix < SIDE; ++ix) {
+                    const int i = ix + SIDE * (iy + SIDE * iz);
+                    atomicAdd(q + ((long long)u * k + i) * nq + s, acc[ix]);
+                }
+            }
+        }
+    }
+}
+
 template <typename T>
 __device__ void p2m_cells(const int run, const int* __restrict__ run_cell,
                           const int* __restrict__ run_begin,
@@ -238,6 +297,7 @@ __device__ void p2m_cells(const int run, const int* __restrict__ run_cell,
     const int u = run_cell[t], b = run_begin[t], m = run_end[t] - b;
     double* w = shared;                          // [j][axis][side]
     double* qv = shared + run * 3 * side;        // [j][s]
+    double* partial = qv + run * nq;             // [set - 1][line][x]
     for (int j = threadIdx.x; j < m; j += blockDim.x) {
         double f[3];
         unit_frame((double)x[b + j], (double)y[b + j], (double)z[b + j], cx[u], cy[u], cz[u],
@@ -246,6 +306,21 @@ __device__ void p2m_cells(const int run, const int* __restrict__ run_cell,
         for (int s = 0; s < nq; ++s) qv[j * nq + s] = (double)((const T*)qs[s])[b + j];
     }
     __syncthreads();
+    switch (side) {
+    case 3: p2m_lines<3>(u, m, nq, w, qv, partial, q); return;
+    case 4: p2m_lines<4>(u, m, nq, w, qv, partial, q); return;
+    case 5: p2m_lines<5>(u, m, nq, w, qv, partial, q); return;
+    case 6: p2m_lines<6>(u, m, nq, w, qv, partial, q); return;
+    case 7: p2m_lines<7>(u, m, nq, w, qv, partial, q); return;
+    case 8: p2m_lines<8>(u, m, nq, w, qv, partial, q); return;
+    case 9: p2m_lines<9>(u, m, nq, w, qv, partial, q); return;
+    case 10: p2m_lines<10>(u, m, nq, w, qv, partial, q); return;
+    case 11: p2m_lines<11>(u, m, nq, w, qv, partial, q); return;
+    case 12: p2m_lines<12>(u, m, nq, w, qv, partial, q); return;
+    case 13: p2m_lines<13>(u, m, nq, w, qv, partial, q); return;
+    default: break;
+    }
+    // Any other side (orders 1 and past 12): a thread a node.
     for (int i = threadIdx.x; i < k; i += blockDim.x) {
         const int ix = i % side, iy = (i / side) % side, iz = i / (side * side);
         double acc[MAX_SLOTS];

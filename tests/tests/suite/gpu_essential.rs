@@ -13,18 +13,38 @@ use fmm_core::essential::{essential_sources_on, Essential, Region};
 use fmm_core::kernels::{Gravity, VelocityStretching};
 use fmm_core::reference::{at, relative_l2};
 use fmm_core::tree::Bounds;
-use fmm_core::{evaluate, resolve, Backend, Device, Domain, Kernel, Method, Particles, Real};
+use fmm_core::{
+    evaluate, resolve, Backend, Device, Domain, Kernel, Method, Particles, PeriodicBox, Problem,
+    Real,
+};
 
-/// The sources sent for a box beside the cube by the CPU and by the GPU,
-/// compared; the direct sums over them against the sum over all.
-fn case<K: Kernel, R: Real>(src: &Particles<R>, tg: &Particles<R>, params: &[f64], tol: f64) {
+/// The sources sent by the CPU and by the GPU for a box beside the cube
+/// (receiver 1), for one below it (3) and none for an empty box (2) nor
+/// for the sender itself (0), compared; the direct sums over receiver 1's
+/// against the sum over all, in `domain`.
+fn case<K: Kernel, R: Real>(
+    src: &Particles<R>,
+    tg: &Particles<R>,
+    params: &[f64],
+    tol: f64,
+    domain: &Domain,
+) {
     let how = Essential::for_method::<K>(&Method::Tolerance(tol)).unwrap();
-    let regions = [Region::around::<f64>([&[], &[], &[]]), {
-        let p = tg.positions();
+    let around = |p: [&[R]; 3]| {
         let f = |a: usize| p[a].iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
         let (x, y, z) = (f(0), f(1), f(2));
         Region::around([&x, &y, &z])
-    }];
+    };
+    let below = Region {
+        lo: [0.1, 0.2, -0.6],
+        hi: [0.7, 0.9, -0.2],
+    };
+    let regions = [
+        around(src.positions()),
+        around(tg.positions()),
+        Region::around::<f64>([&[], &[], &[]]),
+        below,
+    ];
     let gpu = resolve(Backend::Cuda).expect("these tests need a CUDA GPU");
     // The tree in the sources' own cube, and in a cube given (a
     // distributed run's lattice): the GPU's cells the CPU's in both.
@@ -33,19 +53,26 @@ fn case<K: Kernel, R: Real>(src: &Particles<R>, tg: &Particles<R>, params: &[f64
         half: 0.9,
     };
     let run = |device: Device<'static>, cube: Option<Bounds>| {
-        essential_sources_on::<K, R>(device, src, &regions, 0, &how, &Domain::FreeSpace, cube)
-            .unwrap()
+        essential_sources_on::<K, R>(device, src, &regions, 0, &how, domain, cube).unwrap()
     };
+    let lens = |s: &[Particles<R>]| s.iter().map(|p| p.len()).collect::<Vec<_>>();
     let (cpu_given, sel_given) = run(Device::Cpu, Some(given));
     let (dev_given, dev_sel_given) = run(gpu, Some(given));
     assert_eq!(sel_given, dev_sel_given, "the same cells in the given cube");
-    assert_eq!(cpu_given[1].len(), dev_given[1].len());
+    assert_eq!(lens(&cpu_given), lens(&dev_given));
     let (cpu, cpu_sel) = run(Device::Cpu, None);
     let (dev, dev_sel) = run(gpu, None);
     assert_eq!(cpu_sel, dev_sel, "the same cells");
-    assert_eq!(cpu[1].len(), dev[1].len());
+    assert_eq!(lens(&cpu), lens(&dev));
+    assert_eq!(
+        (dev[0].len(), dev[2].len()),
+        (0, 0),
+        "none for the sender, none for no box"
+    );
+    assert!(!dev[3].is_empty() && dev[3].len() < src.len());
+    let problem = Problem::new(params).in_domain(*domain);
     let direct = |s: &Particles<R>| {
-        evaluate::<K, R>(Backend::Cpu, &Method::direct(), params, tg, s)
+        evaluate::<K, R>(Backend::Cpu, &Method::direct(), problem, tg, s)
             .unwrap()
             .outputs
     };
@@ -58,7 +85,7 @@ fn case<K: Kernel, R: Real>(src: &Particles<R>, tg: &Particles<R>, params: &[f64
         relative_l2(&g, &c),
     );
     println!(
-        "{} {}: {} of {} sources sent ({} cells as nodes); CPU {cpu_err:.2e}, GPU {gpu_err:.2e} from every source; GPU from CPU {apart:.2e}",
+        "{} {} {domain:?}: {} of {} sources sent ({} cells as nodes); CPU {cpu_err:.2e}, GPU {gpu_err:.2e} from every source; GPU from CPU {apart:.2e}",
         K::name(),
         std::any::type_name::<R>(),
         dev[1].len(),
@@ -91,7 +118,7 @@ fn gpu_essential_tree_is_the_cpus() {
         s.set("m", &m).unwrap();
         let tr: Vec<[R; 3]> = t.iter().map(|p| p.map(R::c)).collect();
         let tg = Particles::targets::<Gravity>(&tr).unwrap();
-        case::<Gravity, R>(&s, &tg, &[0.0], 1e-6);
+        case::<Gravity, R>(&s, &tg, &[0.0], 1e-6, &Domain::FreeSpace);
     }
     gravity::<f64>(&x, &beside);
     gravity::<f32>(&x, &beside);
@@ -104,5 +131,26 @@ fn gpu_essential_tree_is_the_cpus() {
     s.set("sigma", &vec![0.02; n]).unwrap();
     let mut tg = Particles::targets::<VelocityStretching>(&beside).unwrap();
     tg.set_vec3("alpha_i", &alpha[..2000]).unwrap();
-    case::<VelocityStretching, f64>(&s, &tg, &[], 1e-5);
+    case::<VelocityStretching, f64>(&s, &tg, &[], 1e-5, &Domain::FreeSpace);
+}
+
+/// In a periodic box (the distance the nearest image's): targets across
+/// the box's face from the sources, neutral charges.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_essential_tree_in_a_periodic_box_is_the_cpus() {
+    let n = 20_000;
+    let x = uniform_cube(n, 23);
+    let across: Vec<[f64; 3]> = uniform_cube(500, 24)
+        .iter()
+        .map(|p| [2.05 + 0.3 * p[0], p[1], p[2]])
+        .collect();
+    let mut s = Particles::sources::<Gravity>(&x).unwrap();
+    let m: Vec<f64> = (0..n)
+        .map(|i| if i % 2 == 0 { 1.5 } else { -1.5 })
+        .collect();
+    s.set("m", &m).unwrap();
+    let tg = Particles::targets::<Gravity>(&across).unwrap();
+    let periodic = Domain::Periodic(PeriodicBox::cube([-0.2; 3], 2.6));
+    case::<Gravity, f64>(&s, &tg, &[0.0], 1e-4, &periodic);
 }

@@ -92,6 +92,7 @@ fn nvrtc_errors_show_the_generated_line() {
 fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares() {
     use fmm_core::cuda::module::{expand, kernels_in_cubin, EntryList};
     use fmm_core::cuda::primitives::{self, Primitives};
+    use fmm_core::essential::gpu::{self as essential, EssentialOps};
     use fmm_core::far::cuda::{self as far_nodes, NodeOps};
     use fmm_core::far::monopole::cuda::{self as monopole, MonopoleOps};
     use fmm_core::methods::fmm::cuda::compressed::{self, CompressedOps};
@@ -108,6 +109,11 @@ fn nvrtc_compiles_every_hand_written_module_with_the_entries_its_loader_declares
         ),
         (BUILD_MODULE.into(), build_source(), Kernels::ENTRIES),
         (cells::MODULE.into(), cells::source(), Cells::ENTRIES),
+        (
+            essential::MODULE.into(),
+            essential::source(),
+            EssentialOps::ENTRIES,
+        ),
         (
             monopole::MODULE.into(),
             monopole::source(),

@@ -23,27 +23,22 @@
 
 use std::borrow::Cow;
 
-use cudarc::driver::CudaSlice;
-
 use crate::backend::Device;
-use crate::cuda::device::{cuda_err, upload};
-use crate::cuda::laps::Laps;
 use crate::cuda::resident::DeviceParticles;
-use crate::cuda::{primitives, Gpu};
 use crate::domain::{wrap1, Domain};
 use crate::error::Error;
-use crate::far::cuda::{self as far_cuda, DeviceBasis};
 use crate::far::nodes;
 use crate::far::{FarField, Representation};
 use crate::kernel::Kernel;
-use crate::memory::touched;
 use crate::methods::fmm::Accuracy;
 use crate::methods::Method;
 use crate::particles::Particles;
 use crate::real::Real;
 use crate::tree::soa::{positions_f64, sorted};
-use crate::tree::{Bounds, DeviceOctree, Octree, SoA, Span};
+use crate::tree::{Bounds, Octree, SoA, Span};
 use rayon::prelude::*;
+
+pub mod gpu;
 
 /// Most sources in a leaf of the sender's tree, where the cells sent as
 /// nodes have fewer nodes ([`leaf_size`]).
@@ -230,6 +225,47 @@ fn select(
     s
 }
 
+/// The walks of one sender's tree, one a receiver: `regions[q]` the box
+/// around receiver `q`'s targets; none for the sender itself (`me`) nor
+/// for an empty box.
+struct Walk<'a> {
+    regions: &'a [Region],
+    me: usize,
+    theta: f64,
+    limits: Limits,
+    /// No strength to put on nodes: every source goes as it is.
+    as_they_are: bool,
+}
+
+impl Walk<'_> {
+    /// Whether receiver `q` gets anything.
+    fn live(&self, q: usize) -> bool {
+        q != self.me && !self.regions[q].is_empty()
+    }
+
+    /// The MAC's settings `(k, radius, theta)` for cells of `k` nodes in
+    /// spheres of radius `radius` (the unit frame's): where the sources
+    /// go as they are, no cell is far.
+    fn mac(&self, k: usize, radius: f64) -> (usize, f64, f64) {
+        if self.as_they_are {
+            (usize::MAX, 0.0, 0.0)
+        } else {
+            (k, radius, self.theta)
+        }
+    }
+
+    /// Every receiver's selection of `tree` on the CPU.
+    fn select(&self, tree: &Octree, k: usize, radius: f64) -> Vec<Selection> {
+        let (k, radius, theta) = self.mac(k, radius);
+        (0..self.regions.len())
+            .map(|q| match self.live(q) {
+                true => select(tree, k, radius, theta, &self.regions[q], &self.limits),
+                false => Selection::default(),
+            })
+            .collect()
+    }
+}
+
 /// This process's sources for each other process (`regions[q]` the box
 /// around process `q`'s targets; `me`'s own gets nothing), the cells
 /// represented by Chebyshev nodes at `how`'s order; also the selections,
@@ -295,22 +331,12 @@ pub fn essential_sources_from<K: Kernel, R: Real>(
     let strength = crate::problem::strength_slots::<K>("the local essential tree").ok();
     let b = nodes::basis(FarField::KernelIndependent, how.p);
     let ncrit = leaf_size(strength.as_ref().map(|_| b.len()));
-    let limits = Limits::of(domain);
-    let walk = |tree: &Octree, k: usize, radius: f64| -> Vec<Selection> {
-        regions
-            .iter()
-            .enumerate()
-            .map(|(q, region)| {
-                if q == me {
-                    Selection::default()
-                } else if strength.is_none() {
-                    // No strength to put on nodes: every source as it is.
-                    select(tree, usize::MAX, 0.0, 0.0, region, &limits)
-                } else {
-                    select(tree, k, radius, how.theta, region, &limits)
-                }
-            })
-            .collect()
+    let walk = Walk {
+        regions,
+        me,
+        theta: how.theta,
+        limits: Limits::of(domain),
+        as_they_are: strength.is_none(),
     };
     if let Device::Cuda(gpu) = device {
         let here = match domain.periodic() {
@@ -324,7 +350,7 @@ pub fn essential_sources_from<K: Kernel, R: Real>(
         // Only the unwrapped positions are the resident sources'.
         let resident = resident.filter(|_| domain.periodic().is_none());
         let at = (how.p, ncrit, cube);
-        return on_gpu(gpu, sources, here, resident, &strength, at, walk);
+        return gpu::on_gpu(gpu, sources, here, resident, &strength, &walk, at);
     }
     let mut pos = positions_f64(sources);
     if let Some(b) = domain.periodic() {
@@ -340,7 +366,7 @@ pub fn essential_sources_from<K: Kernel, R: Real>(
     if domain.periodic().is_some() {
         src.set_positions([&pos[0], &pos[1], &pos[2]], &tree.order);
     }
-    let selections = walk(&tree, b.len(), b.radius());
+    let selections = walk.select(&tree, b.len(), b.radius());
     let any_nodes = selections.iter().any(|s| !s.nodes.is_empty());
     let up = match (&strength, any_nodes) {
         (Some(strength), true) => {
@@ -376,161 +402,6 @@ pub fn essential_sources_from<K: Kernel, R: Real>(
         })
         .collect();
     Ok((sends, selections))
-}
-
-/// The GPU's part of [`essential_sources_on`]: the tree of the positions
-/// `pos` (f64, wrapped into a periodic box) built on `gpu` (`at`: the
-/// nodes' order, the leaves' size and the root cube), walked by `walk` on
-/// the host, the nodes' strengths of the cells sent summed on the GPU
-/// from their particles, gathered there and copied back.
-fn on_gpu<R: Real>(
-    gpu: &Gpu,
-    sources: &Particles<R>,
-    here: [Cow<'_, [R]>; 3],
-    resident: Option<&DeviceParticles<R>>,
-    strength: &Option<Vec<usize>>,
-    (p, ncrit, cube): (usize, usize, Option<Bounds>),
-    walk: impl Fn(&Octree, usize, f64) -> Vec<Selection>,
-) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
-    let mut lap = Laps::new(Some(gpu), "local essential tree");
-    // The sources on the device already (`resident`, where their
-    // positions are `here`'s), else copied there through the staging
-    // buffers (`Gpu::upload_many`: a plain copy from pageable memory took
-    // 0.039 s for 2^24 positions on the GPU hosts).
-    let uploaded;
-    let (d_pos, d_slots): (&[CudaSlice<R>; 3], &[CudaSlice<R>]) =
-        match resident.and_then(|r| r.positions().map(|p| (p, r.slots()))) {
-            Some(on_device) => on_device,
-            None => {
-                let pos: [CudaSlice<R>; 3] = gpu
-                    .upload_many(&[&here[0][..], &here[1], &here[2]])?
-                    .try_into()
-                    .unwrap_or_else(|_| unreachable!("three axes"));
-                let slots =
-                    gpu.upload_many(&sources.slots.iter().map(|v| &v[..]).collect::<Vec<_>>())?;
-                uploaded = (pos, slots);
-                (&uploaded.0, &uploaded.1[..])
-            }
-        };
-    lap.say("upload")?;
-    let d_pos3 = [&d_pos[0], &d_pos[1], &d_pos[2]];
-    let d_tree = match cube {
-        Some(c) => {
-            let span = DeviceOctree::span(gpu, d_pos3)?;
-            DeviceOctree::build_in(gpu, d_pos3, ncrit, c.holding(&span))?
-        }
-        None => DeviceOctree::build(gpu, d_pos3, ncrit)?,
-    };
-    lap.say("tree")?;
-    let tree = d_tree.cells_to_host(gpu)?;
-    lap.say("cells to the host")?;
-    let basis = DeviceBasis::without_children(gpu, FarField::KernelIndependent, p)?;
-    let k = basis.k;
-    let selections = walk(&tree, k, basis.radius);
-    lap.say("walk")?;
-    let in_order = |v: &CudaSlice<R>| d_tree.gather(gpu, v);
-    let sorted = [
-        in_order(&d_pos[0])?,
-        in_order(&d_pos[1])?,
-        in_order(&d_pos[2])?,
-    ];
-    let slots = d_slots
-        .iter()
-        .map(in_order)
-        .collect::<Result<Vec<_>, Error>>()?;
-    lap.say("sources in tree order")?;
-    // Every cell sent as nodes to some process, once; what each process
-    // gets: node sources (their index among those cells' nodes) and
-    // particles (their index in tree order).
-    let mut cells: Vec<usize> = selections.iter().flat_map(|s| s.nodes.clone()).collect();
-    cells.sort_unstable();
-    cells.dedup();
-    let node_idx: Vec<Vec<u32>> = selections
-        .iter()
-        .map(|sel| {
-            sel.nodes
-                .iter()
-                .map(|c| cells.binary_search(c).expect("a chosen cell"))
-                .flat_map(|u| (u * k) as u32..((u + 1) * k) as u32)
-                .collect()
-        })
-        .collect();
-    let particle_idx: Vec<Vec<u32>> = selections
-        .iter()
-        .map(|sel| {
-            sel.particles
-                .iter()
-                .flat_map(|&c| tree.cells[c].begin as u32..tree.cells[c].end as u32)
-                .collect()
-        })
-        .collect();
-    let mut sends: Vec<Particles<R>> = node_idx
-        .iter()
-        .zip(&particle_idx)
-        .map(|(a, b)| {
-            let n = a.len() + b.len();
-            Particles {
-                kernel: sources.kernel,
-                role: sources.role,
-                layout: sources.layout.clone(),
-                pos: [touched(n), touched(n), touched(n)],
-                slots: (0..sources.slots.len()).map(|_| touched(n)).collect(),
-            }
-        })
-        .collect();
-    if let (Some(strength), false) = (strength, cells.is_empty()) {
-        let rep = Representation {
-            far_field: FarField::KernelIndependent,
-            strength: strength.clone(),
-            target_slots: 0,
-        };
-        let ops = far_cuda::NodeOps::get::<R>(gpu)?;
-        let (node_pos, node_slots) = far_cuda::cell_node_sources(
-            gpu, &ops, &basis, &d_tree, &tree, &sorted, &slots, &rep, &cells,
-        )?;
-        lap.say("nodes' strengths")?;
-        for (out, idx) in sends.iter_mut().zip(&node_idx) {
-            copy_gathered(gpu, out, 0, idx, &node_pos, &node_slots)?;
-        }
-        lap.say("nodes gathered")?;
-    }
-    // The cells sent as their particles: runs of the sources in tree
-    // order, gathered on the GPU and copied back after the nodes.
-    for ((out, idx), nodes) in sends.iter_mut().zip(&particle_idx).zip(&node_idx) {
-        copy_gathered(gpu, out, nodes.len(), idx, &sorted, &slots)?;
-    }
-    lap.say("particles gathered")?;
-    Ok((sends, selections))
-}
-
-/// The entries `idx` of the device arrays `pos` and `slots` copied into
-/// `out`'s arrays from `at` on (gathered on the GPU, then copied back:
-/// only what is sent crosses the bus).
-fn copy_gathered<R: Real>(
-    gpu: &Gpu,
-    out: &mut Particles<R>,
-    at: usize,
-    idx: &[u32],
-    pos: &[CudaSlice<R>; 3],
-    slots: &[CudaSlice<R>],
-) -> Result<(), Error> {
-    if idx.is_empty() {
-        return Ok(());
-    }
-    let s = gpu.stream();
-    let d_idx = upload(s, idx)?;
-    let into = |v: &CudaSlice<R>, o: &mut Vec<R>| -> Result<(), Error> {
-        let g = primitives::gather(gpu, &d_idx, v, idx.len())?;
-        s.memcpy_dtoh(&g.slice(0..idx.len()), &mut o[at..at + idx.len()])
-            .map_err(cuda_err("copy from the device"))
-    };
-    for (o, v) in out.pos.iter_mut().zip(pos) {
-        into(v, o)?;
-    }
-    for (o, v) in out.slots.iter_mut().zip(slots) {
-        into(v, o)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
