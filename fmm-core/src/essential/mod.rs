@@ -20,6 +20,10 @@
 //! method takes every image of what it gets, all farther than the
 //! nearest); nodes go only where they stay inside the box along an open
 //! axis and above a wall, where the receiver's checks want every source.
+//!
+//! On a GPU ([`gpu`]) the tree is built, walked for every receiver at
+//! once and the sends gathered there; the CPU and the GPU send the same
+//! cells.
 
 use std::borrow::Cow;
 
