@@ -414,6 +414,20 @@ fn main() {
     let (blo, bhi) = share(n, w.rank, w.size);
     let dest = orb_partition(&w.comm, &big[blo..bhi], &vec![1.0; bhi - blo]).unwrap();
     let moved = Migration::new(&w.comm, &dest).unwrap();
+    // Rows of values move as their columns do and come back in order.
+    let rows = big[blo..bhi].as_flattened();
+    let got = moved.forward_rows(&w.comm, rows, 3);
+    let columns: Vec<Vec<f64>> = (0..3)
+        .map(|a| {
+            let column: Vec<f64> = big[blo..bhi].iter().map(|x| x[a]).collect();
+            moved.forward(&w.comm, &column)
+        })
+        .collect();
+    assert!(got
+        .chunks_exact(3)
+        .enumerate()
+        .all(|(i, r)| (0..3).all(|a| r[a] == columns[a][i])));
+    assert_eq!(moved.back_rows(&w.comm, &got, 3), rows);
     let m = vec![1.0 / n as f64; bhi - blo];
     let (t, s) = gravity_sets(&big[blo..bhi], &m);
     let (t, s) = (moved.particles(&w.comm, &t), moved.particles(&w.comm, &s));

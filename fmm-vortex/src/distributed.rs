@@ -56,22 +56,20 @@ fn to_their_parts<C: Communicator>(
     rates: Option<&[f64]>,
 ) -> Result<(VortexParticles, Option<Vec<f64>>), VortexError> {
     let dest = orb_partition(comm, &p.x, &vec![1.0; p.len()])?;
-    let mig = Migration::new(comm, &dest)?;
-    // Each of `width` values a particle moved, interleaved again.
-    let moved = |v: &[f64], width: usize| -> Vec<f64> {
-        let columns: Vec<Vec<f64>> = (0..width)
-            .map(|k| {
-                let column: Vec<f64> = v.iter().skip(k).step_by(width).copied().collect();
-                mig.forward(comm, &column)
-            })
-            .collect();
-        let n = columns.first().map_or(0, Vec::len);
-        (0..n * width)
-            .map(|i| columns[i % width][i / width])
-            .collect()
-    };
+    moved_to(comm, p, rates, &dest)
+}
+
+/// `p` and `rates` (six values a particle) moved to the processes `dest`
+/// (one a particle); a collective call.
+fn moved_to<C: Communicator>(
+    comm: &C,
+    p: &VortexParticles,
+    rates: Option<&[f64]>,
+    dest: &[i32],
+) -> Result<(VortexParticles, Option<Vec<f64>>), VortexError> {
+    let mig = Migration::new(comm, dest)?;
     let triples = |v: &[[f64; 3]]| -> Vec<[f64; 3]> {
-        moved(v.as_flattened(), 3)
+        mig.forward_rows(comm, v.as_flattened(), 3)
             .chunks_exact(3)
             .map(|c| [c[0], c[1], c[2]])
             .collect()
@@ -82,7 +80,7 @@ fn to_their_parts<C: Communicator>(
         mig.forward(comm, &p.sigma),
         mig.forward(comm, &p.volume),
     )?;
-    Ok((particles, rates.map(|r| moved(r, 6))))
+    Ok((particles, rates.map(|r| mig.forward_rows(comm, r, 6))))
 }
 
 /// Writes `c` (this process's particles, with the run's step, time and
@@ -266,17 +264,7 @@ pub fn remesh_partitioned_on<C: Communicator>(
     cull: f64,
 ) -> Result<VortexParticles, VortexError> {
     let (me, size) = (comm.rank() as usize, comm.size() as usize);
-    // `FMM_TRACE`: the stages' seconds on stderr.
-    let mut clock = std::time::Instant::now();
-    let mut lap = |stage: &str| {
-        if fmm_core::stats::trace() {
-            eprintln!(
-                "[fmm] process {me}: remeshing: {stage} {:.3} s",
-                clock.elapsed().as_secs_f64()
-            );
-            clock = std::time::Instant::now();
-        }
-    };
+    let mut lap = laps(me, "remeshing");
     let spread = check_cull(cull).and_then(|_| PartRemesh::spread_on(gpu, p, lattice));
     let mut part = agreed(
         comm,
@@ -314,6 +302,22 @@ pub fn remesh_partitioned_on<C: Communicator>(
         return Ok(moved);
     }
     Ok(p)
+}
+
+/// `FMM_TRACE`: a closure that prints the seconds since its last call (or
+/// its making) on stderr, named by process `me`, `what` and the stage
+/// given.
+pub(crate) fn laps(me: usize, what: &'static str) -> impl FnMut(&str) {
+    let mut clock = Instant::now();
+    move |stage: &str| {
+        if fmm_core::stats::trace() {
+            eprintln!(
+                "[fmm] process {me}: {what}: {stage} {:.3} s",
+                clock.elapsed().as_secs_f64()
+            );
+            clock = Instant::now();
+        }
+    }
 }
 
 /// The largest process's count of remeshed particles over the mean past

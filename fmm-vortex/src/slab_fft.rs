@@ -5,7 +5,8 @@
 //! The `n^3` lattice's z planes are dealt out in runs, one a process (the
 //! slabs; a process may hold none where there are more processes than
 //! planes). Each process sends its particles' strengths to the owners of
-//! their planes, which transform their planes' x and y lines; an
+//! their planes, which transform their planes' x lines (real: half the
+//! spectrum, [`HalfFft3`]) and y lines; an
 //! all-to-all then gives each process the y rows of its own run across
 //! every plane (pencils along z), which it transforms along z, filters
 //! mode by mode and transforms back; the same all-to-alls in reverse
@@ -15,6 +16,7 @@
 //! pays past a few hundred processes).
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use fmm_core::distributed::{agreed, Migration};
 use fmm_core::PeriodicBox;
@@ -25,8 +27,8 @@ use rustfft::num_complex::Complex64;
 
 use crate::error::VortexError;
 use crate::particles::VortexParticles;
-use crate::remesh::{filter_lattice, lattice_cell, wavenumber, LatticeFilter};
-use crate::spectral::Fft3;
+use crate::remesh::{filter_lattice, lattice_cell, LatticeFilter};
+use crate::spectral::HalfFft3;
 
 /// The run of `0..n` that process `r` of `size` holds.
 fn run(n: usize, size: usize, r: usize) -> Range<usize> {
@@ -44,18 +46,19 @@ fn owners(n: usize, size: usize) -> Vec<i32> {
     owner
 }
 
-/// Complex values sent as their real and imaginary parts.
-fn parts(v: &[Complex64]) -> [Vec<f64>; 2] {
-    [
-        v.par_iter().map(|c| c.re).collect(),
-        v.par_iter().map(|c| c.im).collect(),
-    ]
+/// Complex values as their real and imaginary parts, one after the
+/// other: what the transposes send, two values a mode.
+fn as_reals(v: &[Complex64]) -> &[f64] {
+    // SAFETY: num-complex's `Complex<f64>` is `#[repr(C)]` { re, im }: two
+    // f64 in a row, aligned as f64.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<f64>(), 2 * v.len()) }
 }
 
-fn joined(re: &[f64], im: &[f64]) -> Vec<Complex64> {
-    re.par_iter()
-        .zip(im)
-        .map(|(&re, &im)| Complex64::new(re, im))
+/// [`as_reals`] undone.
+fn complex(reals: Vec<f64>) -> Vec<Complex64> {
+    reals
+        .par_chunks_exact(2)
+        .map(|c| Complex64::new(c[0], c[1]))
         .collect()
 }
 
@@ -101,63 +104,67 @@ pub fn filter_lattice_partitioned<C: Communicator>(
         // Every particle here: the serial filter, no transposes.
         return filter_lattice(p, pbox, n, filter);
     }
+    let mut lap = crate::distributed::laps(me, "lattice filter");
     let plane = n * n;
-    let fft = Fft3::new(n);
+    let fft = HalfFft3::new(n);
+    let h = fft.h();
 
     // The particles' strengths to the slabs of their planes.
     let cell: Vec<usize> = p.x.par_iter().map(|&x| lattice_cell(x, pbox, n)).collect();
     let z_owner = owners(n, size);
     let dest: Vec<i32> = cell.par_iter().map(|&c| z_owner[c / plane]).collect();
     let to_slabs = Migration::new(comm, &dest)?;
-    let cells: Vec<u64> = cell.par_iter().map(|&c| c as u64).collect();
-    let at = to_slabs.forward(comm, &cells);
-    let alpha: [Vec<f64>; 3] = [0, 1, 2]
-        .map(|a| to_slabs.forward(comm, &p.alpha.iter().map(|v| v[a]).collect::<Vec<_>>()));
+    // A row a particle: its cell (exact in f64 below 2^53 cells), its
+    // strength.
+    let mut rows = vec![0.0; 4 * cell.len()];
+    rows.par_chunks_mut(4)
+        .zip(cell.par_iter().zip(&p.alpha))
+        .for_each(|(r, (&c, a))| {
+            r[0] = c as f64;
+            r[1..].copy_from_slice(a);
+        });
+    let arrived = to_slabs.forward_rows(comm, &rows, 4);
+    drop(rows);
+    let at: Vec<usize> = arrived.par_chunks_exact(4).map(|r| r[0] as usize).collect();
     let zs = run(n, size, me);
-    let mut slab: [Vec<Complex64>; 3] =
-        [(); 3].map(|_| vec![Complex64::default(); zs.len() * plane]);
-    // As many particles as cells: a cell taken twice is one left empty.
-    let mut filled = vec![false; zs.len() * plane];
-    let placed = (|| {
-        for (k, &c) in at.iter().enumerate() {
-            let local = c as usize - zs.start * plane;
-            if filled[local] {
-                return Err(fmm_core::Error::BadOption(format!(
-                    "cell {c} of the remeshing lattice is taken by another particle: the \
-                     particles must fill the lattice, one a cell"
-                )));
-            }
-            filled[local] = true;
-            for (w, a) in slab.iter_mut().zip(&alpha) {
-                w[local] = Complex64::new(a[k], 0.0);
-            }
-        }
-        Ok(())
-    })();
+    lap("the strengths sent to the slabs");
+    // Each cell's arrival (its index + 1), in parallel: as many particles
+    // as cells, so a cell taken twice is one left empty.
+    let taker: Vec<AtomicU32> = (0..zs.len() * plane).map(|_| AtomicU32::new(0)).collect();
+    let twice = at.par_iter().enumerate().find_any(|&(k, &c)| {
+        taker[c - zs.start * plane].swap(k as u32 + 1, Ordering::Relaxed) != 0
+    });
+    let placed = match twice {
+        Some((_, c)) => Err(fmm_core::Error::BadOption(format!(
+            "cell {c} of the remeshing lattice is taken by another particle: the particles \
+             must fill the lattice, one a cell"
+        ))),
+        None => Ok(()),
+    };
     agreed(comm, placed)?;
-    drop((alpha, filled));
-    for w in &mut slab {
-        fft.planes(w, false);
-    }
+    let slab: [Vec<f64>; 3] = [0, 1, 2].map(|d| {
+        taker
+            .par_iter()
+            .map(|k| arrived[4 * (k.load(Ordering::Relaxed) as usize - 1) + 1 + d])
+            .collect()
+    });
+    drop((arrived, taker));
+    lap("the strengths placed");
+    let spectra = slab.map(|w| fft.planes_forward(&w));
+    lap("x and y forward");
 
     // The slabs to pencils: each plane's rows to the owner of their y.
     // What comes from process q are its planes' rows of this process's y,
     // in order, and q's planes follow one another: the pencil's layout is
-    // (z, y - y0, x).
+    // (z, y - y0, x mode).
     let y_owner = owners(n, size);
-    let dest: Vec<i32> = (0..slab[0].len())
+    let dest: Vec<i32> = (0..spectra[0].len())
         .into_par_iter()
-        .map(|i| y_owner[(i / n) % n])
+        .map(|i| y_owner[(i / h) % n])
         .collect();
     let to_pencils = Migration::new(comm, &dest)?;
-    let mut pencil: [Vec<Complex64>; 3] = [0, 1, 2].map(|a| {
-        let [re, im] = parts(&slab[a]);
-        joined(
-            &to_pencils.forward(comm, &re),
-            &to_pencils.forward(comm, &im),
-        )
-    });
-    drop(slab);
+    let mut pencil = spectra.map(|w| complex(to_pencils.forward_rows(comm, as_reals(&w), 2)));
+    lap("to the pencils");
     let ys = run(n, size, me);
     let rows = ys.len();
     for w in &mut pencil {
@@ -172,34 +179,41 @@ pub fn filter_lattice_partitioned<C: Communicator>(
         .zip(wz.par_iter_mut())
         .enumerate()
         .map(|(i, ((a, b), e))| {
-            let j = [i % n, ys.start + (i / n) % rows, i / (n * rows)];
-            filter.apply(wavenumber(j, n, pbox.side), [a, b, e])
+            let j = [i % h, ys.start + (i / h) % rows, i / (h * rows)];
+            filter.apply_half(j, n, pbox.side, [a, b, e])
         })
         .reduce(|| (0.0, 0.0), |x, y| (x.0 + y.0, x.1 + y.1));
     let mut sums = [0.0f64; 2];
     comm.all_reduce_into(&[removed, total][..], &mut sums[..], SystemOperation::sum());
+    lap("z forward, the filter");
 
     // Back: along z, to the slabs, their planes, to the particles.
-    let scale = 1.0 / (plane * n) as f64;
-    let mut back = [0, 1, 2].map(|a| {
-        fft.across_planes(&mut pencil[a], rows, true);
-        let [re, im] = parts(&pencil[a]);
-        let mut w = joined(&to_pencils.back(comm, &re), &to_pencils.back(comm, &im));
-        fft.planes(&mut w, true);
-        w.iter().map(|c| c.re * scale).collect::<Vec<f64>>()
+    let values = pencil.map(|mut w| {
+        fft.across_planes(&mut w, rows, true);
+        let mut planes = complex(to_pencils.back_rows(comm, as_reals(&w), 2));
+        drop(w);
+        fft.planes_inverse(&mut planes)
     });
-    drop(pencil);
+    lap("back to the slabs, inverse");
     // The slab's values in the order they came (each its cell's), then
     // back to the particles.
-    for values in &mut back {
-        let came: Vec<f64> = at
-            .iter()
-            .map(|&c| values[c as usize - zs.start * plane])
-            .collect();
-        *values = to_slabs.back(comm, &came);
-    }
-    for (i, v) in p.alpha.iter_mut().enumerate() {
-        *v = [back[0][i], back[1][i], back[2][i]];
-    }
+    let scale = 1.0 / (plane * n) as f64;
+    let mut came = vec![0.0; 3 * at.len()];
+    came.par_chunks_mut(3)
+        .zip(at.par_iter())
+        .for_each(|(v, &c)| {
+            let local = c - zs.start * plane;
+            for (v, w) in v.iter_mut().zip(&values) {
+                *v = w[local] * scale;
+            }
+        });
+    drop(values);
+    lap("the values in the arrivals' order");
+    let back = to_slabs.back_rows(comm, &came, 3);
+    p.alpha
+        .par_iter_mut()
+        .zip(back.par_chunks_exact(3))
+        .for_each(|(a, v)| *a = [v[0], v[1], v[2]]);
+    lap("back to the particles");
     Ok(LatticeFilter::took_out(sums[0], sums[1]))
 }

@@ -40,6 +40,24 @@ fn offsets(counts: &[Count]) -> Vec<Count> {
         .collect()
 }
 
+/// Counts or offsets of particles as counts or offsets of values, `width`
+/// a particle.
+fn wide(counts: &[Count], width: usize) -> Vec<Count> {
+    counts.iter().map(|&c| c * width as Count).collect()
+}
+
+/// The rows `at[k]` of `values` (`width` a row), in the order of `at`.
+fn rows_at<T: Copy + Default + Send + Sync>(values: &[T], at: &[usize], width: usize) -> Vec<T> {
+    if width == 1 {
+        return at.par_iter().map(|&i| values[i]).collect();
+    }
+    let mut out = vec![T::default(); at.len() * width];
+    out.par_chunks_mut(width)
+        .zip(at.par_iter())
+        .for_each(|(o, &i)| o.copy_from_slice(&values[i * width..(i + 1) * width]));
+    out
+}
+
 /// The particles of `counts` (one count a process) other than `me`'s.
 fn away(counts: &[Count], me: usize) -> usize {
     counts
@@ -105,10 +123,26 @@ impl Migration {
         comm: &C,
         values: &[T],
     ) -> Vec<T> {
-        let sent: Vec<T> = self.order.par_iter().map(|&i| values[i]).collect();
-        let mut got = vec![T::default(); self.arrivals()];
-        let out = Partition::new(&sent[..], &self.send[..], &self.send_at[..]);
-        let mut into = PartitionMut::new(&mut got[..], &self.receive[..], &self.receive_at[..]);
+        self.forward_rows(comm, values, 1)
+    }
+
+    /// [`Self::forward`] of `width` values a particle (particle `i`'s at
+    /// `values[i width..(i + 1) width]`): one all-to-all for a row of
+    /// values a particle, the arrivals' rows laid out alike.
+    pub fn forward_rows<T: Equivalence + Copy + Default + Send + Sync, C: Communicator>(
+        &self,
+        comm: &C,
+        values: &[T],
+        width: usize,
+    ) -> Vec<T> {
+        let sent = rows_at(values, &self.order, width);
+        // Its pages first written on every core: MPI's copy into fresh
+        // memory faults them in one by one ([`crate::memory`]).
+        let mut got = touched(self.arrivals() * width);
+        let [send, send_at, receive, receive_at] =
+            [&self.send, &self.send_at, &self.receive, &self.receive_at].map(|c| wide(c, width));
+        let out = Partition::new(&sent[..], &send[..], &send_at[..]);
+        let mut into = PartitionMut::new(&mut got[..], &receive[..], &receive_at[..]);
         comm.all_to_all_varcount_into(&out, &mut into);
         got
     }
@@ -121,11 +155,24 @@ impl Migration {
         comm: &C,
         values: &[T],
     ) -> Vec<T> {
-        let mut got = vec![T::default(); self.order.len()];
-        let out = Partition::new(values, &self.receive[..], &self.receive_at[..]);
-        let mut into = PartitionMut::new(&mut got[..], &self.send[..], &self.send_at[..]);
+        self.back_rows(comm, values, 1)
+    }
+
+    /// [`Self::back`] of `width` values an arrival, laid out as
+    /// [`Self::forward_rows`] lays them.
+    pub fn back_rows<T: Equivalence + Copy + Default + Send + Sync, C: Communicator>(
+        &self,
+        comm: &C,
+        values: &[T],
+        width: usize,
+    ) -> Vec<T> {
+        let mut got = touched(self.order.len() * width);
+        let [send, send_at, receive, receive_at] =
+            [&self.send, &self.send_at, &self.receive, &self.receive_at].map(|c| wide(c, width));
+        let out = Partition::new(values, &receive[..], &receive_at[..]);
+        let mut into = PartitionMut::new(&mut got[..], &send[..], &send_at[..]);
         comm.all_to_all_varcount_into(&out, &mut into);
-        self.place.par_iter().map(|&k| got[k]).collect()
+        rows_at(&got, &self.place, width)
     }
 
     /// Particles this process sends to others and gets from them (not

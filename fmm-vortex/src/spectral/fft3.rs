@@ -75,7 +75,7 @@ impl Fft3 {
     /// of `n` (a slab of y rows holding every z), forward or `inverse`.
     pub fn across_planes(&self, a: &mut [Complex64], rows: usize, inverse: bool) {
         let all = vec![true; self.n];
-        along_z(a, self.n, rows, self.plan(inverse), &all, &all);
+        along_z(a, (self.n, rows, self.n), self.plan(inverse), &all, &all);
     }
 
     fn plan(&self, inverse: bool) -> &dyn Fft<f64> {
@@ -91,7 +91,7 @@ impl Fft3 {
         assert_eq!(a.len(), n * n * n, "a cube of side {n}");
         let all = vec![true; n];
         self.xy(a, f);
-        along_z(a, n, n, f, &all, &all);
+        along_z(a, (n, n, n), f, &all, &all);
     }
 
     /// x and y, plane by plane.
@@ -206,7 +206,7 @@ impl PaddedFft3 {
             },
         );
         // z: non-zero at the kept z.
-        along_z(p, m, m, f, &self.kept, &all);
+        along_z(p, (m, m, m), f, &self.kept, &all);
     }
 
     /// `a(k) = sum_x p(x) e^{-i k x}` at the kept modes of the `n^3`
@@ -219,7 +219,7 @@ impl PaddedFft3 {
         let f = &*self.forward;
         let all = vec![true; m];
         // z: its kept values written.
-        along_z(p, m, m, f, &all, &self.kept);
+        along_z(p, (m, m, m), f, &all, &self.kept);
         a[half * n * n..][..n * n].fill(Complex64::default());
         // The kept planes, each with its coefficients' plane.
         let planes: Vec<(&mut [Complex64], &mut [Complex64])> = p
@@ -319,13 +319,13 @@ fn mirrored(row: &[Complex64]) -> impl Iterator<Item = &Complex64> {
 
 /// A thread's room for transforming lines: a tile's buffer and
 /// rustfft's scratch.
-struct Room {
+pub(super) struct Room {
     tile: Vec<Complex64>,
-    scratch: Vec<Complex64>,
+    pub(super) scratch: Vec<Complex64>,
 }
 
 impl Room {
-    fn new(m: usize, f: &dyn Fft<f64>) -> Self {
+    pub(super) fn new(m: usize, f: &dyn Fft<f64>) -> Self {
         Room {
             tile: vec![Complex64::default(); TILE * m],
             scratch: vec![Complex64::default(); f.get_inplace_scratch_len()],
@@ -333,35 +333,38 @@ impl Room {
     }
 }
 
-/// The z lines of `a`, `m` planes of `rows` rows of `m` (the cube of side
-/// `m` where `rows` is `m`), transformed in place by `f`: point `t` of a
-/// line read only where `nonzero[t]` (the others taken to be zero,
-/// whatever is stored there), its transform's value `t` written only where
-/// `wanted[t]` (the others left as they were).
+/// The z lines of `a`, `m` planes of `rows` rows of `width` (the cube of
+/// side `m` where `rows` and `width` are `m`), transformed in place by
+/// `f`: point `t` of a line read only where `nonzero[t]` (the others taken
+/// to be zero, whatever is stored there), its transform's value `t`
+/// written only where `wanted[t]` (the others left as they were).
 ///
 /// The tasks, in parallel, are the rows of one y across the planes, split
 /// into a few x ranges: enough for every thread to keep busy, each a whole
 /// number of tiles wide.
-fn along_z(
+pub(super) fn along_z(
     a: &mut [Complex64],
-    m: usize,
-    rows: usize,
+    (m, rows, width): (usize, usize, usize),
     f: &dyn Fft<f64>,
     nonzero: &[bool],
     wanted: &[bool],
 ) {
-    assert_eq!(a.len(), m * rows * m, "{m} planes of {rows} rows of {m}");
-    let tiles = m.div_ceil(TILE);
+    assert_eq!(
+        a.len(),
+        m * rows * width,
+        "{m} planes of {rows} rows of {width}"
+    );
+    let tiles = width.div_ceil(TILE);
     let parts = (4 * rayon::current_num_threads())
         .div_ceil(rows.max(1))
         .clamp(1, tiles);
     let span = tiles.div_ceil(parts) * TILE;
-    let parts = m.div_ceil(span);
+    let parts = width.div_ceil(span);
     // Task `y parts + q`: the `q`th x range of the rows of `y`, point `z`
     // of its lines in its `z`th row (the rows come in order of `z`).
     let mut tasks: Vec<Vec<&mut [Complex64]>> =
         (0..rows * parts).map(|_| Vec::with_capacity(m)).collect();
-    for (r, row) in a.chunks_mut(m).enumerate() {
+    for (r, row) in a.chunks_mut(width).enumerate() {
         for (q, piece) in row.chunks_mut(span).enumerate() {
             tasks[(r % rows) * parts + q].push(piece);
         }
@@ -376,7 +379,7 @@ fn along_z(
 /// across it), transformed in place by `f`, [`TILE`] at a time: point `t`
 /// read only where `nonzero[t]` (else taken to be zero), value `t`
 /// written only where `wanted[t]`.
-fn transform_lines(
+pub(super) fn transform_lines(
     lines: &mut [&mut [Complex64]],
     f: &dyn Fft<f64>,
     nonzero: &[bool],

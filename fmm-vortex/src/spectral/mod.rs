@@ -22,6 +22,7 @@
 //! leaves zero or the truncation drops ([`fft3::PaddedFft3`]).
 
 mod fft3;
+mod half;
 mod isotropic;
 
 use rayon::prelude::*;
@@ -33,6 +34,7 @@ use crate::particles::VortexParticles;
 pub use fft3::Fft3;
 use fft3::{pair_real, unpair_real, PaddedFft3};
 use fmm_core::PeriodicBox;
+pub use half::HalfFft3;
 pub use isotropic::passot_pouquet;
 
 /// A velocity field in a periodic box and its evolution.
