@@ -343,6 +343,13 @@ pub fn filter_lattice(
 ) -> Result<f64, VortexError> {
     use crate::spectral::HalfFft3;
     filter.check()?;
+    if n == 0 {
+        return Err(VortexError::BadSetting {
+            what: "the lattice's points a side",
+            value: 0.0,
+            why: "must be at least 1",
+        });
+    }
     let (cell, at) = lattice_permutation(p, pbox, n)?;
     let fft = HalfFft3::new(n);
     let h = fft.h();
@@ -422,19 +429,18 @@ impl LatticeFilter {
         (removed, total)
     }
 
-    /// The relative size of what was taken out, from the sums of
-    /// [`Self::apply`]'s two.
     /// [`Self::apply`] on mode `j` (indices `0..n` a side, `j[0] <= n /
     /// 2`) of a real lattice's half spectrum ([`crate::spectral::HalfFft3`]),
     /// so that the real transform back gives what `apply` on every mode of
     /// the full spectrum and the real part of its inverse give: a mode
     /// stands for itself and for its partner at the opposite indices (the
     /// conjugate), whose filter is applied too; where the partner's
-    /// wavenumber is not the mode's negative (a Nyquist index along y or z:
-    /// both are the same index), the full spectrum's real part takes the
-    /// mean of the two filters. The modes of `x` index 0 and `n / 2` have
-    /// their partners in the half spectrum: once. Returns `apply`'s sums
-    /// over the full spectrum's modes it stands for.
+    /// wavenumber is not the mode's negative (a Nyquist index along y or z
+    /// of an even lattice: both are the same index, wavenumber `-n / 2`),
+    /// the full spectrum's real part takes the mean of the two filters.
+    /// The modes of `x` index 0 and `n / 2` have their partners in the
+    /// half spectrum: once. Returns `apply`'s sums over the full
+    /// spectrum's modes it stands for.
     pub(crate) fn apply_half(
         &self,
         j: [usize; 3],
@@ -461,6 +467,8 @@ impl LatticeFilter {
         (r + r2, t + t2)
     }
 
+    /// The relative size of what was taken out, from the sums of
+    /// [`Self::apply`]'s two.
     pub(crate) fn took_out(removed: f64, total: f64) -> f64 {
         if total > 0.0 {
             (removed / total).sqrt()
@@ -591,9 +599,12 @@ pub fn lattice_energy(
 }
 
 /// The signed wavenumber (in whole waves a side) of index `j` of an
-/// `n`-point FFT.
+/// `n`-point FFT: `-n / 2` at an even `n`'s Nyquist index; an odd `n`'s
+/// run from `-(n - 1) / 2` to `(n - 1) / 2`, each mode's partner at the
+/// opposite index its negative, so that the projection of a real field
+/// leaves every mode of an odd lattice divergence-free.
 fn signed(j: usize, n: usize) -> f64 {
-    if j < n / 2 {
+    if 2 * j < n {
         j as f64
     } else {
         j as f64 - n as f64
@@ -819,6 +830,28 @@ mod tests {
                     took > 0.3,
                     "white noise is far from divergence-free: {took}"
                 );
+                if filter.diffuse > 0.0 {
+                    continue;
+                }
+                // Divergence-free after: every mode of an odd lattice, every
+                // mode without a Nyquist index (the same index for the
+                // wavenumbers n / 2 and -n / 2) of an even one.
+                let (_, at) = lattice_permutation(&half, &pbox, n).unwrap();
+                let fft = crate::spectral::HalfFft3::new(n);
+                let hw = fft.h();
+                let w = [0, 1, 2].map(|a| {
+                    fft.forward(&at.iter().map(|&i| half.alpha[i][a]).collect::<Vec<_>>())
+                });
+                let size = w.iter().flatten().map(|v| v.norm()).fold(0.0, f64::max);
+                let div = (0..w[0].len())
+                    .map(|i| (i, [i % hw, (i / hw) % n, i / (hw * n)]))
+                    .filter(|(_, j)| n % 2 == 1 || j.iter().all(|&j| 2 * j != n))
+                    .map(|(i, j)| {
+                        let k = wavenumber(j, n, pbox.side);
+                        (w[0][i] * k[0] + w[1][i] * k[1] + w[2][i] * k[2]).norm()
+                    })
+                    .fold(0.0, f64::max);
+                assert!(div < 1e-12 * size, "{n}: divergence {div:e} of {size:e}");
             }
         }
     }

@@ -3,6 +3,7 @@
 //! the processes that sent them, in those processes' order: what puts a
 //! partition's particles where it says, and returns their outputs.
 
+use mpi::collective::SystemOperation;
 use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::traits::{Communicator, CommunicatorCollectives};
 use mpi::Count;
@@ -26,6 +27,9 @@ pub struct Migration {
     send_at: Vec<Count>,
     receive: Vec<Count>,
     receive_at: Vec<Count>,
+    /// The most particles any process sends or gets: how many values a
+    /// particle one all-to-all can carry within MPI's counts.
+    most: usize,
 }
 
 /// Offsets of blocks of `counts`.
@@ -55,6 +59,33 @@ fn rows_at<T: Copy + Default + Send + Sync>(values: &[T], at: &[usize], width: u
     out.par_chunks_mut(width)
         .zip(at.par_iter())
         .for_each(|(o, &i)| o.copy_from_slice(&values[i * width..(i + 1) * width]));
+    out
+}
+
+/// Rows of `width` values (`width` 0: none) moved a column at a time
+/// by `move_column`, and interleaved again: where the rows' counts
+/// would pass MPI's.
+fn by_columns<T: Copy + Default + Send + Sync>(
+    values: &[T],
+    width: usize,
+    move_column: impl Fn(&[T]) -> Vec<T>,
+) -> Vec<T> {
+    let rows = values.len().checked_div(width).unwrap_or(0);
+    let columns: Vec<Vec<T>> = (0..width)
+        .map(|k| {
+            let column: Vec<T> = (0..rows).map(|i| values[i * width + k]).collect();
+            move_column(&column)
+        })
+        .collect();
+    let moved = columns.first().map_or(0, Vec::len);
+    let mut out = vec![T::default(); moved * width];
+    out.par_chunks_mut(width.max(1))
+        .enumerate()
+        .for_each(|(i, row)| {
+            for (k, v) in row.iter_mut().enumerate() {
+                *v = columns[k][i];
+            }
+        });
     out
 }
 
@@ -101,6 +132,9 @@ impl Migration {
         }
         let mut receive = vec![0 as Count; size as usize];
         comm.all_to_all_into(&send[..], &mut receive[..]);
+        let here = dest.len().max(receive.iter().map(|&c| c as usize).sum()) as u64;
+        let mut most = 0u64;
+        comm.all_reduce_into(&here, &mut most, SystemOperation::max());
         Ok(Migration {
             order,
             place,
@@ -108,6 +142,7 @@ impl Migration {
             receive_at: offsets(&receive),
             send,
             receive,
+            most: most as usize,
         })
     }
 
@@ -135,6 +170,9 @@ impl Migration {
         values: &[T],
         width: usize,
     ) -> Vec<T> {
+        if width != 1 && !self.fits(width) {
+            return by_columns(values, width, |column| self.forward(comm, column));
+        }
         let sent = rows_at(values, &self.order, width);
         // Its pages first written on every core: MPI's copy into fresh
         // memory faults them in one by one ([`crate::memory`]).
@@ -166,6 +204,9 @@ impl Migration {
         values: &[T],
         width: usize,
     ) -> Vec<T> {
+        if width != 1 && !self.fits(width) {
+            return by_columns(values, width, |column| self.back(comm, column));
+        }
         let mut got = touched(self.order.len() * width);
         let [send, send_at, receive, receive_at] =
             [&self.send, &self.send_at, &self.receive, &self.receive_at].map(|c| wide(c, width));
@@ -173,6 +214,13 @@ impl Migration {
         let mut into = PartitionMut::new(&mut got[..], &send[..], &send_at[..]);
         comm.all_to_all_varcount_into(&out, &mut into);
         rows_at(&got, &self.place, width)
+    }
+
+    /// Whether rows of `width` values keep every process's counts of
+    /// values within MPI's (`i32`); the same answer on every process. (A
+    /// value a particle is [`Migration::new`]'s own limit.)
+    fn fits(&self, width: usize) -> bool {
+        width > 0 && self.most.saturating_mul(width) <= Count::MAX as usize
     }
 
     /// Particles this process sends to others and gets from them (not
@@ -283,4 +331,20 @@ fn swap<R: Real + Equivalence + Default, C: Communicator>(
     comm.all_to_all_varcount_into(&from, &mut into);
     laps[2] += clock.elapsed().as_secs_f64();
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows moved a column at a time come back as rows, in the order the
+    /// columns' move gives them.
+    #[test]
+    fn rows_moved_by_columns_are_rows_again() {
+        let rows: Vec<u32> = (0..12).collect();
+        assert_eq!(by_columns(&rows, 3, |c| c.to_vec()), rows);
+        let reversed = by_columns(&rows, 3, |c| c.iter().rev().copied().collect());
+        assert_eq!(reversed, vec![9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2]);
+        assert!(by_columns(&rows, 0, |c| c.to_vec()).is_empty());
+    }
 }

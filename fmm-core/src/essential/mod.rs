@@ -286,10 +286,10 @@ pub fn essential_sources<K: Kernel, R: Real>(
     essential_sources_on::<K, R>(Device::Cpu, sources, regions, me, how, domain, None)
 }
 
-/// [`essential_sources`] on `device`: on a GPU the tree is built and the
-/// nodes' strengths summed there (the FMM's own tree and upward pass),
-/// only the walk on the host; the same sources go as on the CPU, the
-/// nodes' strengths to round-off. The tree's root is `cube` where given
+/// [`essential_sources`] on `device`: on a GPU the tree is built (the
+/// FMM's own build), walked and the nodes' strengths summed there
+/// ([`gpu`]); the same sources go as on the CPU, the nodes' strengths to
+/// round-off. The tree's root is `cube` where given
 /// (grown to hold the sources where it does not), so that the cells sent
 /// lie on the lattice of the receivers' trees ([`crate::Problem::cube`]);
 /// else the sources' own cube.
