@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use cudarc::driver::{CudaSlice, LaunchConfig};
 use rayon::prelude::*;
 
-use super::{Selection, Walk};
+use super::walk::{Selection, Walk};
 use crate::cuda::device::{alloc, blocks, download, launch, upload, zeros, BLOCK};
 use crate::cuda::laps::Laps;
 use crate::cuda::module::{entry_points, with_defines};

@@ -29,7 +29,7 @@ use std::borrow::Cow;
 
 use crate::backend::Device;
 use crate::cuda::resident::DeviceParticles;
-use crate::domain::{wrap1, Domain};
+use crate::domain::Domain;
 use crate::error::Error;
 use crate::far::nodes;
 use crate::far::{FarField, Representation};
@@ -43,6 +43,10 @@ use crate::tree::{Bounds, Octree, SoA, Span};
 use rayon::prelude::*;
 
 pub mod gpu;
+mod walk;
+
+use walk::{Limits, Walk};
+pub use walk::{Region, Selection};
 
 /// Most sources in a leaf of the sender's tree, where the cells sent as
 /// nodes have fewer nodes ([`leaf_size`]).
@@ -58,54 +62,6 @@ const NCRIT: usize = 64;
 /// than leaves of 64).
 fn leaf_size(k: Option<usize>) -> usize {
     k.map_or(NCRIT, |k| k.max(NCRIT))
-}
-
-/// The box around a process's targets: `lo > hi` where it has none (the
-/// tree floor's box, with what the walk asks of it here).
-pub type Region = Span;
-
-impl Span {
-    /// The box around points `pos` (one vector per axis).
-    pub fn around<R: Real>(pos: [&[R]; 3]) -> Region {
-        Self::around_in(pos, None)
-    }
-
-    /// The box around points `pos` wrapped into `domain`'s periodic box
-    /// (where it has one), on every core.
-    pub fn around_in<R: Real>(pos: [&[R]; 3], domain: Option<&Domain>) -> Region {
-        let periodic = domain.and_then(Domain::periodic);
-        let mut r = Region {
-            lo: [f64::INFINITY; 3],
-            hi: [f64::NEG_INFINITY; 3],
-        };
-        for (a, axis) in pos.iter().enumerate() {
-            let at = |x: &R| match periodic {
-                Some(b) if b.axes[a] => wrap1(x.to_f64(), b.origin[a], b.side),
-                _ => x.to_f64(),
-            };
-            (r.lo[a], r.hi[a]) = axis.par_iter().map(|x| (at(x), at(x))).reduce(
-                || (f64::INFINITY, f64::NEG_INFINITY),
-                |p, q| (p.0.min(q.0), p.1.max(q.1)),
-            );
-        }
-        r
-    }
-
-    /// The distance from `x` to the box, the nearest periodic image's
-    /// along the axes `periodic` (side `side`) where there are any.
-    fn distance(&self, x: [f64; 3], periodic: Option<([bool; 3], f64)>) -> f64 {
-        let mut d2 = 0.0;
-        for a in 0..3 {
-            let gap = |v: f64| (self.lo[a] - v).max(v - self.hi[a]).max(0.0);
-            let v = x[a];
-            let g = match periodic {
-                Some((axes, l)) if axes[a] => gap(v).min(gap(v - l)).min(gap(v + l)),
-                _ => gap(v),
-            };
-            d2 += g * g;
-        }
-        d2.sqrt()
-    }
 }
 
 /// How the cells sent are represented: the Chebyshev nodes' order, and
@@ -147,126 +103,6 @@ impl Essential {
             p: orders.clamp(2, top),
             theta: if orders > top { 0.3 } else { 0.5 },
         })
-    }
-}
-
-/// What one receiver gets of the sender's tree: the cells sent as nodes
-/// and the cells sent as their particles (tree order, each source in
-/// exactly one).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Selection {
-    pub nodes: Vec<usize>,
-    pub particles: Vec<usize>,
-}
-
-/// Where nodes may go: the domain's limits on a source's position.
-struct Limits {
-    periodic: Option<([bool; 3], f64)>,
-    /// Per axis, the interval a source must lie in.
-    lo: [f64; 3],
-    hi: [f64; 3],
-}
-
-impl Limits {
-    fn of(domain: &Domain) -> Limits {
-        let mut l = Limits {
-            periodic: None,
-            lo: [f64::NEG_INFINITY; 3],
-            hi: [f64::INFINITY; 3],
-        };
-        if let Some(b) = domain.periodic() {
-            l.periodic = Some((b.axes, b.side));
-            for a in 0..3 {
-                if !b.axes[a] {
-                    (l.lo[a], l.hi[a]) = (b.origin[a], b.origin[a] + b.side);
-                }
-            }
-        }
-        if let Some(w) = domain.wall() {
-            l.lo[w.axis] = w.at;
-        }
-        l
-    }
-
-    /// Whether a sphere of radius `r` about `c` stays within the limits.
-    fn holds(&self, c: [f64; 3], r: f64) -> bool {
-        (0..3).all(|a| c[a] - r >= self.lo[a] && c[a] + r <= self.hi[a])
-    }
-}
-
-/// The walk of `tree` against `region`: a cell goes as nodes (`k` of them,
-/// sphere radius `radius` in the unit frame) where it satisfies the MAC
-/// and has more particles than nodes; a leaf that does not goes as its
-/// particles.
-fn select(
-    tree: &Octree,
-    k: usize,
-    radius: f64,
-    theta: f64,
-    region: &Region,
-    limits: &Limits,
-) -> Selection {
-    let mut s = Selection::default();
-    if region.is_empty() {
-        return s;
-    }
-    let mut i = 0;
-    while i < tree.cells.len() {
-        let c = &tree.cells[i];
-        let r = radius * c.half;
-        let far = r < theta * region.distance(c.center, limits.periodic);
-        if far && c.len() > k && limits.holds(c.center, r) {
-            s.nodes.push(i);
-            i = c.next;
-        } else if far || c.is_leaf() {
-            // A far cell of few particles, or a near leaf: its particles.
-            s.particles.push(i);
-            i = c.next;
-        } else {
-            i = c.more;
-        }
-    }
-    s
-}
-
-/// The walks of one sender's tree, one a receiver: `regions[q]` the box
-/// around receiver `q`'s targets; none for the sender itself (`me`) nor
-/// for an empty box.
-struct Walk<'a> {
-    regions: &'a [Region],
-    me: usize,
-    theta: f64,
-    limits: Limits,
-    /// No strength to put on nodes: every source goes as it is.
-    as_they_are: bool,
-}
-
-impl Walk<'_> {
-    /// Whether receiver `q` gets anything.
-    fn live(&self, q: usize) -> bool {
-        q != self.me && !self.regions[q].is_empty()
-    }
-
-    /// The MAC's settings `(k, radius, theta)` for cells of `k` nodes in
-    /// spheres of radius `radius` (the unit frame's): where the sources
-    /// go as they are, no cell is far.
-    fn mac(&self, k: usize, radius: f64) -> (usize, f64, f64) {
-        if self.as_they_are {
-            (usize::MAX, 0.0, 0.0)
-        } else {
-            (k, radius, self.theta)
-        }
-    }
-
-    /// Every receiver's selection of `tree` on the CPU.
-    fn select(&self, tree: &Octree, k: usize, radius: f64) -> Vec<Selection> {
-        let (k, radius, theta) = self.mac(k, radius);
-        (0..self.regions.len())
-            .map(|q| match self.live(q) {
-                true => select(tree, k, radius, theta, &self.regions[q], &self.limits),
-                false => Selection::default(),
-            })
-            .collect()
     }
 }
 
@@ -410,6 +246,7 @@ pub fn essential_sources_from<K: Kernel, R: Real>(
 
 #[cfg(test)]
 mod tests {
+    use super::walk::select;
     use super::*;
 
     fn points(n: usize, seed: u64) -> [Vec<f64>; 3] {
