@@ -177,11 +177,7 @@ impl Migration {
         // Its pages first written on every core: MPI's copy into fresh
         // memory faults them in one by one ([`crate::memory`]).
         let mut got = touched(self.arrivals() * width);
-        let [send, send_at, receive, receive_at] =
-            [&self.send, &self.send_at, &self.receive, &self.receive_at].map(|c| wide(c, width));
-        let out = Partition::new(&sent[..], &send[..], &send_at[..]);
-        let mut into = PartitionMut::new(&mut got[..], &receive[..], &receive_at[..]);
-        comm.all_to_all_varcount_into(&out, &mut into);
+        self.all_to_all(comm, &sent, &mut got, width, true);
         got
     }
 
@@ -208,12 +204,30 @@ impl Migration {
             return by_columns(values, width, |column| self.back(comm, column));
         }
         let mut got = touched(self.order.len() * width);
-        let [send, send_at, receive, receive_at] =
-            [&self.send, &self.send_at, &self.receive, &self.receive_at].map(|c| wide(c, width));
-        let out = Partition::new(values, &receive[..], &receive_at[..]);
-        let mut into = PartitionMut::new(&mut got[..], &send[..], &send_at[..]);
-        comm.all_to_all_varcount_into(&out, &mut into);
+        self.all_to_all(comm, values, &mut got, width, false);
         rows_at(&got, &self.place, width)
+    }
+
+    /// One all-to-all of `sent` into `got`, `width` values a particle:
+    /// from this process's particles to the arrivals (`forward`), or back.
+    fn all_to_all<T: Equivalence, C: Communicator>(
+        &self,
+        comm: &C,
+        sent: &[T],
+        got: &mut [T],
+        width: usize,
+        forward: bool,
+    ) {
+        let mine = (wide(&self.send, width), wide(&self.send_at, width));
+        let theirs = (wide(&self.receive, width), wide(&self.receive_at, width));
+        let ((from, from_at), (to, to_at)) = if forward {
+            (mine, theirs)
+        } else {
+            (theirs, mine)
+        };
+        let out = Partition::new(sent, &from[..], &from_at[..]);
+        let mut into = PartitionMut::new(got, &to[..], &to_at[..]);
+        comm.all_to_all_varcount_into(&out, &mut into);
     }
 
     /// Whether rows of `width` values keep every process's counts of

@@ -103,7 +103,7 @@ fn case<K: Kernel, R: Real>(
 }
 
 #[test]
-#[ignore = "needs a CUDA GPU"]
+#[ignore = "needs a CUDA GPU: `suite --ignored gpu_essential::` on the GPU host (scripts/gpu_mpi_scaling.sh weak runs it)"]
 fn gpu_essential_tree_is_the_cpus() {
     let n = 400_000;
     let x = uniform_cube(n, 21);
@@ -137,7 +137,7 @@ fn gpu_essential_tree_is_the_cpus() {
 /// In a periodic box (the distance the nearest image's): targets across
 /// the box's face from the sources, neutral charges.
 #[test]
-#[ignore = "needs a CUDA GPU"]
+#[ignore = "needs a CUDA GPU: `suite --ignored gpu_essential::` on the GPU host (scripts/gpu_mpi_scaling.sh weak runs it)"]
 fn gpu_essential_tree_in_a_periodic_box_is_the_cpus() {
     let n = 20_000;
     let x = uniform_cube(n, 23);
