@@ -169,12 +169,20 @@ struct Args {
     /// grown with them (x, y, z doubled in turn).
     #[arg(long, requires = "distributed")]
     fixed_box: bool,
-    /// With --distributed: a process on a GPU of its own evaluates its
-    /// own sources during the local essential trees' exchange and the
-    /// others' after (`distributed::Overlap::Gpu`; by default every
-    /// source is joined in one evaluation after it).
+    /// With --distributed: where a process evaluates its own sources
+    /// during the local essential trees' exchange and the others' after
+    /// (`distributed::Overlap`): `gpu` (the default) on a GPU of its own,
+    /// `always` on a GPU that processes share and on the CPU too, `never`
+    /// (every source joined in one evaluation after the exchange).
     #[arg(long, requires = "distributed")]
-    overlap: bool,
+    overlap: Option<OverlapName>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OverlapName {
+    Gpu,
+    Always,
+    Never,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -301,7 +309,11 @@ fn distributed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         n: args.n,
         strong: args.strong,
         fixed_box: args.fixed_box,
-        overlap: args.overlap,
+        overlap: args.overlap.map(|o| match o {
+            OverlapName::Gpu => fmm_core::distributed::Overlap::Gpu,
+            OverlapName::Always => fmm_core::distributed::Overlap::Always,
+            OverlapName::Never => fmm_core::distributed::Overlap::Never,
+        }),
         kernel: args.kernel,
         dist: args.dist,
         precision: args.precision,

@@ -14,17 +14,21 @@
 //!   outputs back);
 //! - joined: its local essential trees for the others, then every source
 //!   joined, one evaluation (what `fmm_bench --distributed` runs);
-//! - in two parts: the own sources evaluated while the trees are built
-//!   on a second stream, then the arrivals, the outputs added
-//!   (`fmm_core::distributed::Overlap::Gpu`, `fmm_bench --distributed
-//!   --overlap`).
+//! - in two lots: the own sources' FMM up to its M2L and P2P while the
+//!   trees are built on a second stream, then the arrivals' cells into
+//!   the same locals and one downward pass
+//!   ([`fmm_core::evaluate_resident_in_two_lots`], as
+//!   `fmm_core::distributed::Overlap::Gpu` and `fmm_bench --distributed
+//!   --overlap` run it).
 //!
-//! Neither counts the boxes, the MPI exchange nor the error estimate
+//! The targets sit at the own sources' points (one tree for both) alone
+//! and in two lots, as one process's evaluation finds them. Neither counts the boxes, the MPI exchange nor the error estimate
 //! (the FMM at fixed `p` and `theta`); the trees are sent at the
 //! tolerance 1e-4's nodes. The efficiency printed is alone over each.
 //! Needs a GPU.
 
 use std::cell::{Cell, RefCell};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use fmm_core::cuda::Gpu;
@@ -33,7 +37,8 @@ use fmm_core::essential::{essential_sources_from, Essential, Region};
 use fmm_core::kernels::{Gravity, VelocityStretching};
 use fmm_core::tree::Bounds;
 use fmm_core::{
-    evaluate_resident, Device, DeviceParticles, Domain, Kernel, Method, Particles, Problem,
+    evaluate_resident, evaluate_resident_in_two_lots, Device, DeviceParticles, Domain, Kernel,
+    Method, Particles, Problem,
 };
 
 type R = f32;
@@ -158,11 +163,13 @@ fn bench<K: Kernel>(
             .synchronize()
             .map_err(|e| fmm_core::Error::BadOption(format!("{e:?}")))
     };
+    let alone_stages = RefCell::new(String::new());
     let alone = || -> Result<(), fmm_core::Error> {
         let own = DeviceParticles::upload(gpu, sources)?;
-        let tgt = DeviceParticles::upload(gpu, targets)?;
+        let tgt = DeviceParticles::targets_at_sources(gpu, targets)?;
         let ev = evaluate_resident::<K, R>(gpu, &method, problem, &tgt, &own)?;
         ev.outputs.download(gpu)?;
+        *alone_stages.borrow_mut() = stages(&ev.stats);
         Ok(())
     };
     let joined_out = RefCell::new(None);
@@ -178,28 +185,37 @@ fn bench<K: Kernel>(
     };
     let laps = Cell::new([0.0; 2]);
     let parts_out = RefCell::new(None);
+    let arrivals_stages = RefCell::new(String::new());
     let split = || -> Result<(), fmm_core::Error> {
         let clock = Instant::now();
         let own = DeviceParticles::upload(gpu, sources)?;
         sync(gpu)?;
-        let (first, built) = std::thread::scope(|s| {
-            let first = s.spawn(|| -> Result<_, fmm_core::Error> {
-                let tgt = DeviceParticles::upload(gpu, targets)?;
-                let ev = evaluate_resident::<K, R>(gpu, &method, problem, &tgt, &own)?;
-                sync(gpu)?;
-                Ok((tgt, ev.outputs, clock.elapsed().as_secs_f64()))
+        let (done, word) = mpsc::channel::<()>();
+        let (evaluated, built) = std::thread::scope(|s| {
+            let done = done;
+            let (own, arrivals, method) = (&own, &arrivals, &method);
+            let first = s.spawn(move || -> Result<_, fmm_core::Error> {
+                let tgt = DeviceParticles::targets_at_sources(gpu, targets)?;
+                let waited = Cell::new(0.0);
+                let later = || {
+                    waited.set(clock.elapsed().as_secs_f64());
+                    let _ = word.recv();
+                    DeviceParticles::upload(gpu, arrivals).map(Some)
+                };
+                let (ev, _) =
+                    evaluate_resident_in_two_lots::<K, R>(gpu, method, problem, &tgt, own, later)?;
+                let out = ev.outputs.download(gpu)?;
+                Ok((out, waited.get(), stages(&ev.stats)))
             });
             let built =
-                trees(Device::Cuda(beside), 0, Some(&own)).map(|_| clock.elapsed().as_secs_f64());
+                trees(Device::Cuda(beside), 0, Some(own)).map(|_| clock.elapsed().as_secs_f64());
+            let _ = done.send(());
             (first.join().expect("the own part"), built)
         });
-        let (tgt, mut outputs, own_done) = first?;
-        let trees_done = built?;
-        let more = DeviceParticles::upload(gpu, &arrivals)?;
-        let ev = evaluate_resident::<K, R>(gpu, &method, problem, &tgt, &more)?;
-        outputs.add(gpu, &ev.outputs)?;
-        *parts_out.borrow_mut() = Some(outputs.download(gpu)?);
-        laps.set([own_done, trees_done]);
+        let (out, waited, st) = evaluated?;
+        *parts_out.borrow_mut() = Some(out);
+        *arrivals_stages.borrow_mut() = st;
+        laps.set([waited, built?]);
         Ok(())
     };
     // Once each first: the modules loaded, the memory pools grown.
@@ -227,7 +243,7 @@ fn bench<K: Kernel>(
         })
         .collect();
     println!(
-        "in two parts against joined, each output's relative l2 difference: {}",
+        "in two lots against joined, each output's relative l2 difference: {}",
         apart.join(", ")
     );
     let t_trees = median(|| {
@@ -245,9 +261,21 @@ fn bench<K: Kernel>(
         t_alone / t_joined
     );
     println!(
-        "in two parts {t_split:.4} s  efficiency {:.2} (last run: own part done at {own_done:.4} s, \
-         the trees at {trees_done:.4} s)",
+        "in two lots {t_split:.4} s  efficiency {:.2} (last run: the own lot waited from \
+         {own_done:.4} s, the trees done at {trees_done:.4} s)",
         t_alone / t_split
     );
+    println!("alone's stages: {}", alone_stages.borrow());
+    println!("in two lots' stages: {}", arrivals_stages.borrow());
     Ok(())
+}
+
+/// An evaluation's seconds by stage, in the order they ran.
+fn stages(s: &fmm_core::Stats) -> String {
+    let each: Vec<String> = s
+        .stages
+        .iter()
+        .map(|(stage, t)| format!("{} {t:.4}", stage.name()))
+        .collect();
+    each.join(", ")
 }

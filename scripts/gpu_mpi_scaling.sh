@@ -38,9 +38,10 @@ if [ "$what" != rest ]; then
   for P in $PS; do run weak-gravity "$P" --kernel gravity; done
   for P in $PS; do run weak-vs "$P" --kernel velocity-stretching; done
   run fixed-gravity "$G" --kernel gravity --fixed-box
-  # The own sources evaluated during the exchange, the others' after
-  # (docs/MPI.md, 2026-11-29 entries).
-  run overlap-gravity "$G" --kernel gravity --overlap
+  # Every source joined after the exchange, against the default (the own
+  # sources evaluated during it, the others' after: docs/MPI.md,
+  # 2026-11-29 entries).
+  run joined-gravity "$G" --kernel gravity --overlap never
   run fixed-vs "$G" --kernel velocity-stretching --fixed-box
 fi
 if [ "$what" = rest ] || [ "$what" = all ]; then

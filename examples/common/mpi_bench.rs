@@ -47,8 +47,9 @@ pub struct Bench {
     pub samples: usize,
     pub seed: u64,
     /// The own sources evaluated while the local essential trees are
-    /// exchanged, the others' after (`distributed::Overlap::Gpu`).
-    pub overlap: bool,
+    /// exchanged, the others' after, where this says
+    /// (`distributed::Overlap`; `None`: the default, joined).
+    pub overlap: Option<Overlap>,
 }
 
 /// A process's particles: positions and the kernel's fields, in f64.
@@ -290,8 +291,8 @@ pub fn run(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("MPI initialises once")?;
     let comm = universe.world();
     let (rank, size) = (comm.rank() as usize, comm.size() as usize);
-    if b.overlap {
-        set_overlap(Overlap::Gpu);
+    if let Some(o) = b.overlap {
+        set_overlap(o);
     }
     let device = node_device(&comm)?;
     let total = if b.strong { b.n } else { b.n * size };

@@ -184,6 +184,19 @@ impl Stats {
         self.stages.iter().map(|(_, t)| t).sum()
     }
 
+    /// Adds the stages and counts of `part`, an evaluation of more sources
+    /// at the same targets (its outputs added to these ones').
+    pub(crate) fn add_part(&mut self, part: &Stats) {
+        for &(stage, t) in &part.stages {
+            self.add(stage, t);
+        }
+        self.source_cells += part.source_cells;
+        self.m2l += part.m2l;
+        self.m2l_compressed += part.m2l_compressed;
+        self.p2p += part.p2p;
+        self.p2c += part.p2c;
+    }
+
     /// Adds the stages and runs of `other` (an earlier attempt) to these.
     pub(crate) fn absorb_time(&mut self, other: &Stats) {
         for &(stage, t) in &other.stages {
@@ -232,6 +245,12 @@ impl<'a> Clock<'a> {
         self.stats.add(stage, (now - self.last).as_secs_f64());
         self.last = now;
         Ok(())
+    }
+
+    /// Starts the next lap now, booking the time since the last nowhere
+    /// (a wait for something that is not this evaluation's work).
+    pub(crate) fn restart(&mut self) {
+        self.last = Instant::now();
     }
 
     /// The statistics, for counts.

@@ -275,6 +275,19 @@ impl<R: Real> DeviceParticles<R> {
         })
     }
 
+    /// [`Self::placed_at`] where these targets sit at the sources'
+    /// points (`None`: they have positions of their own already).
+    pub(crate) fn placed_if_at(
+        &self,
+        gpu: &Gpu,
+        sources: &DeviceParticles<R>,
+    ) -> Result<Option<Self>, Error> {
+        match self.pos {
+            None => self.placed_at(gpu, sources).map(Some),
+            Some(_) => Ok(None),
+        }
+    }
+
     /// Checks that these particles (a `what` set) lie on `wall`'s side;
     /// targets at the sources' points have no positions of their own to
     /// check.

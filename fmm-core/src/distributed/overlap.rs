@@ -1,15 +1,21 @@
 //! A process's own sources evaluated while its local essential trees are
 //! built and exchanged (yokota2012 section 3.4: the local work hides the
-//! communication), the sources the others sent evaluated after at the
-//! same targets, and the two outputs added.
+//! communication), then the sources the others sent, at the same
+//! targets.
 //!
 //! The evaluation is linear in the sources, so the two parts add up to
-//! the evaluation of all of them; what they cost more is a second pass
-//! of the target tree (the arrivals' M2L, L2L and L2P at every target),
-//! small beside the own part where the arrivals are a shell around the
-//! process's part. On 4 H200s gravity's LET and exchange took 0.18 s of
-//! a 0.44 s step at 2^24 particles a process, its evaluation 0.25 s, one
-//! after the other (docs/BENCHMARKS.md, 2026-11-28 fourth entry).
+//! the evaluation of all of them. On a GPU the FMM takes them as one
+//! evaluation in two lots ([`evaluate_resident_in_two_lots`]): the own
+//! sources' tree (the targets' too), upward pass, M2L and P2P while the
+//! trees are exchanged, then the arrivals' tree in the same root cube,
+//! their M2L into the same locals and their P2P, and one downward pass;
+//! two evaluations one after the other took a second target tree and
+//! downward pass (0.019 and 0.010 s of a 0.047 s second evaluation at
+//! 2^24 gravity targets on an H200). Elsewhere (the CPU, the treecode)
+//! the two parts are two evaluations and their outputs are added. On 4
+//! H200s gravity's LET and exchange took 0.18 s of a 0.44 s step at 2^24
+//! particles a process, its evaluation 0.25 s, one after the other
+//! (docs/BENCHMARKS.md, 2026-11-28 fourth entry).
 //!
 //! Both parts run at fixed settings (an evaluation at a tolerance
 //! searches, and its error is the sum's, not a part's): a method asked
@@ -36,7 +42,9 @@ use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
 use crate::cuda::Gpu;
 use crate::domain::Domain;
 use crate::error::Error;
-use crate::evaluate::{evaluate_on, evaluate_resident, problem_key, Evaluation, Reference};
+use crate::evaluate::{
+    evaluate_on, evaluate_resident_in_two_lots, problem_key, same_points, Evaluation, Reference,
+};
 use crate::far::FarField;
 use crate::kernel::Kernel;
 use crate::methods::fmm::cuda::estimate::Estimator;
@@ -52,30 +60,32 @@ use crate::stats::{Stage, Stats};
 /// trees are built and exchanged ([`set_overlap`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Overlap {
-    /// On a GPU of the process's own in free space: the GPU evaluates
-    /// while the host walks the trees and MPI moves them. Not the
-    /// default: the second pass costs about what it hides. One H200
-    /// playing process 0 of 4 (`overlap_bench`, 2^24 particles a part,
-    /// 2026-11-29) took 0.29 to 0.31 s in two parts against 0.29 to 0.30
-    /// s joined for gravity, 1.415 s against 1.323 s for velocity +
-    /// stretching, before the exchange, which only the parts hide (0.03
-    /// to 0.06 s on 4 H200s). On the CPU both parts would take the same
-    /// cores; on a GPU that several processes share
-    /// ([`node_device`](super::node_device) found more processes than
-    /// GPUs on the node) the others' work fills it while the trees are
-    /// built: 2 and 4 processes sharing one H200 took 0.816 and 1.381 s
-    /// a step in two parts, 0.747 and 1.099 s joined (gravity), so it is
-    /// joined there even when asked.
+    /// On a GPU of the process's own in free space (the default): the
+    /// GPU evaluates while the host walks the trees and MPI moves them,
+    /// the FMM as one evaluation in two lots. One H200 playing process 0
+    /// (`overlap_bench`, 2^24 gravity particles a part, p 6, theta 0.7,
+    /// 2026-11-29) took 0.228, 0.235 and 0.258 s a step in two lots
+    /// against 0.244, 0.273 and 0.293 s joined at 2, 4 and 8 parts (0.194
+    /// to 0.202 s alone), before the exchange, which only the lots hide;
+    /// velocity + stretching 1.141 s against 1.145 s at 4 parts. On the
+    /// CPU both parts would take the same cores; on a GPU that several
+    /// processes share ([`node_device`](super::node_device) found more
+    /// processes than GPUs on the node) the others' work fills it while
+    /// the trees are built: 2 processes sharing one H200 took 0.674 s a
+    /// step both ways (gravity at 1e-4, 2^24 particles each), and 2 and 4
+    /// processes 0.816 and 1.381 s in two evaluations against 0.747 and
+    /// 1.099 s joined before, so it is joined there unless `Always` is
+    /// asked.
     Gpu,
     /// On either device, on the CPU over a wall too (what the tests run
     /// the split evaluation by on machines without a GPU); never in a
     /// periodic box, where a part of a neutral cell is not neutral.
     Always,
-    /// Never (the default): the sources joined, one evaluation.
+    /// Never: the sources joined, one evaluation after the exchange.
     Never,
 }
 
-static OVERLAP: AtomicU8 = AtomicU8::new(2);
+static OVERLAP: AtomicU8 = AtomicU8::new(0);
 
 /// Whether this process's GPU is shared with other processes of its node
 /// (set by [`node_device`](super::node_device)).
@@ -271,11 +281,11 @@ fn fixed(asked: &Method, a: &Achieved) -> Option<Method> {
 pub(super) enum Own<K, R> {
     /// Evaluated on the host's particles (the CPU).
     Host(Evaluation<R>),
-    /// On the GPU: the targets and outputs kept there, and the reference
-    /// sums of the own sources at the sampled targets (a tolerance).
+    /// On the GPU, both parts done (the sources the others sent there
+    /// too): the outputs kept there, and the reference sums of every
+    /// source at the sampled targets (a tolerance).
     Device {
         gpu: &'static Gpu,
-        targets: DeviceParticles<R>,
         outputs: DeviceOutputs<R>,
         stats: Stats,
         reference: Option<Estimator<K, R>>,
@@ -284,43 +294,61 @@ pub(super) enum Own<K, R> {
 
 /// The own sources' part: `targets` from `sources` (on the GPU, their
 /// copy `resident`) by `way`. Makes no MPI call: it runs beside the
-/// exchange.
-pub(super) fn own_part<K: Kernel, R: Real>(
+/// exchange. On the GPU it goes on to the sources the others sent, which
+/// `arrivals` waits for (`None`: none came), as one evaluation
+/// ([`evaluate_resident_in_two_lots`]); the targets at the sources'
+/// points where they are there (one tree for both).
+pub(super) fn own_part<'p, K: Kernel, R: Real>(
     device: Device<'static>,
     way: &Way,
     problem: &Problem<'_>,
-    targets: &Particles<R>,
-    sources: &Particles<R>,
+    (targets, sources): (&Particles<R>, &Particles<R>),
     resident: Option<&DeviceParticles<R>>,
+    arrivals: impl FnOnce() -> Result<Option<&'p Particles<R>>, Error>,
 ) -> Result<Own<K, R>, Error> {
     let (Device::Cuda(gpu), Some(src)) = (device, resident) else {
         return evaluate_on::<K, R>(device, &way.method, *problem, targets, sources).map(Own::Host);
     };
     let mut lap = Laps::new(Some(gpu), "own sources' part");
     let clock = Instant::now();
-    let tgt = DeviceParticles::upload(gpu, targets)?;
+    let tgt = if same_points(targets, sources) {
+        DeviceParticles::targets_at_sources(gpu, targets)?
+    } else {
+        DeviceParticles::upload(gpu, targets)?
+    };
     let upload = clock.elapsed().as_secs_f64();
-    let ev = evaluate_resident::<K, R>(gpu, &way.method, *problem, &tgt, src)?;
+    let later = || -> Result<Option<DeviceParticles<R>>, Error> {
+        let more = arrivals()?.filter(|m| !m.is_empty());
+        lap.say("own sources' part on the GPU, the others' sources here")?;
+        more.map(|m| DeviceParticles::upload(gpu, m)).transpose()
+    };
+    let (ev, more) =
+        evaluate_resident_in_two_lots::<K, R>(gpu, &way.method, *problem, &tgt, src, later)?;
     lap.say("evaluated")?;
     let mut stats = ev.stats;
     stats.add(Stage::Upload, upload);
     let clock = Instant::now();
     let reference = match way.tol {
-        Some(_) => Some(Estimator::new(
-            gpu,
-            problem.params,
-            None,
-            &tgt,
-            src,
-            gpu_error_samples(src.len()),
-            None,
-        )?),
+        Some(_) => {
+            let mut r = Estimator::new(
+                gpu,
+                problem.params,
+                None,
+                &tgt,
+                src,
+                gpu_error_samples(src.len()),
+                None,
+            )?;
+            if let Some(m) = &more {
+                r.add_sources(gpu, problem.params, m)?;
+            }
+            Some(r)
+        }
         None => None,
     };
     stats.add(Stage::ErrorEstimate, clock.elapsed().as_secs_f64());
     Ok(Own::Device {
         gpu,
-        targets: tgt,
         outputs: ev.outputs,
         stats,
         reference,
@@ -351,7 +379,7 @@ pub(super) fn with_arrivals<K: Kernel, R: Real>(
                     a.par_iter_mut().zip(b).for_each(|(x, &y)| *x += y);
                     a
                 });
-                absorb(&mut ev.stats, &part.stats);
+                ev.stats.add_part(&part.stats);
             }
             let estimate = match way.tol {
                 Some(tol) => {
@@ -375,26 +403,11 @@ pub(super) fn with_arrivals<K: Kernel, R: Real>(
         }
         Own::Device {
             gpu,
-            targets: tgt,
-            mut outputs,
+            outputs,
             mut stats,
-            mut reference,
+            reference,
         } => {
-            let mut lap = Laps::new(Some(gpu), "arrivals' part");
-            if let Some(more) = more {
-                let clock = Instant::now();
-                let src = DeviceParticles::upload(gpu, more)?;
-                stats.add(Stage::Upload, clock.elapsed().as_secs_f64());
-                let part = evaluate_resident::<K, R>(gpu, &way.method, *problem, &tgt, &src)?;
-                outputs.add(gpu, &part.outputs)?;
-                lap.say(&format!("evaluated ({} sources)", src.len()))?;
-                absorb(&mut stats, &part.stats);
-                if let Some(r) = &mut reference {
-                    let clock = Instant::now();
-                    r.add_sources(gpu, problem.params, &src)?;
-                    stats.add(Stage::ErrorEstimate, clock.elapsed().as_secs_f64());
-                }
-            }
+            let mut lap = Laps::new(Some(gpu), "both parts evaluated");
             let clock = Instant::now();
             let estimate = reference
                 .map(|r| r.error(gpu, outputs.slots()))
@@ -449,19 +462,6 @@ pub(super) fn achieved(way: &Way, estimate: &Estimate) -> Option<Achieved> {
         far_field,
         near,
     })
-}
-
-/// The arrivals' part's stages and counts added to the own part's (its
-/// runs not: one evaluation of the problem).
-fn absorb(stats: &mut Stats, part: &Stats) {
-    for &(stage, t) in &part.stages {
-        stats.add(stage, t);
-    }
-    stats.source_cells += part.source_cells;
-    stats.m2l += part.m2l;
-    stats.m2l_compressed += part.m2l_compressed;
-    stats.p2p += part.p2p;
-    stats.p2c += part.p2c;
 }
 
 #[cfg(test)]
@@ -554,7 +554,6 @@ mod tests {
             None,
             "the CPU, asked for the GPU's overlap: joined"
         );
-        set_overlap(Overlap::Never);
     }
 
     #[test]

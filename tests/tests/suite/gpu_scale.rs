@@ -8,8 +8,10 @@
 use fmm_core::cuda::Gpu;
 use fmm_core::distributions::{plummer, uniform_cube};
 use fmm_core::kernels::*;
+use fmm_core::tree::Bounds;
 use fmm_core::{
-    evaluate, evaluate_resident, Backend, DeviceParticles, Error, Method, Particles, Real,
+    evaluate, evaluate_resident, evaluate_resident_in_two_lots, Backend, DeviceParticles, Error,
+    Method, Particles, Problem, Real,
 };
 use fmm_tests::{fmm_options, rel_l2};
 
@@ -142,6 +144,119 @@ fn resident_particles_give_what_the_host_path_gives() {
     let e = evaluate_resident::<Coulomb, f64>(gpu(), &Method::direct(), &[], &d_t, &d_src)
         .err()
         .unwrap();
+    assert!(matches!(e, Error::WrongParticles { .. }), "{e}");
+}
+
+/// Sources in two lots (a process's own, and what the others' local
+/// essential trees bring later) evaluated as one FMM on the device
+/// (`evaluate_resident_in_two_lots`) meet the CPU's direct sum of both
+/// joined as the FMM of both joined does (within three times its error
+/// and a hundredth of the method's: a second lot past the cube has a
+/// tree of its own): a second lot beside the first
+/// in the cube given (its cells grafted into the first's tree), one
+/// reaching past the cube (evaluated apart and added), none; targets at
+/// the first lot's points and apart; the Laplace expansions, the
+/// kernel-independent nodes, and the treecode (two evaluations one after
+/// the other); and a second lot of another kernel refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sources_in_two_lots_are_one_evaluation_of_both() {
+    let cube = Bounds {
+        center: [1.0; 3],
+        half: 1.0,
+    };
+    let first = uniform_cube(40_000, 11);
+    let shifted = |pos: Vec<[f64; 3]>, by: [f64; 3]| -> Vec<[f64; 3]> {
+        pos.into_iter()
+            .map(|p| [0, 1, 2].map(|a| p[a] + by[a]))
+            .collect()
+    };
+    // A neighbour's part beside the first, and one reaching past the cube.
+    let beside = shifted(uniform_cube(15_000, 12), [1.0, 0.0, 0.3]);
+    let past = shifted(uniform_cube(5_000, 13), [0.5, 1.6, 0.0]);
+    let apart = shifted(uniform_cube(3_000, 14), [0.2, 0.4, 0.1]);
+    let laplace = Method::Fmm(fmm_options(12, 0.5, 64));
+    let nodes =
+        Method::Fmm(fmm_options(8, 0.5, 64).with_far_field(fmm_core::FarField::KernelIndependent));
+    // The treecode runs the two lots one after the other.
+    let treecode = Method::treecode(0.4);
+    let methods = [
+        ("laplace", &laplace, 1e-6),
+        ("nodes", &nodes, 1e-8),
+        ("treecode", &treecode, 1e-3),
+    ];
+    for (far, method, within) in methods {
+        for (lot, second) in [
+            ("beside", &beside),
+            ("past the cube", &past),
+            ("none", &vec![]),
+        ] {
+            for (at, tpos) in [("at the first lot", &first), ("apart", &apart)] {
+                let (t, s1) = gravity::<f64>(&first, tpos);
+                let (_, s2) = gravity::<f64>(second, &[]);
+                let mut both = s1.clone();
+                both.append(&s2).unwrap();
+                let want =
+                    evaluate::<Gravity, f64>(Backend::Cpu, &Method::direct(), &[0.0], &t, &both)
+                        .unwrap();
+                let want = want.outputs.slots().concat();
+                let d1 = DeviceParticles::upload(gpu(), &s1).unwrap();
+                let d_tgt = if std::ptr::eq(tpos, &first) {
+                    DeviceParticles::targets_at_sources(gpu(), &t).unwrap()
+                } else {
+                    DeviceParticles::upload(gpu(), &t).unwrap()
+                };
+                let problem = Problem::new(&[0.0]).in_cube(cube);
+                let later = || {
+                    if second.is_empty() {
+                        Ok(None)
+                    } else {
+                        DeviceParticles::upload(gpu(), &s2).map(Some)
+                    }
+                };
+                let (ev, back) = evaluate_resident_in_two_lots::<Gravity, f64>(
+                    gpu(),
+                    method,
+                    problem,
+                    &d_tgt,
+                    &d1,
+                    later,
+                )
+                .unwrap();
+                assert_eq!(back.map_or(0, |b| b.len()), second.len());
+                let got = ev.outputs.download(gpu()).unwrap().slots().concat();
+                let joined = DeviceParticles::upload(gpu(), &both).unwrap();
+                let d_t = DeviceParticles::upload(gpu(), &t).unwrap();
+                let one = evaluate_resident::<Gravity, f64>(gpu(), method, problem, &d_t, &joined)
+                    .unwrap();
+                let one = one.outputs.download(gpu()).unwrap().slots().concat();
+                let (e_lots, e_one) = (rel_l2(&got, &want), rel_l2(&one, &want));
+                println!(
+                    "{far:7} second lot {lot:13} targets {at:16}: in two lots {e_lots:.1e}, \
+                     joined {e_one:.1e} against the direct sum"
+                );
+                assert!(
+                    e_lots < within && e_lots < 3.0 * e_one + within / 100.0,
+                    "{far}, {lot}, {at}: {e_lots:e} (joined {e_one:e})"
+                );
+            }
+        }
+    }
+    // A second lot of another kernel is refused by name.
+    let (t, s) = gravity::<f64>(&first, &first);
+    let d_t = DeviceParticles::targets_at_sources(gpu(), &t).unwrap();
+    let d_s = DeviceParticles::upload(gpu(), &s).unwrap();
+    let coulomb = Particles::<f64>::sources::<Coulomb>(&[[0.5; 3]]).unwrap();
+    let e = evaluate_resident_in_two_lots::<Gravity, f64>(
+        gpu(),
+        &laplace,
+        Problem::new(&[0.0]).in_cube(cube),
+        &d_t,
+        &d_s,
+        || DeviceParticles::upload(gpu(), &coulomb).map(Some),
+    )
+    .err()
+    .unwrap();
     assert!(matches!(e, Error::WrongParticles { .. }), "{e}");
 }
 

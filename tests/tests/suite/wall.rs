@@ -4,8 +4,12 @@
 //! potential at a grounded wall, no normal field at an insulating one, no
 //! flow through the wall for vorticity), and bad input named.
 
+use fmm_core::cuda::Gpu;
 use fmm_core::kernels::{Coulomb, VelocityStretching};
-use fmm_core::{evaluate, Backend, Domain, Kernel, Method, Particles, Problem, Wall};
+use fmm_core::{
+    evaluate, evaluate_resident, Backend, DeviceParticles, Domain, Kernel, Method, Particles,
+    Problem, Wall,
+};
 use fmm_tests::naive::{self, Case, V3};
 use fmm_tests::rel_l2;
 use fmm_tests::sets::{self, Dist, Strengths};
@@ -80,6 +84,34 @@ fn every_method_with_a_wall_is_the_sum_over_the_images() {
         for err in [phi, e, u, st] {
             assert!(err < tol, "{}: {err:.2e} >= {tol:.0e}", method.name());
         }
+    }
+}
+
+/// On the GPU, on particles kept there with the targets at the sources'
+/// points (which the images are not: the targets get positions of their
+/// own), the sum is the naive one over the images too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_wall_on_the_device_is_the_sum_over_the_images() {
+    let gpu = Gpu::shared().expect("this test needs a CUDA GPU");
+    let c = case(1500, None, 31);
+    let grounded = Wall::new(2, 0.0).with_odd(&["q"]);
+    let want = naive::ref_coulomb(&with_images(&c, -1.0));
+    let (t, s) = sets::build::<Coulomb, f64>(&c);
+    let d_s = DeviceParticles::upload(gpu, &s).unwrap();
+    let d_t = DeviceParticles::targets_at_sources(gpu, &t).unwrap();
+    let problem = Problem::new(&[]).in_domain(Domain::Wall(grounded));
+    for (method, tol) in [(Method::direct(), 1e-12), (Method::fmm(12, 0.5), 1e-6)] {
+        let ev = evaluate_resident::<Coulomb, f64>(gpu, &method, problem, &d_t, &d_s).unwrap();
+        let got = ev.outputs.download(gpu).unwrap();
+        let phi = rel_l2(got.scalar("phi").unwrap(), &want[0].1);
+        let e = rel_l2(&flat3(got.vec3("e").unwrap()), &want[1].1);
+        println!("{} on the GPU: phi {phi:.1e} e {e:.1e}", method.name());
+        assert!(
+            phi < tol && e < tol,
+            "{}: {phi:.2e}, {e:.2e}",
+            method.name()
+        );
     }
 }
 

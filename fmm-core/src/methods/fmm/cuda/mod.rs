@@ -43,6 +43,7 @@ use super::Plan;
 use crate::cuda::device::{
     alloc, cuda_err, device_addresses, download, launch, per_item, refs3, upload, zeros,
 };
+use crate::cuda::laps::Laps;
 use crate::cuda::launch::{Args, Entry};
 use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::primitives::{scan, scanned_total};
@@ -62,6 +63,7 @@ use fmm_codegen::emit::signature::Role;
 use fmm_codegen::kernel::{FarTerm, Term};
 use periodic::Images;
 use skeleton::DeviceFarPasses;
+pub(crate) use skeleton::{Later, TwoLots};
 
 /// The highest order the GPU operators take: the M2L keeps a source's
 /// singular harmonics and multipoles in shared memory, `(1 + nq) (p + 1)^2`
@@ -365,6 +367,8 @@ fn traverse<R: Real>(
         zeros::<i64>(s, 1)?,
         zeros::<i64>(s, 1)?,
     );
+    let mut lap = Laps::new(Some(gpu), "traversal");
+    lap.say("set up")?;
     for l in 0..tt.tree.levels() {
         let (cells_n, cells) = tt.tree.level(l);
         let split = cells_n < SPLIT_BELOW;
@@ -451,8 +455,12 @@ fn traverse<R: Real>(
                 (m2l_base, p2p_base) = (m2l_used as i64, p2p_used as i64);
                 m2l_used += tm;
                 p2p_used += tp;
+                lap.say(&format!(
+                    "level {l}, {n} items: counted ({tm} M2L, {tp} P2P)"
+                ))?;
             }
         }
+        lap.say(&format!("level {l}: written"))?;
         frontier = deferred;
         std::mem::swap(&mut f_begin, &mut next_begin);
         std::mem::swap(&mut f_end, &mut next_end);
@@ -481,26 +489,24 @@ pub(crate) fn run<K: Kernel, R: Real>(
     shared: &SharedTrees<R>,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
-    let def = K::def();
-    let p = plan.settings.p;
-    if p > MAX_GPU_ORDER {
-        return Err(Error::BadOption(format!(
-            "the GPU FMM takes orders up to {MAX_GPU_ORDER}, not {p} (use the CPU for higher orders)"
-        )));
-    }
-    let (strength, terms) = plan.laplace();
-    let far = Laplace {
-        gpu,
-        plan,
-        def,
-        table: TermTable::of(def, terms)?,
-        strength,
-        terms,
-        nq: strength.len(),
-        nc: ncoef(p),
-        ops: Ops::get::<R>(gpu, p)?,
-    };
+    let far = Laplace::of::<K>(gpu, plan)?;
     skeleton::run::<K, R, _>(gpu, plan, far, targets, sources, shared, clock)
+}
+
+/// [`run`] of sources in two lots, the second asked for by `later` once
+/// the first's work is on the GPU ([`skeleton::run_in_two_lots`]): one
+/// evaluation, one downward pass. Returns the outputs (the targets'
+/// input order, on the device) and the second lot.
+pub(crate) fn run_in_two_lots<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    plan: &Plan<'_, R>,
+    targets: &DeviceParticles<R>,
+    first: &DeviceParticles<R>,
+    later: Later<'_, R>,
+    clock: &mut Clock<'_>,
+) -> Result<TwoLots<R>, Error> {
+    let far = Laplace::of::<K>(gpu, plan)?;
+    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, far, (targets, first), later, clock)
 }
 
 /// The Laplace expansions' passes of the FMM on the GPU ([`skeleton`]):
@@ -520,7 +526,31 @@ struct Laplace<'a, R> {
     ops: Ops,
 }
 
-impl<R: Real> Laplace<'_, R> {
+impl<'a, R: Real> Laplace<'a, R> {
+    /// The Laplace passes of kernel `K` as `plan` says.
+    fn of<K: Kernel>(gpu: &'a Gpu, plan: &'a Plan<'a, R>) -> Result<Self, Error> {
+        let def = K::def();
+        let p = plan.settings.p;
+        if p > MAX_GPU_ORDER {
+            return Err(Error::BadOption(format!(
+                "the GPU FMM takes orders up to {MAX_GPU_ORDER}, not {p} (use the CPU for higher \
+                 orders)"
+            )));
+        }
+        let (strength, terms) = plan.laplace();
+        Ok(Laplace {
+            gpu,
+            plan,
+            def,
+            table: TermTable::of(def, terms)?,
+            strength,
+            terms,
+            nq: strength.len(),
+            nc: ncoef(p),
+            ops: Ops::get::<R>(gpu, p)?,
+        })
+    }
+
     /// The strength slot of expansion `k` (the last again past `nq`: the
     /// kernels take three).
     fn q<'t>(&self, trees: &'t Trees<R>, k: usize) -> &'t CudaSlice<R> {
@@ -774,25 +804,41 @@ fn near_field_and_scatter<R: Real>(
     mut out: Vec<CudaSlice<R>>,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
+    clock.stats().p2p = near_field(gpu, p2p, params, trees, &groups, near, images, &mut out)?;
+    clock.lap(Stage::P2p)?;
+    drop(groups);
+    // Back to the caller's order, on the device.
+    trees.target().tree.scatter_all(gpu, out)
+}
+
+/// The near field (the P2P lists `near` over the target groups `groups`)
+/// added to `out` (target tree order); the pairs counted.
+#[allow(clippy::too_many_arguments)]
+fn near_field<R: Real>(
+    gpu: &Gpu,
+    p2p: &Entry,
+    params: &[R],
+    trees: &Trees<R>,
+    groups: &DeviceGroups,
+    near: NearLists,
+    images: &Images<R>,
+    out: &mut [CudaSlice<R>],
+) -> Result<u64, Error> {
     let (st, tt) = (&trees.source, trees.target());
-    clock.stats().p2p = p2p_lists(
+    p2p_lists(
         gpu,
         p2p,
         params,
         &Points::of(tt.tree.n, &tt.pos, &trees.tslots),
-        &groups,
+        groups,
         [&near.begin, &near.end],
         &near.list,
         &images.shift_real,
         [&st.tree.begin, &st.tree.end],
         &Points::of(st.tree.n, &st.pos, &trees.sslots),
-        &mut out,
+        out,
         true,
-    )?;
-    clock.lap(Stage::P2p)?;
-    drop((near, groups));
-    // Back to the caller's order, on the device.
-    tt.tree.scatter_all(gpu, out)
+    )
 }
 
 /// Points as a P2P-list launch reads them, in their tree's order: how

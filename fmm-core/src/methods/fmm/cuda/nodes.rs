@@ -40,7 +40,7 @@ use cudarc::driver::CudaSlice;
 
 use super::far_images::{far_images_at_targets, ImageSources};
 use super::periodic::Images;
-use super::skeleton::{self, DeviceFarPasses};
+use super::skeleton::{self, DeviceFarPasses, Later, TwoLots};
 use super::{
     compressed, grid, p2p_lists, Cube, DeviceLists, FmmTree, Ops, Points, SharedTrees, Trees,
 };
@@ -80,19 +80,22 @@ pub(crate) fn run<K: Kernel, R: Real>(
     shared: &SharedTrees<R>,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
-    let rep = plan.nodes();
-    let far = NodeField::<K, R> {
-        gpu,
-        plan,
-        rep,
-        basis: DeviceBasis::upload(gpu, rep.far_field, plan.settings.p)?,
-        ops: Ops::get::<R>(gpu, TREE_OPS_ORDER)?,
-        nodes: NodeOps::get::<R>(gpu)?,
-        p2p: Entry::p2p_list::<K, R>(gpu)?,
-        compress: plan.opts.node_m2l == NodeM2l::Compressed,
-        _k: PhantomData,
-    };
+    let far = NodeField::<K, R>::of(gpu, plan)?;
     skeleton::run::<K, R, _>(gpu, plan, far, targets, sources, shared, clock)
+}
+
+/// [`run`] of sources in two lots, the second asked for by `later` once
+/// the first's work is on the GPU ([`skeleton::run_in_two_lots`]).
+pub(crate) fn run_in_two_lots<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    plan: &Plan<'_, R>,
+    targets: &DeviceParticles<R>,
+    first: &DeviceParticles<R>,
+    later: Later<'_, R>,
+    clock: &mut Clock<'_>,
+) -> Result<TwoLots<R>, Error> {
+    let far = NodeField::<K, R>::of(gpu, plan)?;
+    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, far, (targets, first), later, clock)
 }
 
 /// A node far field's passes of the FMM on the GPU ([`skeleton`]): the
@@ -109,6 +112,24 @@ struct NodeField<'a, K, R> {
     p2p: Entry,
     compress: bool,
     _k: PhantomData<K>,
+}
+
+impl<'a, K: Kernel, R: Real> NodeField<'a, K, R> {
+    /// The node far field's passes as `plan` says.
+    fn of(gpu: &'a Gpu, plan: &'a Plan<'a, R>) -> Result<Self, Error> {
+        let rep = plan.nodes();
+        Ok(NodeField {
+            gpu,
+            plan,
+            rep,
+            basis: DeviceBasis::upload(gpu, rep.far_field, plan.settings.p)?,
+            ops: Ops::get::<R>(gpu, TREE_OPS_ORDER)?,
+            nodes: NodeOps::get::<R>(gpu)?,
+            p2p: Entry::p2p_list::<K, R>(gpu)?,
+            compress: plan.opts.node_m2l == NodeM2l::Compressed,
+            _k: PhantomData,
+        })
+    }
 }
 
 impl<K: Kernel, R: Real> DeviceFarPasses<R> for NodeField<'_, K, R> {

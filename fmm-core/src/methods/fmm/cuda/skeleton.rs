@@ -14,10 +14,13 @@ use cudarc::driver::CudaSlice;
 
 use super::periodic::Images;
 use super::{
-    near_field_and_scatter, traverse, Cube, DeviceLists, FmmTree, Ops, SharedTrees, Trees,
+    near_field, near_field_and_scatter, traverse, Cube, DeviceLists, FmmTree, Ops, SharedTrees,
+    Trees,
 };
-use crate::cuda::device::alloc;
+use crate::cuda::device::{alloc, refs3, zeros};
+use crate::cuda::laps::Laps;
 use crate::cuda::launch::Entry;
+use crate::cuda::primitives::add_into;
 use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::domain::PeriodicBox;
@@ -26,6 +29,7 @@ use crate::kernel::Kernel;
 use crate::methods::fmm::Plan;
 use crate::real::Real;
 use crate::stats::{Clock, Stage, Stats};
+use crate::tree::{DeviceOctree, TreeOrdered};
 use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 
 /// One far field's part of the FMM on the GPU (see the module's doc).
@@ -164,4 +168,179 @@ pub(super) fn run<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
         out,
         clock,
     )
+}
+
+/// The sources of an FMM's second lot, asked for once the first lot's
+/// work is on the GPU ([`run_in_two_lots`]): `None` where none came.
+pub(crate) type Later<'l, R> = Box<dyn FnOnce() -> Result<Option<DeviceParticles<R>>, Error> + 'l>;
+
+/// What an FMM of two lots gives back: the outputs (the targets' input
+/// order, on the device) and the second lot.
+pub(crate) type TwoLots<R> = (Vec<CudaSlice<R>>, Option<DeviceParticles<R>>);
+
+/// The FMM of kernel `K` at `targets` from two lots of sources as one
+/// evaluation (yokota2012 section 3.4: a process's own sources while the
+/// others' local essential trees are on their way): the first lot's
+/// trees, upward pass, M2L and near field run before `later` is asked for
+/// the second; the second lot's tree is built in the first's root cube,
+/// its M2L added to the same target cells' locals and its near field to
+/// the same outputs, and one downward pass serves both. In free space, in
+/// the problem's cube (`plan.cube`), which holds both lots where they are
+/// a distributed evaluation's; a second lot reaching past the first's
+/// root cube is evaluated on its own and added. Returns the outputs in
+/// the targets' input order, on the device, and the second lot.
+pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
+    gpu: &Gpu,
+    plan: &Plan<'_, R>,
+    far: F,
+    (targets, first): (&DeviceParticles<R>, &DeviceParticles<R>),
+    later: Later<'_, R>,
+    clock: &mut Clock<'_>,
+) -> Result<TwoLots<R>, Error> {
+    let (Some(cube), None) = (plan.cube, plan.domain.periodic()) else {
+        return Err(Error::BadOption(
+            "the FMM of sources in two lots runs in free space, in the problem's cube".into(),
+        ));
+    };
+    let p2p = Entry::p2p_list::<K, R>(gpu)?;
+    clock.lap(Stage::Setup)?;
+    let ncrit = plan.opts.leaf_size(plan.far.far_field());
+    let (ops, cube) = (far.ops(), Cube::Given(cube));
+    let trees = Trees::build(gpu, ops, targets, first, ncrit, cube, |t| far.adjust(t))?;
+    let own = far.own(&trees)?;
+    clock.stats().source_cells = trees.source.tree.n_cells;
+    clock.stats().target_cells = trees.target().tree.n_cells;
+    clock.lap(Stage::Tree)?;
+
+    // The first lot's far field into the locals, its near field into
+    // outputs of its own (the downward pass writes, not adds).
+    let images = Images::<R>::of(gpu, None)?;
+    let mac = (plan.settings.theta, plan.near);
+    let lists = traverse(gpu, ops, trees.target(), &trees.source, mac, &images)?;
+    let groups = trees.target().tree.groups(gpu, 0, P2P_BLOCK as usize)?;
+    clock.stats().m2l = lists.n_m2l as u64;
+    clock.lap(Stage::Traversal)?;
+    let up = far.upward(&trees, &own)?;
+    clock.lap(Stage::Upward)?;
+    let (mut local, building) = far.m2l(&trees, &lists, &images, up, &own, clock.stats())?;
+    clock.lap(Stage::M2l)?;
+    clock.stats().rebook(Stage::M2l, Stage::Setup, building);
+    let s = gpu.stream();
+    let outputs = || -> Result<Vec<CudaSlice<R>>, Error> {
+        (0..K::def().n_outputs())
+            .map(|_| zeros::<R>(s, targets.len()))
+            .collect()
+    };
+    let mut first_near = outputs()?;
+    let (params, near) = (plan.params, lists.into_near());
+    let pairs = near_field(
+        gpu,
+        &p2p,
+        params,
+        &trees,
+        &groups,
+        near,
+        &images,
+        &mut first_near,
+    )?;
+    clock.stats().p2p = pairs;
+    clock.lap(Stage::P2p)?;
+
+    // The second lot, waited for (not a stage of the evaluation), then
+    // grafted where the first's root cube holds it.
+    let more = later()?.filter(|m| !m.is_empty());
+    clock.restart();
+    let mut lap = Laps::new(Some(gpu), "the second lot");
+    let root = trees.source.tree.bounds;
+    let inside = match more.as_ref().and_then(|m| m.positions()) {
+        Some(pos) => {
+            let span = DeviceOctree::span(gpu, refs3(pos))?;
+            lap.say("its box")?;
+            root.holding(&span) == root
+        }
+        None => false,
+    };
+    let grafted = match more.as_ref().map(|m| (m, m.positions())) {
+        Some((m, Some(pos))) if inside => {
+            let built = TreeOrdered::build_guided(
+                gpu,
+                refs3(pos),
+                m.slots(),
+                ncrit,
+                Some(root),
+                None,
+                false,
+            )?;
+            lap.say("its points in tree order")?;
+            let (mut tree, sslots) = FmmTree::of(gpu, ops, built)?;
+            far.adjust(&mut tree)?;
+            lap.say("its cells")?;
+            Some((tree, sslots))
+        }
+        _ => None,
+    };
+    let mut out = outputs()?;
+    let Some((tree, sslots)) = grafted else {
+        // The first lot alone, the second (if any) evaluated apart.
+        far.downward(&trees, &own, local, &mut out)?;
+        for (o, n) in out.iter_mut().zip(&first_near) {
+            add_into(gpu, n, o, targets.len())?;
+        }
+        clock.lap(Stage::Downward)?;
+        let mut out = trees.target().tree.scatter_all(gpu, out)?;
+        if let Some(m) = &more {
+            // Its run sets the counts: the first lot's added after.
+            let st = clock.stats();
+            let counts = (st.source_cells, st.m2l, st.p2p);
+            // Targets at the first lot's points have them as their own.
+            let placed = targets.placed_if_at(gpu, first)?;
+            let at = placed.as_ref().unwrap_or(targets);
+            let apart = run::<K, R, F>(gpu, plan, far, at, m, &SharedTrees::default(), clock)?;
+            let st = clock.stats();
+            st.source_cells += counts.0;
+            st.m2l += counts.1;
+            st.p2p += counts.2;
+            for (o, a) in out.iter_mut().zip(&apart) {
+                add_into(gpu, a, o, targets.len())?;
+            }
+        }
+        return Ok((out, more));
+    };
+    let Trees {
+        source,
+        target,
+        tslots,
+        ..
+    } = trees;
+    let trees = Trees {
+        source: tree,
+        target: Some(target.unwrap_or(source)),
+        sslots,
+        tslots,
+    };
+    let own = far.own(&trees)?;
+    clock.stats().source_cells += trees.source.tree.n_cells;
+    clock.lap(Stage::Tree)?;
+    let lists = traverse(gpu, ops, trees.target(), &trees.source, mac, &images)?;
+    clock.stats().m2l += lists.n_m2l as u64;
+    clock.lap(Stage::Traversal)?;
+    let up = far.upward(&trees, &own)?;
+    clock.lap(Stage::Upward)?;
+    let (second, building) = far.m2l(&trees, &lists, &images, up, &own, clock.stats())?;
+    add_into(gpu, &second, &mut local, second.len())?;
+    drop(second);
+    clock.lap(Stage::M2l)?;
+    clock.stats().rebook(Stage::M2l, Stage::Setup, building);
+    far.downward(&trees, &own, local, &mut out)?;
+    for (o, n) in out.iter_mut().zip(&first_near) {
+        add_into(gpu, n, o, targets.len())?;
+    }
+    drop(first_near);
+    clock.lap(Stage::Downward)?;
+    let near = lists.into_near();
+    clock.stats().p2p += near_field(gpu, &p2p, params, &trees, &groups, near, &images, &mut out)?;
+    clock.lap(Stage::P2p)?;
+    drop(groups);
+    let out = trees.target().tree.scatter_all(gpu, out)?;
+    Ok((out, more))
 }

@@ -17,7 +17,12 @@
 //! answered here, and each method's CPU or CUDA part gets checked inputs.
 //! On the GPU the host path is the device-resident path with a copy on
 //! each side ([`evaluate_resident`] keeps particles and outputs on the
-//! device between calls).
+//! device between calls; [`evaluate_resident_in_two_lots`] takes sources
+//! that come in two lots, the second later).
+
+mod two_lots;
+
+pub use two_lots::evaluate_resident_in_two_lots;
 
 use crate::accuracy::floor::Mac;
 use crate::accuracy::{self, choose, Achieved, Goal, ProblemKey, Stopped, Ways};
@@ -182,6 +187,31 @@ fn through_the_device<K: Kernel, R: Real>(
     Ok((out, ev.achieved))
 }
 
+/// The checks of an evaluation of particles on the device: the
+/// parameters (returned as `R`), the particles made for kernel `K` in
+/// their roles, targets at the sources' points as many as they, the
+/// method and the domain.
+fn check_resident<K: Kernel, R: Real>(
+    method: &Method,
+    problem: &Problem<'_>,
+    targets: &DeviceParticles<R>,
+    sources: &DeviceParticles<R>,
+) -> Result<Vec<R>, Error> {
+    let params = check_params::<K, R>(problem.params)?;
+    targets.check_for::<K>(Role::Targets)?;
+    sources.check_for::<K>(Role::Sources)?;
+    if targets.at_sources() && targets.len() != sources.len() {
+        return Err(Error::LengthMismatch {
+            what: "targets at the sources' points".into(),
+            got: targets.len(),
+            expected: sources.len(),
+        });
+    }
+    method.check::<K>()?;
+    check_domain::<K>(method, problem)?;
+    Ok(params)
+}
+
 /// [`evaluate`] on a device already chosen (a [`Device`] from
 /// [`crate::resolve`], or a GPU of the caller's own).
 pub fn evaluate_on<'a, K: Kernel, R: Real>(
@@ -211,18 +241,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
     sources: &DeviceParticles<R>,
 ) -> Result<ResidentEvaluation<R>, Error> {
     let problem = problem.into();
-    let params = check_params::<K, R>(problem.params)?;
-    targets.check_for::<K>(Role::Targets)?;
-    sources.check_for::<K>(Role::Sources)?;
-    if targets.at_sources() && targets.len() != sources.len() {
-        return Err(Error::LengthMismatch {
-            what: "targets at the sources' points".into(),
-            got: targets.len(),
-            expected: sources.len(),
-        });
-    }
-    method.check::<K>()?;
-    check_domain::<K>(method, &problem)?;
+    let params = check_resident::<K, R>(method, &problem, targets, sources)?;
     if let Some(w) = problem.domain.wall() {
         // The sources and their images in free space, at targets with
         // positions of their own (the images are not target points).
@@ -230,13 +249,8 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
         sources.check_side(gpu, w, "source")?;
         targets.check_side(gpu, w, "target")?;
         let images = sources.with_images(gpu, w)?;
-        let placed;
-        let targets = if targets.at_sources() {
-            placed = targets.placed_at(gpu, sources)?;
-            &placed
-        } else {
-            targets
-        };
+        let placed = targets.placed_if_at(gpu, sources)?;
+        let targets = placed.as_ref().unwrap_or(targets);
         let free = Problem {
             domain: Domain::FreeSpace,
             ..problem
@@ -1221,7 +1235,7 @@ fn switched_options<K: Kernel>(
 
 /// Whether two particle sets sit at the same points (compared on all
 /// cores: for 10^7 points a few milliseconds, against tens for the copy).
-fn same_points<R: Real>(a: &Particles<R>, b: &Particles<R>) -> bool {
+pub(crate) fn same_points<R: Real>(a: &Particles<R>, b: &Particles<R>) -> bool {
     use rayon::prelude::*;
     a.len() == b.len()
         && a.positions().iter().zip(b.positions()).all(|(x, y)| {
