@@ -15,9 +15,9 @@
 //! - joined: its local essential trees for the others, then every source
 //!   joined, one evaluation (what `fmm_bench --distributed` runs);
 //! - in two lots: the own sources' FMM up to its M2L and P2P while the
-//!   trees are built on a second stream, then the arrivals' cells into
-//!   the same locals and one downward pass
-//!   ([`fmm_core::evaluate_resident_in_two_lots`], as
+//!   trees are cut from its source tree on a second stream, then the
+//!   arrivals' cells into the same locals and one downward pass
+//!   ([`fmm_core::evaluate_resident_sharing_the_tree`], as
 //!   `fmm_core::distributed::Overlap::Gpu` and `fmm_bench --distributed
 //!   --overlap` run it).
 //!
@@ -33,11 +33,11 @@ use std::time::Instant;
 
 use fmm_core::cuda::Gpu;
 use fmm_core::distributions::uniform_cube;
-use fmm_core::essential::{essential_sources_from, Essential, Region};
+use fmm_core::essential::{essential_sources_from, essential_sources_from_tree, Essential, Region};
 use fmm_core::kernels::{Gravity, VelocityStretching};
-use fmm_core::tree::Bounds;
+use fmm_core::tree::{Bounds, TreeOrdered};
 use fmm_core::{
-    evaluate_resident, evaluate_resident_in_two_lots, Device, DeviceParticles, Domain, Kernel,
+    evaluate_resident, evaluate_resident_sharing_the_tree, Device, DeviceParticles, Domain, Kernel,
     Method, Particles, Problem,
 };
 
@@ -191,6 +191,8 @@ fn bench<K: Kernel>(
         let own = DeviceParticles::upload(gpu, sources)?;
         sync(gpu)?;
         let (done, word) = mpsc::channel::<()>();
+        // The own lot's source tree, for the local essential trees.
+        let (tree, shared) = mpsc::channel::<Option<TreeOrdered<R>>>();
         let (evaluated, built) = std::thread::scope(|s| {
             let done = done;
             let (own, arrivals, method) = (&own, &arrivals, &method);
@@ -202,13 +204,27 @@ fn bench<K: Kernel>(
                     let _ = word.recv();
                     DeviceParticles::upload(gpu, arrivals).map(Some)
                 };
-                let (ev, _) =
-                    evaluate_resident_in_two_lots::<K, R>(gpu, method, problem, &tgt, own, later)?;
+                let share = |t| {
+                    let _ = tree.send(t);
+                };
+                let (ev, _) = evaluate_resident_sharing_the_tree::<K, R>(
+                    gpu,
+                    method,
+                    problem,
+                    (&tgt, own),
+                    share,
+                    later,
+                )?;
                 let out = ev.outputs.download(gpu)?;
                 Ok((out, waited.get(), stages(&ev.stats)))
             });
-            let built =
-                trees(Device::Cuda(beside), 0, Some(own)).map(|_| clock.elapsed().as_secs_f64());
+            let built = match shared.recv().ok().flatten() {
+                Some(t) => {
+                    essential_sources_from_tree::<K, R>(beside, sources, &t, &regions, 0, &how)
+                }
+                None => trees(Device::Cuda(beside), 0, Some(own)),
+            }
+            .map(|_| clock.elapsed().as_secs_f64());
             let _ = done.send(());
             (first.join().expect("the own part"), built)
         });

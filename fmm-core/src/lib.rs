@@ -53,10 +53,8 @@ pub use cuda::resident::{DeviceOutputs, DeviceParticles};
 pub use cudarc;
 pub use domain::{Boundary, Domain, PeriodicBox, Wall};
 pub use error::Error;
-pub use evaluate::{
-    evaluate, evaluate_on, evaluate_resident, evaluate_resident_in_two_lots, Evaluation,
-    ResidentEvaluation,
-};
+pub use evaluate::two_lots::{evaluate_resident_in_two_lots, evaluate_resident_sharing_the_tree};
+pub use evaluate::{evaluate, evaluate_on, evaluate_resident, Evaluation, ResidentEvaluation};
 pub use far::FarField;
 pub use fmm_codegen;
 pub use fmm_macros::kernel;

@@ -61,7 +61,7 @@ use crate::cuda::resident::DeviceParticles;
 use crate::cuda::Gpu;
 use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
-use crate::essential::{essential_sources_from, Essential, Region};
+use crate::essential::{essential_sources_from, essential_sources_from_tree, Essential, Region};
 use crate::evaluate::{check, evaluate, evaluate_joined, Evaluation};
 use crate::kernel::Kernel;
 use crate::methods::Method;
@@ -71,7 +71,7 @@ use crate::problem::Problem;
 use crate::real::Real;
 use crate::reference;
 use crate::stats::Stage;
-use crate::tree::{positions_f64, Bounds, DeviceOctree, Span};
+use crate::tree::{positions_f64, Bounds, DeviceOctree, Span, TreeOrdered};
 
 /// Evaluates kernel `K` from every process's `sources` at this process's
 /// `targets` (see the module's text); a collective call: every process of
@@ -315,19 +315,29 @@ where
             .map(Device::Cuda),
         _ => device.clone(),
     };
-    let mut let_and_exchange = || -> Result<Arrivals<R>, Error> {
-        let built = tree_device.clone().and_then(|device| {
-            essential_sources_from::<K, R>(
-                device,
-                sources,
-                on_gpu.as_ref(),
-                &regions,
-                me,
-                &how,
-                &problem.domain,
-                cube,
-            )
-        });
+    // `shared`: where the own part's evaluation cuts the trees from its
+    // own source tree, it sends the tree there (or `None`).
+    let mut let_and_exchange = |shared: Option<&mpsc::Receiver<_>>| -> Result<Arrivals<R>, Error> {
+        let tree: Option<TreeOrdered<R>> = shared.and_then(|r| r.recv().ok().flatten());
+        lap.say("the own part's source tree")?;
+        let built = tree_device
+            .clone()
+            .and_then(|device| match (device, &tree) {
+                (Device::Cuda(gpu), Some(t)) => {
+                    essential_sources_from_tree::<K, R>(gpu, sources, t, &regions, me, &how)
+                }
+                (device, _) => essential_sources_from::<K, R>(
+                    device,
+                    sources,
+                    on_gpu.as_ref(),
+                    &regions,
+                    me,
+                    &how,
+                    &problem.domain,
+                    cube,
+                ),
+            });
+        drop(tree);
         lap.say("local essential trees")?;
         let (sends, _) = agreed(comm, built)?;
         lap.say("waiting for the others' trees")?;
@@ -353,6 +363,9 @@ where
             // 0.07 to 0.1 s after the trees.)
             let exchanged = OnceLock::new();
             let (done, word) = mpsc::channel::<()>();
+            // The own sources' tree, from the own part's FMM (one tree
+            // for both: the trees' kernels beside the own part slowed it).
+            let (tree, shared) = mpsc::channel::<Option<TreeOrdered<R>>>();
             let own = std::thread::scope(|s| {
                 // Dropped with the scope's closure, so that a panic here
                 // leaves the own part no word to wait for forever.
@@ -371,16 +384,19 @@ where
                             )),
                         }
                     };
+                    let share = |t| {
+                        let _ = tree.send(t);
+                    };
                     overlap::own_part::<K, R>(
                         on,
                         way,
                         problem,
                         (targets, sources),
                         resident,
-                        arrivals,
+                        (share, arrivals),
                     )
                 });
-                let _ = exchanged.set(let_and_exchange());
+                let _ = exchanged.set(let_and_exchange(Some(&shared)));
                 let _ = done.send(());
                 own.join()
             });
@@ -427,7 +443,7 @@ where
             (agreed(comm, evaluated)?, arrived)
         }
         None => {
-            let arrived = let_and_exchange()?;
+            let arrived = let_and_exchange(None)?;
             let more = arrived.got.as_ref();
             let evaluated =
                 joined_evaluation::<K, R>(backend, method, problem, targets, sources, on_gpu, more);

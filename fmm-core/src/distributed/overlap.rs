@@ -5,9 +5,10 @@
 //!
 //! The evaluation is linear in the sources, so the two parts add up to
 //! the evaluation of all of them. On a GPU the FMM takes them as one
-//! evaluation in two lots ([`evaluate_resident_in_two_lots`]): the own
-//! sources' tree (the targets' too), upward pass, M2L and P2P while the
-//! trees are exchanged, then the arrivals' tree in the same root cube,
+//! evaluation in two lots ([`evaluate_resident_sharing_the_tree`]): the
+//! own sources' tree (the targets' too, and the local essential trees are
+//! cut from it), upward pass, M2L and P2P while the trees are exchanged,
+//! then the arrivals' tree in the same root cube,
 //! their M2L into the same locals and their P2P, and one downward pass;
 //! two evaluations one after the other took a second target tree and
 //! downward pass (0.019 and 0.010 s of a 0.047 s second evaluation at
@@ -42,9 +43,8 @@ use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
 use crate::cuda::Gpu;
 use crate::domain::Domain;
 use crate::error::Error;
-use crate::evaluate::{
-    evaluate_on, evaluate_resident_in_two_lots, problem_key, same_points, Evaluation, Reference,
-};
+use crate::evaluate::two_lots::evaluate_resident_sharing_the_tree;
+use crate::evaluate::{evaluate_on, problem_key, same_points, Evaluation, Reference};
 use crate::far::FarField;
 use crate::kernel::Kernel;
 use crate::methods::fmm::cuda::estimate::Estimator;
@@ -55,19 +55,21 @@ use crate::problem::Problem;
 use crate::real::Real;
 use crate::reference::Estimate;
 use crate::stats::{Stage, Stats};
+use crate::tree::TreeOrdered;
 
 /// Where a process evaluates its own sources while its local essential
 /// trees are built and exchanged ([`set_overlap`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Overlap {
     /// On a GPU of the process's own in free space (the default): the
-    /// GPU evaluates while the host walks the trees and MPI moves them,
-    /// the FMM as one evaluation in two lots. One H200 playing process 0
-    /// (`overlap_bench`, 2^24 gravity particles a part, p 6, theta 0.7,
-    /// 2026-11-29) took 0.228, 0.235 and 0.258 s a step in two lots
-    /// against 0.244, 0.273 and 0.293 s joined at 2, 4 and 8 parts (0.194
-    /// to 0.202 s alone), before the exchange, which only the lots hide;
-    /// velocity + stretching 1.141 s against 1.145 s at 4 parts. On the
+    /// GPU evaluates while the trees for the others are cut from its own
+    /// sources' tree and MPI moves them, the FMM as one evaluation in two
+    /// lots. One H200 playing process 0 (`overlap_bench`, 2^24 gravity
+    /// particles a part, p 6, theta 0.7, 2026-11-29) took 0.206, 0.226 to
+    /// 0.232 and 0.252 s a step in two lots against 0.245, 0.257 to 0.264
+    /// and 0.284 s joined at 2, 4 and 8 parts (0.184 to 0.197 s alone),
+    /// before the exchange, which only the lots hide; velocity +
+    /// stretching 1.125 s against 1.150 s at 4 parts. On the
     /// CPU both parts would take the same cores; on a GPU that several
     /// processes share ([`node_device`](super::node_device) found more
     /// processes than GPUs on the node) the others' work fills it while
@@ -295,7 +297,10 @@ pub(super) enum Own<K, R> {
 /// The own sources' part: `targets` from `sources` (on the GPU, their
 /// copy `resident`) by `way`. Makes no MPI call: it runs beside the
 /// exchange. On the GPU it goes on to the sources the others sent, which
-/// `arrivals` waits for (`None`: none came), as one evaluation
+/// `arrivals` waits for (`None`: none came), as one evaluation, its own
+/// sources' tree handed to `share` once built for the local essential
+/// trees (`None` where there is none: `share` is called once in any
+/// case, before `arrivals`)
 /// ([`evaluate_resident_in_two_lots`]); the targets at the sources'
 /// points where they are there (one tree for both).
 pub(super) fn own_part<'p, K: Kernel, R: Real>(
@@ -304,26 +309,43 @@ pub(super) fn own_part<'p, K: Kernel, R: Real>(
     problem: &Problem<'_>,
     (targets, sources): (&Particles<R>, &Particles<R>),
     resident: Option<&DeviceParticles<R>>,
-    arrivals: impl FnOnce() -> Result<Option<&'p Particles<R>>, Error>,
+    (share, arrivals): (
+        impl FnOnce(Option<TreeOrdered<R>>),
+        impl FnOnce() -> Result<Option<&'p Particles<R>>, Error>,
+    ),
 ) -> Result<Own<K, R>, Error> {
     let (Device::Cuda(gpu), Some(src)) = (device, resident) else {
+        share(None);
         return evaluate_on::<K, R>(device, &way.method, *problem, targets, sources).map(Own::Host);
     };
     let mut lap = Laps::new(Some(gpu), "own sources' part");
     let clock = Instant::now();
+    let share = std::cell::Cell::new(Some(share));
+    let shared = |t| share.take().map(|f| f(t));
     let tgt = if same_points(targets, sources) {
-        DeviceParticles::targets_at_sources(gpu, targets)?
+        DeviceParticles::targets_at_sources(gpu, targets)
     } else {
-        DeviceParticles::upload(gpu, targets)?
+        DeviceParticles::upload(gpu, targets)
     };
+    let tgt = tgt.inspect_err(|_| {
+        shared(None);
+    })?;
     let upload = clock.elapsed().as_secs_f64();
     let later = || -> Result<Option<DeviceParticles<R>>, Error> {
         let more = arrivals()?.filter(|m| !m.is_empty());
         lap.say("own sources' part on the GPU, the others' sources here")?;
         more.map(|m| DeviceParticles::upload(gpu, m)).transpose()
     };
-    let (ev, more) =
-        evaluate_resident_in_two_lots::<K, R>(gpu, &way.method, *problem, &tgt, src, later)?;
+    let (ev, more) = evaluate_resident_sharing_the_tree::<K, R>(
+        gpu,
+        &way.method,
+        *problem,
+        (&tgt, src),
+        |t| {
+            shared(t);
+        },
+        later,
+    )?;
     lap.say("evaluated")?;
     let mut stats = ev.stats;
     stats.add(Stage::Upload, upload);

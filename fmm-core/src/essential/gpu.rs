@@ -32,7 +32,7 @@ use crate::far::cuda::{self as far_cuda, DeviceBasis};
 use crate::far::{FarField, Representation};
 use crate::particles::Particles;
 use crate::real::Real;
-use crate::tree::{Bounds, DeviceOctree};
+use crate::tree::{Bounds, DeviceOctree, TreeOrdered};
 
 /// The module name the kernels are compiled and cached under.
 pub const MODULE: &str = "fmm_essential";
@@ -117,18 +117,35 @@ pub(super) fn on_gpu<R: Real>(
         };
     lap.say("upload")?;
     let d_pos3 = [&d_pos[0], &d_pos[1], &d_pos[2]];
-    let tree = match cube {
-        Some(c) => {
-            let span = DeviceOctree::span(gpu, d_pos3)?;
-            DeviceOctree::build_in(gpu, d_pos3, ncrit, c.holding(&span))?
-        }
-        None => DeviceOctree::build(gpu, d_pos3, ncrit)?,
+    let root = match cube {
+        Some(c) => Some(c.holding(&DeviceOctree::span(gpu, d_pos3)?)),
+        None => None,
     };
-    lap.say("tree")?;
+    let ordered = TreeOrdered::build_in(gpu, d_pos3, d_slots, ncrit, root)?;
+    lap.say("tree, the sources in its order")?;
+    from_tree(gpu, sources, &ordered, strength, walk, p, lap)
+}
+
+/// [`on_gpu`] from a tree built already, with the sources in its order
+/// (`ordered`: an FMM's own source tree, [`super::essential_sources_from_tree`]).
+pub(super) fn from_tree<R: Real>(
+    gpu: &Gpu,
+    sources: &Particles<R>,
+    ordered: &TreeOrdered<R>,
+    strength: &Option<Vec<usize>>,
+    walk: &Walk<'_>,
+    p: usize,
+    mut lap: Laps<'_>,
+) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
+    let TreeOrdered {
+        tree,
+        pos: sorted,
+        slots,
+    } = ordered;
     let ops = EssentialOps::get::<R>(gpu)?;
     let basis = DeviceBasis::without_children(gpu, FarField::KernelIndependent, p)?;
     let k = basis.k;
-    let selections = walk_on_gpu(gpu, &ops, &tree, walk, k, basis.radius)?;
+    let selections = walk_on_gpu(gpu, &ops, tree, walk, k, basis.radius)?;
     // Every cell chosen for some receiver, once, and its particles.
     let mut picked: Vec<usize> = selections
         .iter()
@@ -136,20 +153,9 @@ pub(super) fn on_gpu<R: Real>(
         .collect();
     picked.sort_unstable();
     picked.dedup();
-    let picked_ranges = ranges(gpu, &tree, &picked)?;
+    let picked_ranges = ranges(gpu, tree, &picked)?;
     let range = |c: &usize| picked_ranges[picked.binary_search(c).expect("a chosen cell")];
     lap.say("walk")?;
-    let in_order = |v: &CudaSlice<R>| tree.gather(gpu, v);
-    let sorted = [
-        in_order(&d_pos[0])?,
-        in_order(&d_pos[1])?,
-        in_order(&d_pos[2])?,
-    ];
-    let slots = d_slots
-        .iter()
-        .map(in_order)
-        .collect::<Result<Vec<_>, Error>>()?;
-    lap.say("sources in tree order")?;
     // Every cell sent as nodes to some process, once: node `i` of the
     // `u`-th at `u k + i` of the node arrays.
     let mut cells: Vec<usize> = selections.iter().flat_map(|s| s.nodes.clone()).collect();
@@ -168,11 +174,11 @@ pub(super) fn on_gpu<R: Real>(
                 gpu,
                 &ops,
                 &basis,
-                &tree,
+                tree,
                 &cells,
                 &cell_ranges,
-                &sorted,
-                &slots,
+                sorted,
+                slots,
                 &rep,
             )?)
         }
@@ -188,9 +194,9 @@ pub(super) fn on_gpu<R: Real>(
         Some((pos, node_slots)) => pos
             .iter()
             .chain(node_slots)
-            .zip(sorted.iter().chain(&slots))
+            .zip(sorted.iter().chain(slots))
             .collect(),
-        None => sorted.iter().chain(&slots).map(|b| (&none, b)).collect(),
+        None => sorted.iter().chain(slots).map(|b| (&none, b)).collect(),
     };
     let sends = selections
         .iter()

@@ -141,6 +141,74 @@ pub fn essential_sources_on<K: Kernel, R: Real>(
     essential_sources_from::<K, R>(device, sources, None, regions, me, how, domain, cube)
 }
 
+/// Nothing to send where no other process has targets (one process) or
+/// there are no sources: an empty send and selection each, no tree built.
+#[allow(clippy::type_complexity)]
+fn nothing_to_send<R: Real>(
+    sources: &Particles<R>,
+    regions: &[Region],
+    me: usize,
+) -> Option<(Vec<Particles<R>>, Vec<Selection>)> {
+    let nobody = regions
+        .iter()
+        .enumerate()
+        .all(|(q, r)| q == me || r.is_empty());
+    (nobody || sources.is_empty()).then(|| {
+        let none = vec![Selection::default(); regions.len()];
+        let sends = (0..regions.len()).map(|_| sources.none_like()).collect();
+        (sends, none)
+    })
+}
+
+/// How the trees are walked for the receivers' `regions` (`me` the
+/// sender) as `how` says: cells sent as nodes only where the kernel
+/// names its strengths (`strength`).
+fn walk_of<'r>(
+    strength: &Option<Vec<usize>>,
+    regions: &'r [Region],
+    me: usize,
+    how: &Essential,
+    domain: &Domain,
+) -> Walk<'r> {
+    Walk {
+        regions,
+        me,
+        theta: how.theta,
+        limits: Limits::of(domain),
+        as_they_are: strength.is_none(),
+    }
+}
+
+/// [`essential_sources_on`] in free space on `gpu` from a tree of the
+/// sources built already with the sources in its order (`ordered`: an
+/// FMM's own source tree, shared by a distributed evaluation that starts
+/// on its own sources while the trees are exchanged, so that one tree is
+/// built, not two). Its leaves are the FMM's; the walk sends what the
+/// receivers' MAC needs of any tree.
+pub fn essential_sources_from_tree<K: Kernel, R: Real>(
+    gpu: &crate::cuda::Gpu,
+    sources: &Particles<R>,
+    ordered: &crate::tree::TreeOrdered<R>,
+    regions: &[Region],
+    me: usize,
+    how: &Essential,
+) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
+    if ordered.tree.n != sources.len() {
+        return Err(Error::LengthMismatch {
+            what: "the local essential tree's sources in a tree".into(),
+            got: ordered.tree.n,
+            expected: sources.len(),
+        });
+    }
+    if let Some(none) = nothing_to_send(sources, regions, me) {
+        return Ok(none);
+    }
+    let strength = crate::problem::strength_slots::<K>("the local essential tree").ok();
+    let walk = walk_of(&strength, regions, me, how, &Domain::FreeSpace);
+    let lap = crate::cuda::laps::Laps::new(Some(gpu), "local essential tree (the FMM's)");
+    gpu::from_tree(gpu, sources, ordered, &strength, &walk, how.p, lap)
+}
+
 /// [`essential_sources_on`] with the sources on the GPU already
 /// (`resident`, uploaded from `sources`; used in free space, where the
 /// positions are not wrapped), so that a distributed evaluation copies
@@ -156,28 +224,13 @@ pub fn essential_sources_from<K: Kernel, R: Real>(
     domain: &Domain,
     cube: Option<Bounds>,
 ) -> Result<(Vec<Particles<R>>, Vec<Selection>), Error> {
-    let nobody = regions
-        .iter()
-        .enumerate()
-        .all(|(q, r)| q == me || r.is_empty());
-    if nobody || sources.is_empty() {
-        // No other process has targets (one process): no tree to build.
-        let none = vec![Selection::default(); regions.len()];
-        return Ok((
-            (0..regions.len()).map(|_| sources.none_like()).collect(),
-            none,
-        ));
+    if let Some(none) = nothing_to_send(sources, regions, me) {
+        return Ok(none);
     }
     let strength = crate::problem::strength_slots::<K>("the local essential tree").ok();
     let b = nodes::basis(FarField::KernelIndependent, how.p);
     let ncrit = leaf_size(strength.as_ref().map(|_| b.len()));
-    let walk = Walk {
-        regions,
-        me,
-        theta: how.theta,
-        limits: Limits::of(domain),
-        as_they_are: strength.is_none(),
-    };
+    let walk = walk_of(&strength, regions, me, how, domain);
     if let Device::Cuda(gpu) = device {
         let here = match domain.periodic() {
             None => sources.pos.each_ref().map(|v| Cow::Borrowed(&v[..])),

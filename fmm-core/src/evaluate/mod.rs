@@ -17,12 +17,10 @@
 //! answered here, and each method's CPU or CUDA part gets checked inputs.
 //! On the GPU the host path is the device-resident path with a copy on
 //! each side ([`evaluate_resident`] keeps particles and outputs on the
-//! device between calls; [`evaluate_resident_in_two_lots`] takes sources
-//! that come in two lots, the second later).
+//! device between calls; [`two_lots::evaluate_resident_in_two_lots`]
+//! takes sources that come in two lots, the second later).
 
-mod two_lots;
-
-pub use two_lots::evaluate_resident_in_two_lots;
+pub mod two_lots;
 
 use crate::accuracy::floor::Mac;
 use crate::accuracy::{self, choose, Achieved, Goal, ProblemKey, Stopped, Ways};

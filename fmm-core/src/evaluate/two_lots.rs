@@ -20,12 +20,13 @@ use crate::cuda::Gpu;
 use crate::error::Error;
 use crate::far;
 use crate::kernel::Kernel;
-use crate::methods::fmm::{self, Accuracy, Plan, Settings};
+use crate::methods::fmm::{self, Accuracy, FmmOptions, Plan, Settings};
 use crate::methods::Method;
 use crate::particles::Role;
 use crate::problem::Problem;
 use crate::real::Real;
 use crate::stats::{Clock, Stats};
+use crate::tree::TreeOrdered;
 
 /// Evaluates kernel `K` at `targets` from the sources `first` and those
 /// `later` gives (none where it gives `None`) on `gpu`, leaving the
@@ -43,6 +44,31 @@ pub fn evaluate_resident_in_two_lots<'a, K: Kernel, R: Real>(
     first: &DeviceParticles<R>,
     later: impl FnOnce() -> Result<Option<DeviceParticles<R>>, Error>,
 ) -> Result<(ResidentEvaluation<R>, Option<DeviceParticles<R>>), Error> {
+    evaluate_resident_sharing_the_tree::<K, R>(
+        gpu,
+        method,
+        problem,
+        (targets, first),
+        |_| (),
+        later,
+    )
+}
+
+/// [`evaluate_resident_in_two_lots`], the first lot's source tree handed
+/// to `share` as soon as it is built (a copy, the sources in its order,
+/// done on the GPU: a distributed evaluation cuts its local essential
+/// trees from it, one tree built where two were), or `None` where the
+/// evaluation builds none to share (any method but the FMM of both lots
+/// as one, or an error before): `share` is called once in any case,
+/// before `later`.
+pub fn evaluate_resident_sharing_the_tree<'a, K: Kernel, R: Real>(
+    gpu: &Gpu,
+    method: &Method,
+    problem: impl Into<Problem<'a>>,
+    (targets, first): (&DeviceParticles<R>, &DeviceParticles<R>),
+    share: impl FnOnce(Option<TreeOrdered<R>>),
+    later: impl FnOnce() -> Result<Option<DeviceParticles<R>>, Error>,
+) -> Result<(ResidentEvaluation<R>, Option<DeviceParticles<R>>), Error> {
     let problem = problem.into();
     let one = match method {
         Method::Fmm(o) => match o.accuracy {
@@ -54,6 +80,7 @@ pub fn evaluate_resident_in_two_lots<'a, K: Kernel, R: Real>(
     let free = problem.domain.periodic().is_none() && problem.domain.wall().is_none();
     let one = one.filter(|_| free && problem.cube.is_some());
     let Some((o, settings)) = one.filter(|_| !targets.is_empty() && !first.is_empty()) else {
+        share(None);
         let mut ev = evaluate_resident::<K, R>(gpu, method, problem, targets, first)?;
         let more = later()?;
         if let Some(m) = more.as_ref().filter(|m| !m.is_empty()) {
@@ -66,7 +93,33 @@ pub fn evaluate_resident_in_two_lots<'a, K: Kernel, R: Real>(
         }
         return Ok((ev, more));
     };
-    let params = check_resident::<K, R>(method, &problem, targets, first)?;
+    // Called once: with the tree where the FMM shares it, else with
+    // `None` once it has stopped.
+    let share = std::cell::Cell::new(Some(share));
+    let shared = || share.take().map(|f| f(None));
+    let lots = fmm_in_two_lots::<K, R>(
+        gpu,
+        (o, settings),
+        &problem,
+        (targets, first),
+        &share,
+        later,
+    );
+    shared();
+    lots
+}
+
+/// The FMM of both lots as one ([`evaluate_resident_sharing_the_tree`]).
+fn fmm_in_two_lots<K: Kernel, R: Real>(
+    gpu: &Gpu,
+    (o, settings): (&FmmOptions, Settings),
+    problem: &Problem<'_>,
+    (targets, first): (&DeviceParticles<R>, &DeviceParticles<R>),
+    share: &std::cell::Cell<Option<impl FnOnce(Option<TreeOrdered<R>>)>>,
+    later: impl FnOnce() -> Result<Option<DeviceParticles<R>>, Error>,
+) -> Result<(ResidentEvaluation<R>, Option<DeviceParticles<R>>), Error> {
+    let method = Method::Fmm(o.clone());
+    let params = check_resident::<K, R>(&method, problem, targets, first)?;
     let far = far::plan::<K>(o.far_field, far::Tree::Fmm)?;
     let plan = Plan {
         params: &params,
@@ -77,6 +130,11 @@ pub fn evaluate_resident_in_two_lots<'a, K: Kernel, R: Real>(
         cube: problem.cube,
         near: Mac::FREE.near.max(o.near),
     };
+    let share: fmm::cuda::Share<'_, R> = Box::new(|t| {
+        if let Some(f) = share.take() {
+            f(t)
+        }
+    });
     let later: fmm::cuda::Later<'_, R> = Box::new(|| {
         let more = later()?;
         if let Some(m) = &more {
@@ -86,15 +144,12 @@ pub fn evaluate_resident_in_two_lots<'a, K: Kernel, R: Real>(
     });
     let mut stats = Stats::default();
     let mut clock = Clock::gpu(&mut stats, gpu);
-    let (slots, more) = match &far {
+    let run = match &far {
         far::Plan::Monopole { .. } => unreachable!("the FMM has no monopole"),
-        far::Plan::Laplace { .. } => {
-            fmm::cuda::run_in_two_lots::<K, R>(gpu, &plan, targets, first, later, &mut clock)?
-        }
-        far::Plan::Nodes(_) => fmm::cuda::nodes::run_in_two_lots::<K, R>(
-            gpu, &plan, targets, first, later, &mut clock,
-        )?,
+        far::Plan::Laplace { .. } => fmm::cuda::run_in_two_lots::<K, R>,
+        far::Plan::Nodes(_) => fmm::cuda::nodes::run_in_two_lots::<K, R>,
     };
+    let (slots, more) = run(gpu, &plan, targets, first, (share, later), &mut clock)?;
     stats.runs = 1;
     let ev = ResidentEvaluation {
         outputs: DeviceOutputs::new::<K>(targets.len(), slots),

@@ -580,6 +580,55 @@ pub struct TreeOrdered<R> {
 }
 
 impl<R: Real> TreeOrdered<R> {
+    /// A copy on `gpu`'s stream, done when this returns (for another
+    /// stream or thread to read): the tree without its keys, the
+    /// positions and slots in its order.
+    pub fn copied(&self, gpu: &Gpu) -> Result<Self, Error> {
+        Self::copy_of(gpu, &self.tree, &self.pos, &self.slots)
+    }
+
+    /// [`TreeOrdered::copied`] of a tree and of positions and slots in its
+    /// order held apart (an FMM's source tree).
+    pub(crate) fn copy_of(
+        gpu: &Gpu,
+        t: &DeviceOctree<R>,
+        pos: &[CudaSlice<R>; 3],
+        slots: &[CudaSlice<R>],
+    ) -> Result<Self, Error> {
+        let s = gpu.stream();
+        let c = |x: &CudaSlice<f64>| s.clone_dtod(x).map_err(cuda_err("copy on the device"));
+        let i = |x: &CudaSlice<i32>| s.clone_dtod(x).map_err(cuda_err("copy on the device"));
+        let r = |x: &CudaSlice<R>| s.clone_dtod(x).map_err(cuda_err("copy on the device"));
+        let tree = DeviceOctree {
+            bounds: t.bounds,
+            ncrit: t.ncrit,
+            n: t.n,
+            n_cells: t.n_cells,
+            keys: None,
+            order: s
+                .clone_dtod(&t.order)
+                .map_err(cuda_err("copy on the device"))?,
+            center: [c(&t.center[0])?, c(&t.center[1])?, c(&t.center[2])?],
+            half: c(&t.half)?,
+            level: i(&t.level)?,
+            begin: i(&t.begin)?,
+            end: i(&t.end)?,
+            next: i(&t.next)?,
+            more: i(&t.more)?,
+            n_children: i(&t.n_children)?,
+            by_level: i(&t.by_level)?,
+            level_start: t.level_start.clone(),
+            _real: PhantomData,
+        };
+        let copy = TreeOrdered {
+            tree,
+            pos: [r(&pos[0])?, r(&pos[1])?, r(&pos[2])?],
+            slots: slots.iter().map(r).collect::<Result<_, _>>()?,
+        };
+        s.synchronize().map_err(cuda_err("copy on the device"))?;
+        Ok(copy)
+    }
+
     /// The octree of the points `pos` (input order) with leaves of at most
     /// `ncrit`, and `pos` and `slots` in its order.
     pub fn build(

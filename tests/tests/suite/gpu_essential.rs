@@ -2,20 +2,22 @@
 //! the GPU (the device tree and the node far field's upward pass there),
 //! it sends the same cells as the CPU's (the device tree is the CPU's
 //! exactly), its nodes' strengths equal to round-off, and the direct sum
-//! over it equals the sum over every source to the nodes' error; for
+//! over it equals the sum over every source to the nodes' error (cut from
+//! an FMM's own source tree too); for
 //! gravity and for the vortex kernel (a vector strength and a core
 //! radius), in f64 and f32.
 //!
 //! Run on the GPU host: `cargo test --release -p fmm-tests --test suite -- --ignored --nocapture gpu_essential::`.
 
+use fmm_core::cuda::Gpu;
 use fmm_core::distributions::uniform_cube;
-use fmm_core::essential::{essential_sources_on, Essential, Region};
+use fmm_core::essential::{essential_sources_from_tree, essential_sources_on, Essential, Region};
 use fmm_core::kernels::{Gravity, VelocityStretching};
 use fmm_core::reference::{at, relative_l2};
 use fmm_core::tree::Bounds;
 use fmm_core::{
-    evaluate, resolve, Backend, Device, Domain, Kernel, Method, Particles, PeriodicBox, Problem,
-    Real,
+    evaluate, evaluate_resident_sharing_the_tree, resolve, Backend, Device, DeviceParticles,
+    Domain, Kernel, Method, Particles, PeriodicBox, Problem, Real,
 };
 
 /// The sources sent by the CPU and by the GPU for a box beside the cube
@@ -100,6 +102,39 @@ fn case<K: Kernel, R: Real>(
     };
     assert!(apart < round, "{apart}");
     assert!(gpu_err < tol / 4.0 + round, "{gpu_err}");
+    if domain.periodic().is_some() {
+        return;
+    }
+    // Cut from an FMM's own source tree (a distributed evaluation's own
+    // sources evaluated in two lots, the trees cut from that lot's tree),
+    // whose leaves are the FMM's: what it sends meets the same bound.
+    let g = Gpu::shared().unwrap();
+    let (d_src, d_tg) = (
+        DeviceParticles::upload(g, src).unwrap(),
+        DeviceParticles::upload(g, tg).unwrap(),
+    );
+    let mut shared = None;
+    evaluate_resident_sharing_the_tree::<K, R>(
+        g,
+        &Method::fmm(4, 0.5),
+        Problem::new(params).in_cube(given),
+        (&d_tg, &d_src),
+        |t| shared = t,
+        || Ok(None),
+    )
+    .unwrap();
+    let tree = shared.expect("the FMM's source tree");
+    let (cut, cut_sel) =
+        essential_sources_from_tree::<K, R>(g, src, &tree, &regions, 0, &how).unwrap();
+    assert_eq!((cut[0].len(), cut[2].len()), (0, 0));
+    assert!(!cut[3].is_empty() && !cut_sel[1].nodes.is_empty());
+    let cut_err = relative_l2(&at(&direct(&cut[1]), &idx), &all);
+    println!(
+        "  cut from the FMM's tree: {} sources sent ({} cells as nodes), {cut_err:.2e} from every source",
+        cut[1].len(),
+        cut_sel[1].nodes.len()
+    );
+    assert!(cut_err < tol / 4.0 + round, "{cut_err}");
 }
 
 #[test]

@@ -63,7 +63,7 @@ use fmm_codegen::emit::signature::Role;
 use fmm_codegen::kernel::{FarTerm, Term};
 use periodic::Images;
 use skeleton::DeviceFarPasses;
-pub(crate) use skeleton::{Later, TwoLots};
+pub(crate) use skeleton::{Later, Share, TwoLots};
 
 /// The highest order the GPU operators take: the M2L keeps a source's
 /// singular harmonics and multipoles in shared memory, `(1 + nq) (p + 1)^2`
@@ -502,11 +502,11 @@ pub(crate) fn run_in_two_lots<K: Kernel, R: Real>(
     plan: &Plan<'_, R>,
     targets: &DeviceParticles<R>,
     first: &DeviceParticles<R>,
-    later: Later<'_, R>,
+    second: (Share<'_, R>, Later<'_, R>),
     clock: &mut Clock<'_>,
 ) -> Result<TwoLots<R>, Error> {
     let far = Laplace::of::<K>(gpu, plan)?;
-    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, far, (targets, first), later, clock)
+    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, far, (targets, first), second, clock)
 }
 
 /// The Laplace expansions' passes of the FMM on the GPU ([`skeleton`]):

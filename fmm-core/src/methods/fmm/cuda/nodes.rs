@@ -40,7 +40,7 @@ use cudarc::driver::CudaSlice;
 
 use super::far_images::{far_images_at_targets, ImageSources};
 use super::periodic::Images;
-use super::skeleton::{self, DeviceFarPasses, Later, TwoLots};
+use super::skeleton::{self, DeviceFarPasses, Later, Share, TwoLots};
 use super::{
     compressed, grid, p2p_lists, Cube, DeviceLists, FmmTree, Ops, Points, SharedTrees, Trees,
 };
@@ -91,11 +91,11 @@ pub(crate) fn run_in_two_lots<K: Kernel, R: Real>(
     plan: &Plan<'_, R>,
     targets: &DeviceParticles<R>,
     first: &DeviceParticles<R>,
-    later: Later<'_, R>,
+    second: (Share<'_, R>, Later<'_, R>),
     clock: &mut Clock<'_>,
 ) -> Result<TwoLots<R>, Error> {
     let far = NodeField::<K, R>::of(gpu, plan)?;
-    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, far, (targets, first), later, clock)
+    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, far, (targets, first), second, clock)
 }
 
 /// A node far field's passes of the FMM on the GPU ([`skeleton`]): the

@@ -174,6 +174,11 @@ pub(super) fn run<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
 /// work is on the GPU ([`run_in_two_lots`]): `None` where none came.
 pub(crate) type Later<'l, R> = Box<dyn FnOnce() -> Result<Option<DeviceParticles<R>>, Error> + 'l>;
 
+/// Where the first lot's source tree goes, once built (a copy, its
+/// sources in its order: a distributed evaluation's local essential trees
+/// are cut from it); `None` where it is not built.
+pub(crate) type Share<'l, R> = Box<dyn FnOnce(Option<TreeOrdered<R>>) + 'l>;
+
 /// What an FMM of two lots gives back: the outputs (the targets' input
 /// order, on the device) and the second lot.
 pub(crate) type TwoLots<R> = (Vec<CudaSlice<R>>, Option<DeviceParticles<R>>);
@@ -187,14 +192,15 @@ pub(crate) type TwoLots<R> = (Vec<CudaSlice<R>>, Option<DeviceParticles<R>>);
 /// the same outputs, and one downward pass serves both. In free space, in
 /// the problem's cube (`plan.cube`), which holds both lots where they are
 /// a distributed evaluation's; a second lot reaching past the first's
-/// root cube is evaluated on its own and added. Returns the outputs in
-/// the targets' input order, on the device, and the second lot.
+/// root cube is evaluated on its own and added. The first lot's source
+/// tree, once built, is copied to `share`. Returns the outputs in the
+/// targets' input order, on the device, and the second lot.
 pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
     gpu: &Gpu,
     plan: &Plan<'_, R>,
     far: F,
     (targets, first): (&DeviceParticles<R>, &DeviceParticles<R>),
-    later: Later<'_, R>,
+    (share, later): (Share<'_, R>, Later<'_, R>),
     clock: &mut Clock<'_>,
 ) -> Result<TwoLots<R>, Error> {
     let (Some(cube), None) = (plan.cube, plan.domain.periodic()) else {
@@ -210,6 +216,14 @@ pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
     let own = far.own(&trees)?;
     clock.stats().source_cells = trees.source.tree.n_cells;
     clock.stats().target_cells = trees.target().tree.n_cells;
+    clock.lap(Stage::Tree)?;
+    let st = &trees.source;
+    share(Some(TreeOrdered::copy_of(
+        gpu,
+        &st.tree,
+        &st.pos,
+        &trees.sslots,
+    )?));
     clock.lap(Stage::Tree)?;
 
     // The first lot's far field into the locals, its near field into
