@@ -18,8 +18,8 @@
 //!   trees are cut from its source tree on a second stream, then the
 //!   arrivals' cells into the same locals and one downward pass
 //!   ([`fmm_core::evaluate_resident_sharing_the_tree`], as
-//!   `fmm_core::distributed::Overlap::Gpu` and `fmm_bench --distributed
-//!   --overlap` run it).
+//!   `fmm_core::distributed::Overlap::Gpu`, the default, and
+//!   `fmm_bench --distributed` run it).
 //!
 //! The targets sit at the own sources' points (one tree for both) alone
 //! and in two lots, as one process's evaluation finds them. Neither counts the boxes, the MPI exchange nor the error estimate

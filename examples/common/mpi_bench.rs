@@ -48,7 +48,8 @@ pub struct Bench {
     pub seed: u64,
     /// The own sources evaluated while the local essential trees are
     /// exchanged, the others' after, where this says
-    /// (`distributed::Overlap`; `None`: the default, joined).
+    /// (`distributed::Overlap`; `None`: the library's default,
+    /// `Overlap::Gpu`).
     pub overlap: Option<Overlap>,
 }
 

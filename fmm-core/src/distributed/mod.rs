@@ -11,9 +11,10 @@
 //! particles and far cells as the strengths at their nodes (the local
 //! essential tree, [`crate::essential`]); each evaluates its targets
 //! against its own sources and what it got, by [`crate::evaluate`] on its
-//! own backend, in one evaluation (or, asked, on a GPU the own sources
-//! while the trees are built and exchanged, what came after, the two
-//! added: [`Overlap`]); the outputs
+//! own backend: by default on a GPU of its own one FMM in two lots, the
+//! own sources while the trees (cut from their tree) are exchanged, what
+//! came after into the same locals ([`Overlap`]); elsewhere in one
+//! evaluation after the exchange; the outputs
 //! go back to the processes the targets came from. A simulation whose
 //! particles stay where the partition put them calls
 //! [`evaluate_partitioned`], which skips the moves. The direct sum
@@ -318,7 +319,10 @@ where
     // `shared`: where the own part's evaluation cuts the trees from its
     // own source tree, it sends the tree there (or `None`).
     let mut let_and_exchange = |shared: Option<&mpsc::Receiver<_>>| -> Result<Arrivals<R>, Error> {
+        let waiting = Instant::now();
         let tree: Option<TreeOrdered<R>> = shared.and_then(|r| r.recv().ok().flatten());
+        // The wait is the own part's tree's, booked there (`Stage::Tree`).
+        let waited = waiting.elapsed().as_secs_f64();
         lap.say("the own part's source tree")?;
         let built = tree_device
             .clone()
@@ -341,7 +345,7 @@ where
         lap.say("local essential trees")?;
         let (sends, _) = agreed(comm, built)?;
         lap.say("waiting for the others' trees")?;
-        let essential = clock.elapsed().as_secs_f64();
+        let essential = clock.elapsed().as_secs_f64() - waited;
         let clock = Instant::now();
         let (got, sent, received) = exchange::arrivals(comm, &sends, sources)?;
         lap.say("exchange")?;

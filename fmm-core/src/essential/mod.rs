@@ -200,6 +200,13 @@ pub fn essential_sources_from_tree<K: Kernel, R: Real>(
             expected: sources.len(),
         });
     }
+    if ordered.slots.len() != sources.slots.len() {
+        return Err(Error::LengthMismatch {
+            what: "the field slots of the local essential tree's sources in a tree".into(),
+            got: ordered.slots.len(),
+            expected: sources.slots.len(),
+        });
+    }
     if let Some(none) = nothing_to_send(sources, regions, me) {
         return Ok(none);
     }

@@ -79,7 +79,8 @@ pub fn evaluate_resident_sharing_the_tree<'a, K: Kernel, R: Real>(
     };
     let free = problem.domain.periodic().is_none() && problem.domain.wall().is_none();
     let one = one.filter(|_| free && problem.cube.is_some());
-    let Some((o, settings)) = one.filter(|_| !targets.is_empty() && !first.is_empty()) else {
+    let some = !targets.is_empty() && !first.is_empty() && K::def().n_outputs() > 0;
+    let Some((o, settings)) = one.filter(|_| some) else {
         share(None);
         let mut ev = evaluate_resident::<K, R>(gpu, method, problem, targets, first)?;
         let more = later()?;

@@ -305,7 +305,7 @@ pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
         if let Some(m) = &more {
             // Its run sets the counts: the first lot's added after.
             let st = clock.stats();
-            let counts = (st.source_cells, st.m2l, st.p2p);
+            let counts = (st.source_cells, st.m2l, st.p2p, st.target_cells);
             // Targets at the first lot's points have them as their own.
             let placed = targets.placed_if_at(gpu, first)?;
             let at = placed.as_ref().unwrap_or(targets);
@@ -314,6 +314,7 @@ pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
             st.source_cells += counts.0;
             st.m2l += counts.1;
             st.p2p += counts.2;
+            st.target_cells = counts.3;
             for (o, a) in out.iter_mut().zip(&apart) {
                 add_into(gpu, a, o, targets.len())?;
             }
