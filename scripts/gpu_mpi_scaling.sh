@@ -29,8 +29,9 @@ run() { # name P extra...
   grep -E "tolerance 1e-4: (laplace|tree)" "$OUT/$name-$P.log" | tail -"$P" | cut -c1-150
 }
 if [ "$what" = weak ] || [ "$what" = all ]; then
-  timeout 150 $B/suite --ignored --test-threads 1 gpu_essential:: gpu_scale::sets_joined \
-    gpu_scale::resident_particles gpu_fmm::the_tolerance_is_met_on_the_gpu \
+  timeout 250 $B/suite --ignored --test-threads 1 gpu_essential:: gpu_scale::sets_joined \
+    gpu_scale::resident_particles gpu_scale::sources_in_two_lots wall::a_wall_on_the_device \
+    gpu_fmm::the_tolerance_is_met_on_the_gpu \
     gpu_fmm::f32_targets_apart gpu_vortex::the_gpus_remeshing_spread >"$OUT/gpu-tests.log" 2>&1
   echo "== gpu tests rc $?"; grep -E "test result|FAILED|panicked" "$OUT/gpu-tests.log"
 fi

@@ -159,7 +159,7 @@ fn resident_particles_give_what_the_host_path_gives() {
 /// kernel-independent nodes, and the treecode (two evaluations one after
 /// the other); and a second lot of another kernel refused.
 #[test]
-#[ignore = "needs a CUDA GPU"]
+#[ignore = "needs a CUDA GPU: `suite --ignored gpu_scale::sources_in_two_lots` on the GPU host (scripts/gpu_mpi_scaling.sh weak runs it)"]
 fn sources_in_two_lots_are_one_evaluation_of_both() {
     let cube = Bounds {
         center: [1.0; 3],

@@ -91,7 +91,7 @@ fn every_method_with_a_wall_is_the_sum_over_the_images() {
 /// points (which the images are not: the targets get positions of their
 /// own), the sum is the naive one over the images too.
 #[test]
-#[ignore = "needs a CUDA GPU"]
+#[ignore = "needs a CUDA GPU: `suite --ignored wall::a_wall_on_the_device` on the GPU host (scripts/gpu_mpi_scaling.sh weak runs it)"]
 fn a_wall_on_the_device_is_the_sum_over_the_images() {
     let gpu = Gpu::shared().expect("this test needs a CUDA GPU");
     let c = case(1500, None, 31);
