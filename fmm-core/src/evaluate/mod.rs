@@ -1148,14 +1148,26 @@ impl<K: Kernel, R: Real> Reference<K, R> {
         sources: &Particles<R>,
         tol: f64,
     ) -> Result<Self, Error> {
+        Self::with_samples(problem, targets, sources, tol, None)
+    }
+
+    /// [`Reference::new`] at `samples` targets (`None`: as many as
+    /// [`Reference::new`] takes).
+    pub(crate) fn with_samples(
+        problem: &Problem<'_>,
+        targets: &Particles<R>,
+        sources: &Particles<R>,
+        tol: f64,
+        samples: Option<usize>,
+    ) -> Result<Self, Error> {
         // A periodic sum at a target costs far more than the free-space one
         // (the near images and the far images' expansions at a thirtieth
         // of `tol`: 151 targets in place of 64 took a 16^3 Taylor-Green
         // test from 10 s to 26 s): the fewest there.
-        let samples = match problem.domain.periodic() {
+        let samples = samples.unwrap_or(match problem.domain.periodic() {
             Some(_) => accuracy::ERROR_SAMPLES,
             None => accuracy::cpu_error_samples(sources.len()),
-        };
+        });
         let idx = reference::stratified(targets, samples);
         let (params, src) = (problem.params, sources.to_f64(None));
         let want = match problem.domain.periodic() {
