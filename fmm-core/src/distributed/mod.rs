@@ -63,7 +63,7 @@ use crate::cuda::Gpu;
 use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
 use crate::essential::{essential_sources_from, essential_sources_from_tree, Essential, Region};
-use crate::evaluate::{check, evaluate, evaluate_joined, Evaluation};
+use crate::evaluate::{check, evaluate, evaluate_joined, same_points, Evaluation};
 use crate::kernel::Kernel;
 use crate::methods::Method;
 use crate::outputs::Outputs;
@@ -100,27 +100,38 @@ where
         // points for nothing).
         return with_essential_trees::<K, R, C>(comm, backend, method, problem, targets, sources);
     }
-    // Parts of equal work: targets and sources together, one each.
+    // Parts of equal work: targets and sources together, one each (the
+    // targets at the sources' points, as a simulation's are, cut and
+    // moved once, a point weighing two).
     let clock = Instant::now();
     let me = comm.rank() as usize;
-    let mut x = positions_f64(targets);
-    let s = positions_f64(sources);
-    for a in 0..3 {
-        x[a].extend_from_slice(&s[a]);
+    let at_sources = same_points(targets, sources);
+    let mut x = positions_f64(if at_sources { sources } else { targets });
+    if !at_sources {
+        let s = positions_f64(sources);
+        for a in 0..3 {
+            x[a].extend_from_slice(&s[a]);
+        }
     }
     if let Some(b) = problem.domain.periodic() {
         // Checked above: only the periodic axes wrap.
         b.wrap(&mut x)?;
     }
     let points: Vec<[f64; 3]> = (0..x[0].len())
+        .into_par_iter()
         .map(|i| [x[0][i], x[1][i], x[2][i]])
         .collect();
-    let dest = orb_partition(comm, &points, &vec![1.0; points.len()])?;
-    let nt = targets.len();
-    let (to_t, to_s) = (
-        Migration::new(comm, &dest[..nt])?,
-        Migration::new(comm, &dest[nt..])?,
-    );
+    drop(x);
+    let weight = if at_sources { 2.0 } else { 1.0 };
+    let dest = orb_partition(comm, &points, &vec![weight; points.len()])?;
+    drop(points);
+    let nt = if at_sources { 0 } else { targets.len() };
+    let to_s = Migration::new(comm, &dest[nt..])?;
+    let to_t = match at_sources {
+        true => None,
+        false => Some(Migration::new(comm, &dest[..nt])?),
+    };
+    let to_t = to_t.as_ref().unwrap_or(&to_s);
     let (t, s) = (to_t.particles(comm, targets), to_s.particles(comm, sources));
     let moved = [to_t.traffic(me), to_s.traffic(me)];
     let partition = clock.elapsed().as_secs_f64();
