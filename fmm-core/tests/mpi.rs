@@ -428,6 +428,14 @@ fn main() {
         .enumerate()
         .all(|(i, r)| (0..3).all(|a| r[a] == columns[a][i])));
     assert_eq!(moved.back_rows(&w.comm, &got, 3), rows);
+    // Rows written in the order they are sent, and put back where they
+    // go, are the same rows.
+    let mine = &big[blo..bhi];
+    let written = moved.forward_rows_with(&w.comm, 3, |i, r| r.copy_from_slice(&mine[i]));
+    assert_eq!(written, got);
+    let mut put = vec![[0.0; 3]; bhi - blo];
+    moved.back_rows_into(&w.comm, &got, 3, &mut put, |x, r| x.copy_from_slice(r));
+    assert_eq!(put, mine);
     let m = vec![1.0 / n as f64; bhi - blo];
     let (t, s) = gravity_sets(&big[blo..bhi], &m);
     let (t, s) = (moved.particles(&w.comm, &t), moved.particles(&w.comm, &s));

@@ -113,18 +113,15 @@ pub fn filter_lattice_partitioned<C: Communicator>(
     let cell: Vec<usize> = p.x.par_iter().map(|&x| lattice_cell(x, pbox, n)).collect();
     let z_owner = owners(n, size);
     let dest: Vec<i32> = cell.par_iter().map(|&c| z_owner[c / plane]).collect();
+    lap("cells and their slabs");
     let to_slabs = Migration::new(comm, &dest)?;
+    lap("the moves' counts and order");
     // A row a particle: its cell (exact in f64 below 2^53 cells), its
     // strength.
-    let mut rows = vec![0.0; 4 * cell.len()];
-    rows.par_chunks_mut(4)
-        .zip(cell.par_iter().zip(&p.alpha))
-        .for_each(|(r, (&c, a))| {
-            r[0] = c as f64;
-            r[1..].copy_from_slice(a);
-        });
-    let arrived = to_slabs.forward_rows(comm, &rows, 4);
-    drop(rows);
+    let arrived = to_slabs.forward_rows_with(comm, 4, |i, r| {
+        r[0] = cell[i] as f64;
+        r[1..].copy_from_slice(&p.alpha[i]);
+    });
     let at: Vec<usize> = arrived.par_chunks_exact(4).map(|r| r[0] as usize).collect();
     let zs = run(n, size, me);
     lap("the strengths sent to the slabs");
@@ -209,11 +206,9 @@ pub fn filter_lattice_partitioned<C: Communicator>(
         });
     drop(values);
     lap("the values in the arrivals' order");
-    let back = to_slabs.back_rows(comm, &came, 3);
-    p.alpha
-        .par_iter_mut()
-        .zip(back.par_chunks_exact(3))
-        .for_each(|(a, v)| *a = [v[0], v[1], v[2]]);
+    to_slabs.back_rows_into(comm, &came, 3, &mut p.alpha, |a, v| {
+        *a = [v[0], v[1], v[2]];
+    });
     lap("back to the particles");
     Ok(LatticeFilter::took_out(sums[0], sums[1]))
 }
