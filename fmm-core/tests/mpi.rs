@@ -238,6 +238,41 @@ fn main() {
     w.say(&format!("FMM p 12, uniform cube: {e:.2e}"));
     assert!(e < 1e-8, "{e}");
 
+    // Targets at the sources' points on even processes, apart on odd ones,
+    // and none on process 0 (of more than one): the processes agree on
+    // how they cut and move them.
+    let part = |r: usize| match (w.size, r) {
+        (1, _) => (0, N),
+        (_, 0) => (0, 0),
+        _ => share(N, r - 1, w.size - 1),
+    };
+    let targets_of = |r: usize| -> Vec<[f64; 3]> {
+        let (a, b) = part(r);
+        let apart = if r % 2 == 1 { 1e-3 } else { 0.0 };
+        cube[a..b]
+            .iter()
+            .map(|x| [x[0] + apart, x[1], x[2]])
+            .collect()
+    };
+    let all_t: Vec<[f64; 3]> = (0..w.size).flat_map(targets_of).collect();
+    let m = vec![1.0 / N as f64; N];
+    let (_, s_all) = gravity_sets(&cube, &m);
+    let t_all = Particles::targets::<Gravity>(&all_t).unwrap();
+    let fmm = Method::fmm(12, 0.4);
+    let problem = Problem::new(&[0.0]);
+    let whole = evaluate::<Gravity, f64>(Backend::Cpu, &fmm, problem, &t_all, &s_all).unwrap();
+    let (a, b) = part(w.rank);
+    let (_, s) = gravity_sets(&cube[a..b], &m[a..b]);
+    let t = Particles::targets::<Gravity>(&targets_of(w.rank)).unwrap();
+    let mine =
+        evaluate_distributed::<Gravity, f64, _>(&w.comm, Backend::Cpu, &fmm, problem, &t, &s)
+            .unwrap();
+    let e = l2(&w, &mine.outputs, &whole.outputs, a);
+    w.say(&format!(
+        "FMM p 12, targets at the sources on some processes, apart on others: {e:.2e}"
+    ));
+    assert!(e < 1e-8, "{e}");
+
     // A tolerance on a Plummer sphere: each process's targets meet it, so
     // all of them do; both within 1e-6 of the truth.
     let (plum, _) = plummer(N, 3);

@@ -134,13 +134,18 @@ fn by_process(dest: &[i32], size: usize) -> (Vec<usize>, Vec<usize>, Vec<Count>)
                 next[d as usize] += 1;
             }
         });
-    let order = inverse(&place);
+    // SAFETY: a counting sort's places: each of 0..n given once.
+    let order = unsafe { inverse(&place) };
     (order, place, send)
 }
 
 /// The inverse of the permutation `place` (`order[place[i]] = i`), on
 /// every core.
-fn inverse(place: &[usize]) -> Vec<usize> {
+///
+/// # Safety
+/// `place` is a permutation of `0..place.len()`: each task writes the
+/// element its place names, and no two write the same.
+unsafe fn inverse(place: &[usize]) -> Vec<usize> {
     /// The array the tasks write into, each to places no other writes.
     struct Into(*mut usize, usize);
     // SAFETY: shared only for `put`, whose callers write disjoint elements.
@@ -305,10 +310,14 @@ impl Migration {
         C: Communicator,
     {
         assert_eq!(out.len(), self.order.len(), "one place a particle");
-        if width == 0 || (width != 1 && !self.fits(width)) {
+        if width == 0 {
+            out.par_iter_mut().for_each(|o| put(o, &[]));
+            return;
+        }
+        if width != 1 && !self.fits(width) {
             let rows = self.back_rows(comm, values, width);
             out.par_iter_mut()
-                .zip(rows.par_chunks(width.max(1)))
+                .zip(rows.par_chunks(width))
                 .for_each(|(o, r)| put(o, r));
             return;
         }

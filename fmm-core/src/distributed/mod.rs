@@ -105,7 +105,12 @@ where
     // moved once, a point weighing two).
     let clock = Instant::now();
     let me = comm.rank() as usize;
-    let at_sources = same_points(targets, sources);
+    // Every process alike: the moves are collective calls.
+    let at_sources = every_process(
+        comm,
+        same_points(targets, sources),
+        "the targets' agreement",
+    );
     let mut x = positions_f64(if at_sources { sources } else { targets });
     if !at_sources {
         let s = positions_f64(sources);
@@ -315,7 +320,11 @@ where
     };
     // A process without targets has nothing to split (it sends its trees
     // alone).
-    let split = every_process(comm, way.is_some() || targets.is_empty());
+    let split = every_process(
+        comm,
+        way.is_some() || targets.is_empty(),
+        "the split's agreement",
+    );
     // Split on a GPU, the trees are built on a second stream, beside the
     // evaluation's (the own sources' copy made on the first before).
     let tree_device = match (&device, split && way.is_some()) {
@@ -535,16 +544,11 @@ fn joined_evaluation<K: Kernel, R: Real>(
     }
 }
 
-/// Whether `mine` holds on every process of `comm` (a collective call).
-fn every_process<C: Communicator>(comm: &C, mine: bool) -> bool {
+/// Whether `mine` holds on every process of `comm` (a collective call;
+/// `what` names it where a process never comes).
+fn every_process<C: Communicator>(comm: &C, mine: bool, what: &str) -> bool {
     let mut all = [0i64];
-    all_reduce_within(
-        comm,
-        &[mine as i64],
-        &mut all,
-        SystemOperation::min(),
-        "the split's agreement",
-    );
+    all_reduce_within(comm, &[mine as i64], &mut all, SystemOperation::min(), what);
     all[0] == 1
 }
 

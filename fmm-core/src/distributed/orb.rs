@@ -186,7 +186,19 @@ pub fn orb_partition<C: Communicator>(
         // The first pass over every point, the next over those in the
         // brackets (a thousandth of them after one pass).
         let mut within: Option<Vec<usize>> = None;
-        while open.iter().any(|&o| o) {
+        loop {
+            // Whether any bracket is still open anywhere: alike on every
+            // process by the all-reduces above, and said so, so that no
+            // process passes where another stops.
+            let mut any = 0i32;
+            comm.all_reduce_into(
+                &(open.iter().any(|&o| o) as i32),
+                &mut any,
+                SystemOperation::max(),
+            );
+            if any == 0 {
+                break;
+            }
             let (l, h, o) = (&lo[..], &hi[..], &open[..]);
             let add = |mut hist: Vec<f64>, i: usize| {
                 if let Some(b) = bin_of(i, l, h, o) {

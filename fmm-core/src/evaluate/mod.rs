@@ -1185,7 +1185,16 @@ impl<K: Kernel, R: Real> Reference<K, R> {
     }
 
     pub(crate) fn error(&self, out: &Outputs<R>) -> reference::Estimate {
-        reference::estimate(&reference::at(out, &self.idx), &self.want, self.exhaustive)
+        self.sampled(out).estimate()
+    }
+
+    /// The outputs `out` at the sampled targets, beside their references.
+    pub(crate) fn sampled(&self, out: &Outputs<R>) -> reference::sample::Sampled {
+        reference::sample::Sampled {
+            got: reference::at(out, &self.idx),
+            want: self.want.clone(),
+            exhaustive: self.exhaustive,
+        }
     }
 }
 

@@ -161,6 +161,41 @@ impl Estimate {
     }
 }
 
+/// Outputs at sampled targets and their f64 references (one vector per
+/// output slot, one value per target): what an [`Estimate`] is made of,
+/// and what two samples pool into one.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Sampled {
+    pub got: Vec<Vec<f64>>,
+    pub want: Vec<Vec<f64>>,
+    /// Every target sampled (no sampling uncertainty).
+    pub exhaustive: bool,
+}
+
+impl Sampled {
+    /// The error on this sample ([`estimate`]).
+    pub(crate) fn estimate(&self) -> Estimate {
+        estimate(&self.got, &self.want, self.exhaustive)
+    }
+
+    /// This sample's targets and `more`'s as one sample (`more` where it
+    /// is every target).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn pooled(mut self, more: Sampled) -> Sampled {
+        if more.exhaustive {
+            return more;
+        }
+        for (a, b) in self.got.iter_mut().zip(more.got) {
+            a.extend(b);
+        }
+        for (a, b) in self.want.iter_mut().zip(more.want) {
+            a.extend(b);
+        }
+        self.exhaustive = false;
+        self
+    }
+}
+
 /// The error of `got` against `want` (one vector per output slot, one
 /// value per sampled target), `exhaustive` where the sample is every
 /// target (no sampling uncertainty).

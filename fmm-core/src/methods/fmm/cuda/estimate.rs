@@ -28,7 +28,8 @@ use crate::domain::PeriodicBox;
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::real::Real;
-use crate::reference::{estimate, Estimate};
+use crate::reference::sample::Sampled;
+use crate::reference::Estimate;
 use crate::tree::device::DeviceOctree;
 use fmm_codegen::emit::p2p_list::P2P_BLOCK;
 use fmm_codegen::emit::signature::Role;
@@ -255,6 +256,12 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
     /// The relative L2 error of the outputs `out` (input order, on the
     /// device) at the sampled targets.
     pub(crate) fn error(&self, gpu: &Gpu, out: &[CudaSlice<R>]) -> Result<Estimate, Error> {
+        Ok(self.sampled(gpu, out)?.estimate())
+    }
+
+    /// The outputs `out` (input order, on the device) at the sampled
+    /// targets, beside their references.
+    pub(crate) fn sampled(&self, gpu: &Gpu, out: &[CudaSlice<R>]) -> Result<Sampled, Error> {
         let s = gpu.stream();
         let mut got = Vec::with_capacity(out.len());
         for o in out {
@@ -266,7 +273,11 @@ impl<K: Kernel, R: Real> Estimator<K, R> {
                     .collect(),
             );
         }
-        Ok(estimate(&got, &self.want, self.exhaustive))
+        Ok(Sampled {
+            got,
+            want: self.want.clone(),
+            exhaustive: self.exhaustive,
+        })
     }
 }
 
