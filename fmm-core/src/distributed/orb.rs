@@ -18,6 +18,7 @@
 
 use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives};
+use rayon::iter::Either;
 use rayon::prelude::*;
 
 use crate::error::Error;
@@ -60,6 +61,14 @@ fn bin(c: f64, lo: f64, hi: f64, bins: usize) -> usize {
 /// The largest power of two not above `n` (at least 1).
 fn prev_power_of_two(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.max(1).leading_zeros())
+}
+
+/// The points a pass visits: all `n` (`None`), or those `within`.
+fn points(n: usize, within: &Option<Vec<usize>>) -> impl ParallelIterator<Item = usize> + '_ {
+    match within {
+        None => Either::Left((0..n).into_par_iter()),
+        Some(p) => Either::Right(p.par_iter().copied()),
+    }
 }
 
 /// Adds `b` into `a`, element by element.
@@ -206,16 +215,9 @@ pub fn orb_partition<C: Communicator>(
                 }
                 hist
             };
-            let hist = match &within {
-                None => (0..x.len())
-                    .into_par_iter()
-                    .fold(|| vec![0.0; k * bins], add)
-                    .reduce(|| vec![0.0; k * bins], summed),
-                Some(points) => points
-                    .par_iter()
-                    .fold(|| vec![0.0; k * bins], |hist, &i| add(hist, i))
-                    .reduce(|| vec![0.0; k * bins], summed),
-            };
+            let hist = points(x.len(), &within)
+                .fold(|| vec![0.0; k * bins], add)
+                .reduce(|| vec![0.0; k * bins], summed);
             let mut all = vec![0.0; k * bins];
             comm.all_reduce_into(&hist[..], &mut all[..], SystemOperation::sum());
             for s in 0..k {
@@ -236,28 +238,23 @@ pub fn orb_partition<C: Communicator>(
                 open[s] = narrowed && h - l > close[s];
             }
             let (l, h) = (&lo[..], &hi[..]);
-            within = Some(match within {
-                None => (0..x.len())
-                    .into_par_iter()
+            within = Some(
+                points(x.len(), &within)
                     .filter(|&i| in_bracket(i, l, h))
                     .collect(),
-                Some(points) => points
-                    .into_par_iter()
-                    .filter(|&i| in_bracket(i, l, h))
-                    .collect(),
-            });
+            );
         }
         // Points in [lo, hi] are on the plane (the passes cannot part
         // them: a lattice's layer shares a coordinate). Of those, the lower
         // half takes what its share still wants, in the order of the
         // processes and then of each process's points, so that ties split
         // as finely as the weights do.
-        let tied_here = within.unwrap_or_else(|| {
-            (0..x.len())
-                .into_par_iter()
+        let tied_here: Vec<usize> = match within {
+            Some(p) => p,
+            None => points(x.len(), &None)
                 .filter(|&i| in_bracket(i, &lo, &hi))
-                .collect()
-        });
+                .collect(),
+        };
         let mut tied = vec![0.0; k];
         for &i in &tied_here {
             tied[slot(group[i]).expect("in a bracket: in a group being cut")] += w[i];
