@@ -152,14 +152,9 @@ impl Isotropic {
         let side = std::f64::consts::TAU;
         let shape = |k: f64| passot_pouquet(k, self.kp);
         let unit = SpectralNs::isotropic(self.n, side, self.nu, shape, self.seed)?;
+        // Made once: the energy is the coefficients' squares'.
         let scale = 1.5 * self.u_rms * self.u_rms / unit.energy();
-        Ok(SpectralNs::isotropic(
-            self.n,
-            side,
-            self.nu,
-            |k| scale * shape(k),
-            self.seed,
-        )?)
+        Ok(unit.scaled(scale.sqrt()))
     }
 }
 

@@ -6,6 +6,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
 use rustfft::num_complex::Complex64;
 
 use super::{check, SpectralNs};
@@ -72,9 +73,11 @@ impl SpectralNs {
         };
         let u: [Vec<Complex64>; 3] = z.each_ref().map(|c| {
             (0..len)
+                .into_par_iter()
                 .map(|i| (c[i] + c[mirror(i)].conj()) * 0.5)
                 .collect()
         });
+        drop(z);
         // Divergence-free, Nyquist planes dropped.
         let mut s = Self::from_coefficients(n, side, nu, u)?;
         // Each mode's shell; past the last, none.
@@ -85,20 +88,32 @@ impl SpectralNs {
                 .round() as usize;
             (j >= 1 && j <= top).then_some(j)
         };
-        let mut have = vec![0.0; top + 1];
-        for i in 0..len {
-            if let Some(j) = shell(i) {
-                have[j] += 0.5 * (0..3).map(|c| s.u[c][i].norm_sqr()).sum::<f64>();
-            }
-        }
-        for i in 0..len {
-            let scale = match shell(i) {
-                Some(j) if have[j] > 0.0 => (target[j] / have[j]).sqrt(),
-                _ => 0.0,
-            };
-            for c in 0..3 {
-                s.u[c][i] *= scale;
-            }
+        // Each shell's energy, summed over blocks of modes on every core.
+        let have = (0..len)
+            .into_par_iter()
+            .fold(
+                || vec![0.0; top + 1],
+                |mut have, i| {
+                    if let Some(j) = shell(i) {
+                        have[j] += 0.5 * (0..3).map(|c| s.u[c][i].norm_sqr()).sum::<f64>();
+                    }
+                    have
+                },
+            )
+            .reduce(
+                || vec![0.0; top + 1],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                    a
+                },
+            );
+        for c in &mut s.u {
+            c.par_iter_mut().enumerate().for_each(|(i, v)| {
+                *v *= match shell(i) {
+                    Some(j) if have[j] > 0.0 => (target[j] / have[j]).sqrt(),
+                    _ => 0.0,
+                };
+            });
         }
         Ok(s)
     }

@@ -190,6 +190,15 @@ impl SpectralNs {
         Ok(SpectralNs { u, ..s })
     }
 
+    /// The velocity times `factor` (its energy times `factor^2`): a
+    /// spectrum's shape made once, then scaled to an energy.
+    pub fn scaled(mut self, factor: f64) -> Self {
+        for c in &mut self.u {
+            c.par_iter_mut().for_each(|v| *v *= factor);
+        }
+        self
+    }
+
     /// Points a side.
     pub fn n(&self) -> usize {
         self.n
