@@ -34,6 +34,7 @@ use std::time::Instant;
 use fmm_core::cuda::Gpu;
 use fmm_core::distributions::uniform_cube;
 use fmm_core::essential::{essential_sources_from, essential_sources_from_tree, Essential, Region};
+use fmm_core::fmm_codegen::ast::Shape;
 use fmm_core::kernels::{Gravity, VelocityStretching};
 use fmm_core::tree::{Bounds, TreeOrdered};
 use fmm_core::{
@@ -51,16 +52,16 @@ fn arg<T: std::str::FromStr>(i: usize, default: T) -> Result<T, String> {
 }
 
 /// Part `q`'s targets and sources of kernel `K`: `n` uniform points in the
-/// unit cube at `q`'s place (x, y, z by the bits of `q`); gravity's masses
-/// summing to about 1 over `parts` parts, the vortex particles' strengths
-/// of either sign and their cores the spacing.
+/// unit cube from `at`; gravity's masses summing to about 1 over `parts`
+/// parts, the vortex particles' strengths of either sign and their cores
+/// the spacing.
 fn part<K: Kernel>(
     q: usize,
+    at: [f64; 3],
     n: usize,
     parts: usize,
     vortex: bool,
 ) -> Result<(Particles<R>, Particles<R>), fmm_core::Error> {
-    let at = [(q & 1) as f64, ((q >> 1) & 1) as f64, ((q >> 2) & 1) as f64];
     let x: Vec<[R; 3]> = uniform_cube(n, 1000 + q as u64)
         .into_iter()
         .map(|p| [0, 1, 2].map(|a| (p[a] + at[a]) as R))
@@ -94,11 +95,157 @@ fn median(mut f: impl FnMut() -> Result<(), fmm_core::Error>) -> Result<f64, fmm
     Ok(t[1])
 }
 
+/// Part `q`'s place in the corner layout: x, y, z by the bits of `q`.
+fn corner(q: usize) -> [f64; 3] {
+    [q & 1, (q >> 1) & 1, (q >> 2) & 1].map(|b| b as f64)
+}
+
+/// `p` moved by `by`, every field kept.
+fn moved<K: Kernel>(p: &Particles<R>, by: [f64; 3]) -> Result<Particles<R>, fmm_core::Error> {
+    let x: Vec<[R; 3]> = (0..p.len())
+        .map(|i| {
+            let at = p.position(i);
+            [0, 1, 2].map(|a| (at[a] as f64 + by[a]) as R)
+        })
+        .collect();
+    let mut out = Particles::sources::<K>(&x)?;
+    let slots = p.slots();
+    for f in &K::def().sources {
+        match f.shape {
+            Shape::Scalar => {
+                out.set(&f.name, &slots[f.offset])?;
+            }
+            Shape::Vec3 => {
+                let v: Vec<[R; 3]> = (0..p.len())
+                    .map(|i| [0, 1, 2].map(|c| slots[f.offset + c][i]))
+                    .collect();
+                out.set_vec3(&f.name, &v)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `r` moved by `by`.
+fn shifted(r: &Region, by: [f64; 3]) -> Region {
+    Region {
+        lo: [0, 1, 2].map(|a| r.lo[a] + by[a]),
+        hi: [0, 1, 2].map(|a| r.hi[a] + by[a]),
+    }
+}
+
+/// Where part 0 stands among the others, and what it gets from them.
+struct Layout {
+    /// The box around each part's targets (part 0's first).
+    regions: Vec<Region>,
+    /// What the others' local essential trees send part 0, as one set.
+    arrivals: Particles<R>,
+    /// The root cube every process's trees share.
+    cube: Bounds,
+}
+
+/// The corner layout: `sets` (part 0's first) at their corners, each of
+/// the others' trees built for part 0 on `gpu`.
+fn corner_layout<K: Kernel>(
+    gpu: &'static Gpu,
+    sets: &[(Particles<R>, Particles<R>)],
+    how: &Essential,
+) -> Result<Layout, fmm_core::Error> {
+    let regions: Vec<Region> = sets
+        .iter()
+        .map(|(t, _)| Region::around(t.positions()))
+        .collect();
+    let all = regions.iter().fold(Region::EMPTY, |a, r| a.join(r));
+    let cube = Bounds::around(&all);
+    let mut arrivals = Particles::sources::<K>(&[])?;
+    for (q, (_, sources)) in sets.iter().enumerate().skip(1) {
+        let (sends, _) = essential_sources_from::<K, R>(
+            Device::Cuda(gpu),
+            sources,
+            None,
+            &regions,
+            q,
+            how,
+            &Domain::FreeSpace,
+            Some(cube),
+        )?;
+        arrivals.append(&sends[0])?;
+    }
+    Ok(Layout {
+        regions,
+        arrivals,
+        cube,
+    })
+}
+
+/// The lattice layout: `k^3` unit parts filling the cube `[0, k)^3`, part
+/// 0 (`sources`, `targets`) the one from `(k/2, k/2, k/2)`, an interior
+/// part, as in a job of `k^3` processes; every part holds part 0's draw
+/// moved to its place. So what the part at offset `v` sends part 0 is what
+/// part 0 sends a box at `-v`, moved by `v`: one walk of part 0's tree
+/// against the `k^3` boxes at the opposite offsets gives every arrival
+/// (the sender's tree in its own unit cube, whose cells are those of the
+/// shared cube's from a part's size down).
+fn lattice_layout<K: Kernel>(
+    gpu: &'static Gpu,
+    k: usize,
+    (targets, sources): (&Particles<R>, &Particles<R>),
+    how: &Essential,
+) -> Result<Layout, fmm_core::Error> {
+    let c = (k / 2) as f64;
+    let own = Region::around(targets.positions());
+    let mut offsets = vec![[0.0; 3]];
+    for z in 0..k {
+        for y in 0..k {
+            for x in 0..k {
+                let v = [x, y, z].map(|i| i as f64 - c);
+                if v != [0.0; 3] {
+                    offsets.push(v);
+                }
+            }
+        }
+    }
+    let regions: Vec<Region> = offsets.iter().map(|&v| shifted(&own, v)).collect();
+    let opposite: Vec<Region> = offsets
+        .iter()
+        .map(|&v| shifted(&own, v.map(|x| -x)))
+        .collect();
+    let own_cube = Bounds {
+        center: [c + 0.5; 3],
+        half: 0.5,
+    };
+    let (sends, _) = essential_sources_from::<K, R>(
+        Device::Cuda(gpu),
+        sources,
+        None,
+        &opposite,
+        0,
+        how,
+        &Domain::FreeSpace,
+        Some(own_cube),
+    )?;
+    let mut arrivals = Particles::sources::<K>(&[])?;
+    for (send, &v) in sends.iter().zip(&offsets).skip(1) {
+        arrivals.append(&moved::<K>(send, v)?)?;
+    }
+    let half = 0.5 * k as f64;
+    Ok(Layout {
+        regions,
+        arrivals,
+        cube: Bounds {
+            center: [half; 3],
+            half,
+        },
+    })
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = arg(1, 1 << 24)?;
     let parts: usize = arg(2, 4)?;
-    if !(2..=8).contains(&parts) {
-        return Err("parts: 2 to 8".into());
+    let k = (parts as f64).cbrt().round() as usize;
+    let lattice = k * k * k == parts && k.is_power_of_two();
+    if !((2..=8).contains(&parts) || lattice) {
+        return Err("parts: 2 to 8, or a cube of a power of two (64, 512, 4096)".into());
     }
     match arg(3, "gravity".to_string())?.as_str() {
         "gravity" => bench::<Gravity>(n, parts, (arg(4, 6)?, arg(5, 0.7)?), &[0.0], false),
@@ -119,42 +266,44 @@ fn bench<K: Kernel>(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let gpu = Gpu::shared()?;
     let beside = Gpu::shared_beside()?;
-    let sets = (0..parts)
-        .map(|q| part::<K>(q, n, parts, vortex))
-        .collect::<Result<Vec<_>, _>>()?;
-    let regions: Vec<Region> = sets
-        .iter()
-        .map(|(t, _)| Region::around(t.positions()))
-        .collect();
-    let all = regions.iter().fold(Region::EMPTY, |a, r| a.join(r));
-    let cube = Bounds::around(&all);
+    let how = Essential::for_method::<K>(&Method::Tolerance(1e-4)).ok_or("no nodes")?;
+    let k = (parts as f64).cbrt().round() as usize;
+    let built = Instant::now();
+    let (own, layout) = if parts <= 8 {
+        let sets = (0..parts)
+            .map(|q| part::<K>(q, corner(q), n, parts, vortex))
+            .collect::<Result<Vec<_>, _>>()?;
+        let layout = corner_layout::<K>(gpu, &sets, &how)?;
+        (sets.into_iter().next().expect("part 0"), layout)
+    } else {
+        let own = part::<K>(0, [(k / 2) as f64; 3], n, parts, vortex)?;
+        let layout = lattice_layout::<K>(gpu, k, (&own.0, &own.1), &how)?;
+        (own, layout)
+    };
+    let built = built.elapsed().as_secs_f64();
+    let Layout {
+        regions,
+        arrivals,
+        cube,
+    } = layout;
     let problem = Problem::new(params).in_cube(cube);
     let method = Method::fmm(p, theta);
-    let how = Essential::for_method::<K>(&Method::Tolerance(1e-4)).ok_or("no nodes")?;
     let free = Domain::FreeSpace;
-    let trees = |device: Device<'_>, q: usize, own: Option<&DeviceParticles<R>>| {
-        essential_sources_from::<K, R>(
-            device,
-            &sets[q].1,
-            own,
-            &regions,
-            q,
-            &how,
-            &free,
-            Some(cube),
-        )
+    let (targets, sources) = (&own.0, &own.1);
+    let trees = |device: Device<'_>, own: Option<&DeviceParticles<R>>| {
+        essential_sources_from::<K, R>(device, sources, own, &regions, 0, &how, &free, Some(cube))
     };
-    // What part 0 gets from the others, as one set.
-    let mut arrivals = Particles::sources::<K>(&[])?;
-    for q in 1..parts {
-        let (sends, _) = trees(Device::Cuda(gpu), q, None)?;
-        arrivals.append(&sends[0])?;
-    }
-    let (targets, sources) = &sets[0];
+    let place = if parts <= 8 {
+        "a corner".to_string()
+    } else {
+        format!("the centre of a {k} x {k} x {k} lattice")
+    };
     println!(
-        "{}, part 0 of {parts}: {n} particles, {} arrive (nodes of order {}, theta {}); FMM p {p}, theta {theta}",
+        "{}, part 0 of {parts} ({place}): {n} particles, {} arrive, {:.1} MB \
+         (nodes of order {}, theta {}; made in {built:.1} s); FMM p {p}, theta {theta}",
         K::def().name,
         arrivals.len(),
+        (arrivals.len() * (3 + arrivals.slots().len()) * std::mem::size_of::<R>()) as f64 / 1e6,
         how.p,
         how.theta
     );
@@ -175,7 +324,7 @@ fn bench<K: Kernel>(
     let joined_out = RefCell::new(None);
     let joined = || -> Result<(), fmm_core::Error> {
         let own = DeviceParticles::upload(gpu, sources)?;
-        trees(Device::Cuda(gpu), 0, Some(&own))?;
+        trees(Device::Cuda(gpu), Some(&own))?;
         let every = own.joined_with(gpu, &arrivals)?;
         drop(own);
         let tgt = DeviceParticles::upload(gpu, targets)?;
@@ -222,7 +371,7 @@ fn bench<K: Kernel>(
                 Some(t) => {
                     essential_sources_from_tree::<K, R>(beside, sources, &t, &regions, 0, &how)
                 }
-                None => trees(Device::Cuda(beside), 0, Some(own)),
+                None => trees(Device::Cuda(beside), Some(own)),
             }
             .map(|_| clock.elapsed().as_secs_f64());
             let _ = done.send(());
@@ -264,7 +413,7 @@ fn bench<K: Kernel>(
     );
     let t_trees = median(|| {
         let own = DeviceParticles::upload(gpu, sources)?;
-        trees(Device::Cuda(gpu), 0, Some(&own)).map(|_| ())
+        trees(Device::Cuda(gpu), Some(&own)).map(|_| ())
     })?;
     let t_alone = median(alone)?;
     let t_joined = median(joined)?;

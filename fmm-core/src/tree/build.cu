@@ -306,29 +306,72 @@ __device__ int guide_count(const u64* guide, int ng, u64 prefix, int shift) {
     return lo - first;
 }
 
+// `spread` undone: every third bit of `x` from the lowest, packed.
+__device__ __forceinline__ u64 compact(u64 x) {
+    x &= 0x1249249249249249ull;
+    x = (x ^ (x >> 2)) & 0x10c30c30c30c30c3ull;
+    x = (x ^ (x >> 4)) & 0x100f00f00f00f00full;
+    x = (x ^ (x >> 8)) & 0x001f0000ff0000ffull;
+    x = (x ^ (x >> 16)) & 0x001f00000000ffffull;
+    return (x ^ (x >> 32)) & 0x1fffffull;
+}
+
+// The cells beside a crowd (`octree::crowded`): each of the level's `m`
+// cells holding more than `crowd` points looks up its 26 neighbours at
+// the level (by binary search of the level's cells, in key order) and
+// marks those of at most `ncrit` points in `beside`.
+extern "C" __global__ void crowd_neighbours(int m, int level, int ncrit, int crowd,
+                                            const int* begin, const int* end, const u64* key,
+                                            unsigned char* beside) {
+    const int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= m || level < 1 || level >= MAX_LEVEL) return;
+    if (end[i] - begin[i] <= crowd) return;
+    const int shift = 3 * (MAX_LEVEL - level);
+    const u64 prefix = key[begin[i]] >> shift;
+    const long long at[3] = {(long long)compact(prefix), (long long)compact(prefix >> 1),
+                             (long long)compact(prefix >> 2)};
+    const long long side = 1ll << level;
+    for (int d = 0; d < 27; ++d) {
+        const long long c[3] = {at[0] + d % 3 - 1, at[1] + (d / 3) % 3 - 1, at[2] + d / 9 - 1};
+        if (d == 13) continue;
+        if (c[0] < 0 || c[1] < 0 || c[2] < 0 || c[0] >= side || c[1] >= side || c[2] >= side)
+            continue;
+        const u64 n = spread((u64)c[0]) | (spread((u64)c[1]) << 1) | (spread((u64)c[2]) << 2);
+        int lo = 0, hi = m;
+        while (lo < hi) {
+            const int mid = (lo + hi) >> 1;
+            if ((key[begin[mid]] >> shift) < n) lo = mid + 1; else hi = mid;
+        }
+        if (lo < m && (key[begin[lo]] >> shift) == n && end[lo] - begin[lo] <= ncrit)
+            beside[lo] = 1;
+    }
+}
+
 // Whether the cell `b..e` at `level` is split: it holds more than `ncrit`
-// points, or the guide (another tree's sorted keys on the same lattice;
-// ng = 0: none) holds more than `guide_ncrit` in the same cell (a target
-// tree split near as far as the sources around its targets are: see
+// points, or it is beside a crowd (`beside`, Octree's NEIGHBOUR_SLACK), or
+// the guide (another tree's sorted keys on the same lattice; ng = 0:
+// none) holds more than `guide_ncrit` in the same cell (a target tree
+// split near as far as the sources around its targets are: see
 // Octree::build_guided).
 __device__ __forceinline__ bool opens(int b, int e, int level, int ncrit, const u64* key,
-                                      const u64* guide, int ng, int guide_ncrit) {
+                                      bool beside, const u64* guide, int ng, int guide_ncrit) {
     if (level >= MAX_LEVEL) return false;
-    if (e - b > ncrit) return true;
+    if (e - b > ncrit || (beside && e > b)) return true;
     if (ng == 0 || e <= b) return false;
     const int shift = 3 * (MAX_LEVEL - level);
     return guide_count(guide, ng, key[b] >> shift, shift) > guide_ncrit;
 }
 
 extern "C" __global__ void split_count(int m, int level, int ncrit, const int* begin,
-                                       const int* end, const u64* key, const u64* guide,
-                                       int ng, int guide_ncrit, u32* offset) {
+                                       const int* end, const u64* key,
+                                       const unsigned char* beside, const u64* guide, int ng,
+                                       int guide_ncrit, u32* offset) {
     const int i = blockIdx.x * BLOCK + threadIdx.x;
     if (i == 0) offset[m] = 0;
     if (i >= m) return;
     const int b = begin[i], e = end[i];
     u32 nc = 0;
-    if (opens(b, e, level, ncrit, key, guide, ng, guide_ncrit)) {
+    if (opens(b, e, level, ncrit, key, beside[i], guide, ng, guide_ncrit)) {
         const int shift = 3 * (MAX_LEVEL - level - 1);
         int lo = b;
         for (u32 o = 0; o < 8; ++o) {
@@ -344,14 +387,14 @@ extern "C" __global__ void split_count(int m, int level, int ncrit, const int* b
 // centre is the parent's plus or minus h, rounded as the CPU rounds it.
 extern "C" __global__ void split_emit(int m, int level, int ncrit, const int* begin,
                                       const int* end, const double* cx, const double* cy,
-                                      const double* cz, const u64* key, const u64* guide,
-                                      int ng, int guide_ncrit, const u32* offset, double h,
-                                      int* nbegin, int* nend, double* ncx, double* ncy,
-                                      double* ncz) {
+                                      const double* cz, const u64* key,
+                                      const unsigned char* beside, const u64* guide, int ng,
+                                      int guide_ncrit, const u32* offset, double h, int* nbegin,
+                                      int* nend, double* ncx, double* ncy, double* ncz) {
     const int i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= m) return;
     const int b = begin[i], e = end[i];
-    if (!opens(b, e, level, ncrit, key, guide, ng, guide_ncrit)) return;
+    if (!opens(b, e, level, ncrit, key, beside[i], guide, ng, guide_ncrit)) return;
     const int shift = 3 * (MAX_LEVEL - level - 1);
     const double c[3] = {cx[i], cy[i], cz[i]};
     u32 k = offset[i];

@@ -42,7 +42,7 @@ use cudarc::driver::{CudaStream, LaunchConfig};
 use rayon::prelude::*;
 
 use super::morton::{Bounds, Span, MAX_LEVEL};
-use super::octree::{Cell, Octree, GUIDE_SLACK};
+use super::octree::{Cell, Octree, GUIDE_SLACK, NEIGHBOUR_SLACK};
 use crate::cuda::device::{alloc, blocks, cuda_err, download, launch, upload, zeros, BLOCK};
 use crate::cuda::module::{entry_points, with_defines};
 use crate::cuda::primitives::{self, scan, scanned_total};
@@ -86,6 +86,7 @@ entry_points! {
         keys = "keys" per_precision,
         radix_hist = "radix_hist",
         radix_scatter = "radix_scatter",
+        crowd_neighbours = "crowd_neighbours",
         split_count = "split_count",
         split_emit = "split_emit",
         subtree_size = "subtree_size",
@@ -329,6 +330,7 @@ impl<R: Real> DeviceOctree<R> {
         // Cells level by level, from the root.
         let ncrit_i = ncrit.min(i32::MAX as usize) as i32;
         let guide_ncrit = (GUIDE_SLACK * ncrit).min(i32::MAX as usize) as i32;
+        let crowd = NEIGHBOUR_SLACK.saturating_mul(ncrit).min(i32::MAX as usize) as i32;
         let no_guide;
         let (guide_keys, ng) = match guide {
             Some(g) => (g, g.len() as i32),
@@ -355,9 +357,14 @@ impl<R: Real> DeviceOctree<R> {
             let l = levels.len() - 1;
             let lev = &mut levels[l];
             let (m, mi, li) = (lev.m, lev.m as i32, l as i32);
+            // The cells beside a crowd, split whatever they hold
+            // (`Octree`'s `NEIGHBOUR_SLACK` says why).
+            let mut beside = zeros::<u8>(s, m)?;
+            launch!(s, k.crowd_neighbours, blocks(m, BLOCK as usize), "crowd_neighbours";
+                &mi, &li, &ncrit_i, &crowd, &lev.begin, &lev.end, &keys, &mut beside)?;
             launch!(s, k.split_count, blocks(m, BLOCK as usize), "split_count";
-                &mi, &li, &ncrit_i, &lev.begin, &lev.end, &keys, guide_keys, &ng, &guide_ncrit,
-                &mut lev.offset)?;
+                &mi, &li, &ncrit_i, &lev.begin, &lev.end, &keys, &beside, guide_keys, &ng,
+                &guide_ncrit, &mut lev.offset)?;
             scan(gpu, &mut lev.offset, m + 1)?;
             let total = s
                 .clone_dtoh(&lev.offset.slice(m..m + 1))
@@ -371,8 +378,8 @@ impl<R: Real> DeviceOctree<R> {
             let [ncx, ncy, ncz] = &mut next.center;
             launch!(s, k.split_emit, blocks(m, BLOCK as usize), "split_emit";
                 &mi, &li, &ncrit_i, &lev.begin, &lev.end,
-                &lev.center[0], &lev.center[1], &lev.center[2], &keys, guide_keys, &ng, &guide_ncrit,
-                &lev.offset, &h,
+                &lev.center[0], &lev.center[1], &lev.center[2], &keys, &beside, guide_keys, &ng,
+                &guide_ncrit, &lev.offset, &h,
                 &mut next.begin, &mut next.end, ncx, ncy, ncz)?;
             levels.push(next);
         }

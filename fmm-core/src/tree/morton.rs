@@ -155,6 +155,30 @@ fn spread(x: u64) -> u64 {
     x
 }
 
+/// [`spread`] undone: every third bit of `x` from the lowest, packed.
+fn compact(x: u64) -> u64 {
+    let mut x = x & 0x1249_2492_4924_9249;
+    x = (x ^ (x >> 2)) & 0x10c3_0c30_c30c_30c3;
+    x = (x ^ (x >> 4)) & 0x100f_00f0_0f00_f00f;
+    x = (x ^ (x >> 8)) & 0x001f_0000_ff00_00ff;
+    x = (x ^ (x >> 16)) & 0x001f_0000_0000_ffff;
+    (x ^ (x >> 32)) & 0x1f_ffff
+}
+
+/// The key prefixes of the cells beside the cell of prefix `prefix` at
+/// `level` (its faces', edges' and corners' neighbours at that level,
+/// those inside the root cube), in no particular order.
+pub fn neighbours(prefix: u64, level: u32) -> impl Iterator<Item = u64> {
+    let at = [0, 1, 2].map(|a| compact(prefix >> a) as i64);
+    let side = 1i64 << level;
+    (0..27)
+        .map(move |i| [i % 3 - 1, (i / 3) % 3 - 1, i / 9 - 1].map(|d: i64| d))
+        .filter(|d| *d != [0; 3])
+        .map(move |d| [0, 1, 2].map(|a| at[a] + d[a]))
+        .filter(move |c| c.iter().all(|&x| (0..side).contains(&x)))
+        .map(|c| spread(c[0] as u64) | (spread(c[1] as u64) << 1) | (spread(c[2] as u64) << 2))
+}
+
 /// The integer coordinate of `x` along one axis: 0 .. 2^21 - 1.
 fn cell_index(x: f64, low: f64, side: f64) -> u64 {
     let n = (1u64 << MAX_LEVEL) as f64;
@@ -219,6 +243,25 @@ mod tests {
             }
         }
         assert!(grown.half > cube.half);
+    }
+
+    #[test]
+    fn neighbours_are_the_cells_beside() {
+        for x in [0u64, 1, 5, 0x1f_ffff, 123_456] {
+            assert_eq!(compact(spread(x)), x);
+        }
+        // A corner cell of level 2 has 7 neighbours, an inner one 26;
+        // each one step away along every axis at most.
+        let prefix = |c: [u64; 3]| spread(c[0]) | (spread(c[1]) << 1) | (spread(c[2]) << 2);
+        assert_eq!(neighbours(prefix([0, 0, 0]), 2).count(), 7);
+        let inner: Vec<u64> = neighbours(prefix([1, 2, 1]), 2).collect();
+        assert_eq!(inner.len(), 26);
+        for n in inner {
+            let c = [0, 1, 2].map(|a| compact(n >> a) as i64);
+            let d = [c[0] - 1, c[1] - 2, c[2] - 1];
+            assert!(d.iter().all(|d| d.abs() <= 1) && d != [0; 3], "{c:?}");
+        }
+        assert_eq!(neighbours(0, 0).count(), 0, "the root has none");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! into it (its first child) and `next` goes past it (the cell after its
 //! subtree).
 
+use std::collections::HashSet;
+
 use super::morton::{self, Bounds, MAX_LEVEL};
 
 /// One cell. Its particles are `begin..end` in the tree's sorted order.
@@ -48,6 +50,56 @@ impl Cell {
 /// Coulomb and 1.7e-5 for the stretching, against 1.6e-5 and 5.2e-6 (as
 /// unguided, with this slack).
 pub const GUIDE_SLACK: usize = 8;
+
+/// A cell of at most `ncrit` points is split all the same where a cell
+/// beside it at its level (a face, an edge or a corner away) holds more
+/// than this many times `ncrit` ([`crowded`]): a leaf is then at most
+/// about two levels coarser than the leaves beside it. Without it a few
+/// points across a plane of the lattice from many (a process's part in a
+/// distributed job's shared cube, or a point at `x = 1` rounded there in
+/// f32 from below, beside a part filling `[0, 1)`) make a leaf of the
+/// size their count alone allows, up to half the root cube's side, whose
+/// near field is every source near the plane: at 2^24 points in a unit
+/// part of a cube of side 2, one such leaf of level 1 held 485,729 source
+/// leaves in its P2P list, traversed by one GPU thread and summed by one
+/// block (a step's traversal 0.39 s and P2P 0.44 s against 0.018 and
+/// 0.037 s). Sixty-four, not [`GUIDE_SLACK`]: densities that change
+/// smoothly (a Plummer sphere) keep their trees.
+pub const NEIGHBOUR_SLACK: usize = 64;
+
+/// The cells, as (level, key prefix), of at most `ncrit` of the sorted
+/// `keys` beside a cell of more than [`NEIGHBOUR_SLACK`] `ncrit` at their
+/// level. Found from the crowded cells' side: they are few (at 2^24
+/// uniform points and ncrit 64, some 5,000), each looks up its 26
+/// neighbours' counts by binary search. Every cell named exists in the
+/// tree: its parent is beside or is the crowded cell's parent, itself
+/// crowded, so the parent holds more than `ncrit` or is named too.
+fn crowded(keys: &[u64], ncrit: usize) -> HashSet<(u32, u64)> {
+    let crowd = NEIGHBOUR_SLACK.saturating_mul(ncrit);
+    let mut named = HashSet::new();
+    let mut stack = vec![(0u32, 0usize, keys.len())];
+    while let Some((level, begin, end)) = stack.pop() {
+        if end - begin <= crowd || level >= MAX_LEVEL {
+            continue;
+        }
+        let shift = 3 * (MAX_LEVEL - level);
+        for n in morton::neighbours(keys[begin] >> shift, level) {
+            let lo = keys.partition_point(|&k| k >> shift < n);
+            let count = keys[lo..].partition_point(|&k| k >> shift == n);
+            if (1..=ncrit).contains(&count) {
+                named.insert((level, n));
+            }
+        }
+        let mut lo = begin;
+        for oct in 0..8u64 {
+            let in_octant = |&k: &u64| morton::octant(k, level + 1) <= oct;
+            let hi = lo + keys[lo..end].partition_point(in_octant);
+            stack.push((level + 1, lo, hi));
+            lo = hi;
+        }
+    }
+    named
+}
 
 #[derive(Clone, Debug)]
 pub struct Octree {
@@ -108,20 +160,23 @@ impl Octree {
             cells: Vec::new(),
             ncrit,
         };
-        tree.split(bounds.center, bounds.half, 0, 0, tree.keys.len(), guide);
+        let crowded = crowded(&tree.keys, ncrit);
+        let at = (0, tree.keys.len());
+        tree.split(bounds.center, bounds.half, 0, at, guide, &crowded);
         tree
     }
 
     /// Appends the cell for `begin..end` at `level` and, depth first, its
-    /// subtree; returns its index. `guide`: the guiding keys in the cell.
+    /// subtree; returns its index. `guide`: the guiding keys in the cell;
+    /// `crowded`: the cells split for their neighbours ([`crowded`]).
     fn split(
         &mut self,
         center: [f64; 3],
         half: f64,
         level: u32,
-        begin: usize,
-        end: usize,
+        (begin, end): (usize, usize),
         guide: &[u64],
+        crowded: &HashSet<(u32, u64)>,
     ) -> usize {
         let me = self.cells.len();
         self.cells.push(Cell {
@@ -134,7 +189,13 @@ impl Octree {
             more: 0,
             n_children: 0,
         });
-        let open = end - begin > self.ncrit || guide.len() > GUIDE_SLACK * self.ncrit;
+        let beside_a_crowd = || {
+            let shift = 3 * (MAX_LEVEL - level);
+            !crowded.is_empty() && crowded.contains(&(level, self.keys[begin] >> shift))
+        };
+        let open = end - begin > self.ncrit
+            || guide.len() > GUIDE_SLACK * self.ncrit
+            || (end > begin && beside_a_crowd());
         if open && level < MAX_LEVEL {
             let (mut lo, mut g) = (begin, guide);
             let mut n_children = 0;
@@ -146,7 +207,7 @@ impl Octree {
                 if hi > lo {
                     let h = half / 2.0;
                     let c = [0, 1, 2].map(|a| center[a] + if (oct >> a) & 1 == 1 { h } else { -h });
-                    self.split(c, h, level + 1, lo, hi, gin);
+                    self.split(c, h, level + 1, (lo, hi), gin, crowded);
                     n_children += 1;
                 }
                 (lo, g) = (hi, gout);
@@ -201,30 +262,27 @@ mod tests {
 
     #[test]
     fn a_guided_tree_splits_as_far_as_its_guide() {
-        // Sources fill the unit cube; the targets are the sources below
-        // x = 0.5 and a few in a sliver just past it (an ORB cut off the
-        // lattice's plane).
+        // Sources fill the unit cube; the targets are one in 200 of
+        // them, apart: too few anywhere for a crowd of their own.
         let p = points(20_000);
         let root = Bounds {
             center: [0.5; 3],
             half: 0.5,
         };
         let sources = Octree::build_in([&p[0], &p[1], &p[2]], 32, root);
-        let t: Vec<usize> = (0..p[0].len())
-            .filter(|&i| p[0][i] < 0.5 || (p[0][i] < 0.503 && p[1][i] < 0.5))
-            .collect();
+        let t: Vec<usize> = (0..p[0].len()).step_by(200).collect();
         let tp = [0, 1, 2].map(|a| t.iter().map(|&i| p[a][i]).collect::<Vec<f64>>());
         let tpos = [&tp[0][..], &tp[1], &tp[2]];
         let alone = Octree::build_in(tpos, 32, root);
         let guided = Octree::build_guided(tpos, 32, root, &sources.keys);
-        // Alone, the sliver's targets sit in a few leaves far larger than
-        // the sources' (level 1 where the sources' are at 4); guided, no
-        // target leaf is more than a level coarser than a source leaf.
+        // Alone, the targets sit in leaves far larger than the sources';
+        // guided, no target leaf is more than a level coarser than a
+        // source leaf.
         let coarsest = |tree: &Octree| tree.leaves().map(|(_, c)| c.level).min().unwrap();
         let coarsest_source = sources.leaves().map(|(_, c)| c.level).min().unwrap();
         assert!(
             coarsest(&alone) + 1 < coarsest_source,
-            "the sliver makes large leaves alone"
+            "targets apart make large leaves alone"
         );
         assert!(coarsest(&guided) + 1 >= coarsest_source);
         for (_, c) in guided.leaves() {
@@ -250,6 +308,51 @@ mod tests {
             .iter()
             .zip(&alone.cells)
             .all(|(a, b)| (a.begin, a.end, a.level) == (b.begin, b.end, b.level)));
+    }
+
+    /// The points below x = 0.5 and a few in a sliver just past it (a
+    /// part cut off the lattice's plane): no leaf sits beside a crowd of
+    /// its level, so the sliver's leaves are near the others' size.
+    #[test]
+    fn a_leaf_beside_a_crowd_is_split() {
+        let p = points(40_000);
+        let root = Bounds {
+            center: [0.5; 3],
+            half: 0.5,
+        };
+        let t: Vec<usize> = (0..p[0].len())
+            .filter(|&i| p[0][i] < 0.5 || (p[0][i] < 0.501 && p[1][i] < 0.5))
+            .collect();
+        let tp = [0, 1, 2].map(|a| t.iter().map(|&i| p[a][i]).collect::<Vec<f64>>());
+        let ncrit = 8;
+        let tree = Octree::build_in([&tp[0], &tp[1], &tp[2]], ncrit, root);
+        let crowd = NEIGHBOUR_SLACK * ncrit;
+        let mut sliver_levels = Vec::new();
+        for (_, c) in tree.leaves() {
+            assert!(c.len() <= ncrit);
+            let shift = 3 * (MAX_LEVEL - c.level);
+            let prefix = tree.keys[c.begin] >> shift;
+            for n in morton::neighbours(prefix, c.level) {
+                let beside = tree.keys.iter().filter(|&&k| k >> shift == n).count();
+                assert!(
+                    beside <= crowd,
+                    "a leaf of level {} beside {beside} points",
+                    c.level
+                );
+            }
+            if c.center[0] > 0.5 {
+                sliver_levels.push(c.level);
+            }
+        }
+        // Without the rule the sliver's points fell in leaves of level 1
+        // and 2 (a cell of half the cube holding them alone).
+        let coarsest = sliver_levels.iter().min().unwrap();
+        let bulk = tree.leaves().map(|(_, c)| c.level).max().unwrap();
+        assert!(
+            *coarsest >= 3 && coarsest + 3 >= bulk,
+            "sliver leaves from level {coarsest}, the deepest {bulk}"
+        );
+        assert_eq!(tree.leaves().map(|(_, c)| c.len()).sum::<usize>(), t.len());
     }
 
     #[test]

@@ -106,6 +106,14 @@ fn device_tree_is_the_cpu_tree_uniform_and_plummer() {
         .map(|p| [p[0] * 1e3 - 250.0, p[1] * 1e3 + 1e4, p[2] * 1e3])
         .collect();
     both("shifted plummer", &shifted, &[16]);
+    // A part below a plane of the lattice and a sliver of it past the
+    // plane: the sliver's cells beside the part's crowd are split
+    // (`NEIGHBOUR_SLACK`).
+    let sliver: Vec<[f64; 3]> = uniform_cube(100_003, 11)
+        .into_iter()
+        .filter(|p| p[0] < 0.5 || (p[0] < 0.501 && p[1] < 0.5))
+        .collect();
+    both("a part and its sliver past a plane", &sliver, &[8, 64]);
 }
 
 #[test]
