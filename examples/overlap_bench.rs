@@ -6,7 +6,11 @@
 //! tolerance 1e-4 met by at 2^24 on an H200: p 6, theta 0.7 for gravity,
 //! p 9, theta 0.56 for `velocity-stretching`; in f32). The parts are unit cubes
 //! side by side as `fmm_bench --distributed` lays them out (2 x 2 x 1 for
-//! 4), `n` uniform particles each. The other parts' local essential trees
+//! 4), `n` uniform particles each, part 0 at a corner. Or `parts` is the
+//! cube of a power of two (64, 512, 4096): a `k x k x k` lattice, part 0
+//! at its centre with a neighbour on every side, what an interior process
+//! of a job of that many gets and sends (every part holds part 0's draw,
+//! moved; see `lattice_layout`). The other parts' local essential trees
 //! for part 0 are built first (what would arrive); then, each the median
 //! of three:
 //!

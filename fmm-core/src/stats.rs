@@ -135,6 +135,9 @@ pub struct Stats {
     pub p2c: u64,
     /// Which M2L ran (the FMM on the GPU).
     pub m2l_kind: Option<M2lKind>,
+    /// Of the float M2L's translations, those it left to the double one
+    /// (cells too close or too far apart in size for float's range).
+    pub m2l_in_double: u64,
     /// The launch shape `(P, Q)` of the direct sum on the GPU: `P` targets
     /// per block, `Q` threads per target.
     pub launch_shape: Option<(u32, u32)>,
@@ -193,6 +196,7 @@ impl Stats {
         self.source_cells += part.source_cells;
         self.m2l += part.m2l;
         self.m2l_compressed += part.m2l_compressed;
+        self.m2l_in_double += part.m2l_in_double;
         self.p2p += part.p2p;
         self.p2c += part.p2c;
     }

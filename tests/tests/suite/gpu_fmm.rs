@@ -350,6 +350,62 @@ fn the_float_m2l_of_three_expansions_is_as_accurate_as_the_double_one() {
     }
 }
 
+/// The float M2L leaves a pair it cannot take to the double M2L, which
+/// adds those pairs alone (`spilled_in_double`): made to leave every pair
+/// of cells at different levels (a Plummer sphere's are up to three
+/// apart: 271,164 of 605,514), the float run is as accurate as the f64
+/// FMM and says how many pairs went to double, against the f64 direct
+/// sum.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pairs_the_float_m2l_cannot_take_are_added_in_double() {
+    let pos: Vec<[f64; 3]> = plummer(20_000, 9)
+        .0
+        .iter()
+        .map(|x| x.map(|c| c as f32 as f64))
+        .collect();
+    let case = case_at(pos.clone(), pos, Strengths::RandomSign, 0.0, 3);
+    let (t32, s32) = build::<Gravity, f32>(&case);
+    let (t64, s64) = build::<Gravity, f64>(&case);
+    let exact = direct_cpu::<Gravity, f64>(&[0.0], &t64, &s64).unwrap();
+    let exact = exact.slots().concat();
+    let opts = fmm_options(8, 0.5, 32);
+    let (got64, _) = fmm_gpu::<Gravity, f64>(&[0.0], &t64, &s64, &opts).unwrap();
+    let e64 = rel_l2(&got64.slots().concat(), &exact);
+    let run32 = |opts: &FmmOptions| {
+        let (got, stats) = fmm_gpu::<Gravity, f32>(&[0.0], &t32, &s32, opts).unwrap();
+        let got: Vec<f64> = got.slots().concat().iter().map(|&x| x as f64).collect();
+        (
+            rel_l2(&got, &exact),
+            stats.m2l_kind,
+            stats.m2l_in_double,
+            stats.m2l,
+        )
+    };
+    let (e, kind, none, _) = run32(&opts);
+    let mut level = opts.clone();
+    level.gpu.m2l_max_levels_apart = Some(0);
+    let (e_level, kind_level, in_double, all) = run32(&level);
+    println!(
+        "gravity, Plummer 2e4, p 8: f32 {e:.2e} ({none} pairs in double), f32 with pairs of \
+         two levels in double {e_level:.2e} ({in_double} of {all}), f64 {e64:.2e}"
+    );
+    assert_eq!(
+        (kind, kind_level),
+        (Some(M2lKind::FloatLanes), Some(M2lKind::FloatLanes))
+    );
+    // Alone, a few sparse cells' pairs (2 on the H200, 2026-11-29).
+    assert!(
+        none < in_double && in_double < all,
+        "{none}, {in_double} of {all}"
+    );
+    assert!(
+        e_level < 1.5 * e64 + 5e-7,
+        "float M2L with pairs in double {e_level:e} against f64 {e64:e}"
+    );
+    assert!(e < 1.5 * e64 + 5e-7, "float M2L {e:e} against f64 {e64:e}");
+}
+
 /// The node far fields on the GPU against the CPU's run (their reference:
 /// same trees, node spheres and lists, the CPU's weights and sums): in f64
 /// the same outputs to 1e-12 and the same M2L and P2P counts. Leaves of 24

@@ -51,8 +51,11 @@ pub const MAX_F32_M2L_ORDER: usize = 12;
 /// cells of two trees (targets apart from the sources: a process's
 /// targets against its sources and the local essential trees it got) can
 /// be closer, where the harmonics of a short normalised v would overflow
-/// float. The kernel checks each pair and raises its flag on one closer
-/// than twice the source's size, and the double M2L runs instead. (Two
+/// float; so can sparse cells of one tree, whose tight radii pass the MAC
+/// beside a cell of another size. The kernel checks each pair and leaves
+/// one closer than twice the source's size to the double M2L, which adds
+/// those pairs alone ([`spilled_in_double`]; it ran the whole M2L in
+/// double for one such pair before: 0.26 s where 0.051 s at 2^24). (Two
 /// trees ran the double M2L always before: three times the float's time
 /// at 2^24 targets, 2026-11-28.)
 ///
@@ -213,8 +216,9 @@ fn lane_warps(nq: usize, tuning: &GpuTuning) -> usize {
 /// `ops.cu`): `64 / p`; the factors 2^(d (k + 1)) that take the sums
 /// between the cells' scales then stay within 2^(64 (p + 1) / p), and as
 /// cells are at most `MAX_LEVEL` (21) levels apart, within 2^84 at any p
-/// (measured pairs are at most 3 apart). The tuning may lower it (the
-/// tests set -1 to take the double M2L's way back).
+/// (measured pairs are at most 3 apart); a pair further apart is left to
+/// the double M2L ([`spilled_in_double`]). The tuning may lower it (the
+/// tests set -1 to take the double M2L's way for every pair).
 fn max_levels_apart(p: usize, tuning: &GpuTuning) -> i32 {
     let most = (64 / p.max(1)) as i32;
     tuning.m2l_max_levels_apart.map_or(most, |v| v.min(most))
@@ -224,7 +228,8 @@ fn max_levels_apart(p: usize, tuning: &GpuTuning) -> i32 {
 /// stored for `m >= 0`, of positions times `u`: the unit box, see
 /// `unit_scale`), each at the lattice shift of the image its list entry
 /// names (`images`), to the target cells' local expansions, returned with
-/// the name of the M2L that ran.
+/// the name of the M2L that ran and how many translations the float one
+/// left to the double one.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn m2l<R: Real>(
     gpu: &Gpu,
@@ -238,7 +243,7 @@ pub(super) fn m2l<R: Real>(
     p: usize,
     u: f64,
     tuning: &GpuTuning,
-) -> Result<(CudaSlice<f64>, M2lKind), Error> {
+) -> Result<(CudaSlice<f64>, M2lKind, u64), Error> {
     let s = gpu.stream();
     let nc = ncoef(p);
     let nf = (p + 1) * (p + 1);
@@ -249,7 +254,9 @@ pub(super) fn m2l<R: Real>(
     // exponents are the unit box's cells'.
     let eu = u.log2().round() as i32;
     let roots = [st.tree.bounds.half * u, tt.tree.bounds.half * u];
-    if float_m2l::<R>(p, roots, tuning.m2l) {
+    // No pair may be apart in levels: the double M2L's way (the tests').
+    let none_apart = max_levels_apart(p, tuning) < 0;
+    if float_m2l::<R>(p, roots, tuning.m2l) && !none_apart {
         let most = gpu
             .context()
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
@@ -281,6 +288,8 @@ pub(super) fn m2l<R: Real>(
             let warps: Vec<i32> = plan.warps.iter().flatten().copied().collect();
             let (d_items, d_warps) = (upload(s, &items)?, upload(s, &warps)?);
             let mut flag = zeros::<i32>(s, 1)?;
+            let mut spill = zeros::<i32>(s, 1 + 2 * SPILL_CAP)?;
+            let spill_cap = SPILL_CAP as i32;
             let max_d = max_levels_apart(p, tuning);
             let cfg = LaunchConfig {
                 grid_dim: (tnc.clamp(1, 1 << 20) as u32, 1, 1),
@@ -293,7 +302,7 @@ pub(super) fn m2l<R: Real>(
                     &st.tree.center[0], &st.tree.center[1], &st.tree.center[2], &images.shift,
                     &st.tree.half,
                     &tt.tree.center[0], &tt.tree.center[1], &tt.tree.center[2], &tt.tree.half,
-                    &d_items, &d_warps, &max_d, &eu, m, l, &mut flag)
+                    &d_items, &d_warps, &max_d, &eu, m, l, &mut flag, &mut spill, &spill_cap)
             };
             if passes == 1 {
                 lanes(&mfull, &mut local)?;
@@ -312,11 +321,44 @@ pub(super) fn m2l<R: Real>(
                         &tnci, &nqi, &k, &nci, &part, &mut local)?;
                 }
             }
-            if download(s, &flag, 1)?[0] == 0 {
-                return Ok((local, M2lKind::FloatLanes));
+            let why = download(s, &flag, 1)?[0];
+            if why == 0 {
+                let spilled = download(s, &spill, 1)?[0] as usize;
+                if spilled > 0 {
+                    let pairs = download(s, &spill, 1 + 2 * spilled)?;
+                    let sources = (refs(&st.tree.center), snc);
+                    let targets = (refs(&tt.tree.center), tnc);
+                    let (mult, shift) = (mult, &images.shift);
+                    let add = |l: M2lLists<'_>, local: &mut CudaSlice<f64>| {
+                        let tasks = m2l_tasks(p, nq);
+                        double_m2l(
+                            gpu, ops, targets, l, sources, shift, mult, nq, p, u, &tasks, tuning,
+                            local,
+                        )
+                    };
+                    let in_double = spilled_in_double(gpu, &pairs[1..], tnc, add, &mut local)?;
+                    return Ok((local, M2lKind::FloatLanes, in_double));
+                }
+                return Ok((local, M2lKind::FloatLanes, 0));
             }
             // A pair's cells too far apart in size for float, or a sum out
             // of float's range: all in double.
+            if crate::stats::trace() {
+                let reasons = [
+                    (1, "cells more levels apart than float's scales allow"),
+                    (2, "cells closer than twice the source's size"),
+                    (4, "a sum out of float's range"),
+                ];
+                let said: Vec<&str> = reasons
+                    .iter()
+                    .filter(|(bit, _)| why & bit != 0)
+                    .map(|(_, what)| *what)
+                    .collect();
+                eprintln!(
+                    "[fmm] the float M2L ran again in double: {}",
+                    said.join("; ")
+                );
+            }
             s.memset_zeros(&mut local)
                 .map_err(cuda_err("clearing the local expansions"))?;
         }
@@ -344,7 +386,55 @@ pub(super) fn m2l<R: Real>(
         tuning,
         &mut local,
     )?;
-    Ok((local, M2lKind::Double))
+    Ok((local, M2lKind::Double, 0))
+}
+
+/// Most pairs the float M2L leaves to the double one ([`spilled_in_double`])
+/// before it runs all in double (8 MB of room).
+const SPILL_CAP: usize = 1 << 20;
+
+/// The pairs the float M2L left out (`pairs`: target cell, list entry,
+/// each pair as often as the passes met it), as lists of their own over
+/// the `tnc` target cells, added to `local` by `add` (the double M2L);
+/// returns how many.
+/// Sparse cells, whose tight radii pass the MAC beside a cell of another
+/// size, are the few such pairs (an f32 point rounded onto a part's face
+/// made some at 2^24: the whole M2L in double took 0.26 s where the float
+/// one 0.051 s).
+fn spilled_in_double(
+    gpu: &Gpu,
+    pairs: &[i32],
+    tnc: usize,
+    add: impl FnOnce(M2lLists<'_>, &mut CudaSlice<f64>) -> Result<(), Error>,
+    local: &mut CudaSlice<f64>,
+) -> Result<u64, Error> {
+    let s = gpu.stream();
+    let mut by_target: Vec<(i32, i32)> = pairs.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    by_target.sort_unstable();
+    by_target.dedup();
+    let (mut begin, mut end) = (vec![0i64; tnc], vec![0i64; tnc]);
+    for (i, &(t, _)) in by_target.iter().enumerate() {
+        let t = t as usize;
+        if end[t] == 0 {
+            begin[t] = i as i64;
+        }
+        end[t] = i as i64 + 1;
+    }
+    let list: Vec<i32> = by_target.iter().map(|&(_, e)| e).collect();
+    if crate::stats::trace() {
+        eprintln!(
+            "[fmm] the float M2L left {} pairs to the double one",
+            list.len()
+        );
+    }
+    let (begin, end, list) = (upload(s, &begin)?, upload(s, &end)?, upload(s, &list)?);
+    let lists = M2lLists {
+        begin: &begin,
+        end: &end,
+        list: &list,
+    };
+    add(lists, local)?;
+    Ok(by_target.len() as u64)
 }
 
 /// A list per target of the M2L: `list[begin[t]..end[t]]`, entries of a

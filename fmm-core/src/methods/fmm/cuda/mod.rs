@@ -617,7 +617,7 @@ impl<R: Real> DeviceFarPasses<R> for Laplace<'_, R> {
     ) -> Result<(CudaSlice<f64>, f64), Error> {
         let (st, tt) = (&trees.source, trees.target());
         let (p, u) = (self.plan.settings.p, unit_scale(st.tree.bounds.half));
-        let (mut local, m2l_kind) = m2l::m2l(
+        let (mut local, m2l_kind, in_double) = m2l::m2l(
             self.gpu,
             &self.ops,
             tt,
@@ -642,6 +642,7 @@ impl<R: Real> DeviceFarPasses<R> for Laplace<'_, R> {
             periodic::add_far_images(self.gpu, b, m, levels, &roots, &mult, &mut local)?;
         }
         stats.m2l_kind = Some(m2l_kind);
+        stats.m2l_in_double += in_double;
         Ok((local, 0.0))
     }
 

@@ -565,7 +565,7 @@ __device__ __forceinline__ void m2l_item_out(const float* acc, const float* sums
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
         if (lane == 0) {
-            if (!isfinite(x)) *flag = 1;
+            if (!isfinite(x)) atomicOr(flag, 4);
             const int w = v / (2 * NQ), q = (v / 2) % NQ;
             atomicAdd((double*)(out + q * NC + w) + (v & 1), f * (double)x);
         }
@@ -596,7 +596,13 @@ __device__ __forceinline__ void copies_done()
 // Stages the sources list[chunk..chunk + 32) (those before `end`) of
 // target cell a into the buffer: their levels against the target's in
 // lev, their harmonics in ish (computed), their multipoles in msh (copied
-// without waiting; copies_done() and a barrier before they are read).
+// without waiting; copies_done() and a barrier before they are read). A
+// pair float cannot take (cells more than max_d levels apart, or closer
+// than twice the source's size: tight radii let two sparse cells of
+// different sizes pass the MAC side by side) is left out here, zeros in
+// its place, and written to `spill` (its count first, then target cell
+// and list entry; past `spill_cap` pairs, `flag` is raised instead) for
+// the double M2L to add.
 template <int NQ>
 __device__ __forceinline__ void m2l_stage(const int a, const int et, const double ax,
                                           const double ay, const double az,
@@ -608,7 +614,8 @@ __device__ __forceinline__ void m2l_stage(const int a, const int et, const doubl
                                           const double* __restrict__ shift,
                                           const double* __restrict__ half,
                                           const float2* __restrict__ mfull, const int max_d,
-                                          int* lev, float2* ish, float2* msh, int* flag)
+                                          int* lev, float2* ish, float2* msh, int* flag,
+                                          int* spill, const int spill_cap)
 {
     const int lane = threadIdx.x & 31;
     // The multipoles: warp w copies sources w, w + warps, ..., its lanes
@@ -628,22 +635,36 @@ __device__ __forceinline__ void m2l_stage(const int a, const int et, const doubl
         const int en = chunk + s < end ? list[chunk + s] : 0;
         const int b = chunk + s < end ? entry_cell(en) : -1;
         float2* hs = ish + s;
+        bool apart = true;
         if (b >= 0) {
             const double* v = shift + 3 * entry_image(en);
             const int es = ilogb(half[b]);
-            if (m == 0) {
-                if (abs(et - es) > max_d) *flag = 1;
-                lev[s] = et - es;
-            }
             const double inv_rho = pow2(-es);
             const double ux = (ax - (cx[b] + v[0])) * inv_rho, uy = (ay - (cy[b] + v[1])) * inv_rho,
                          uz = (az - (cz[b] + v[2])) * inv_rho;
             // |u| >= 2 keeps the harmonics in float's range: so between
-            // two cells of one octree; cells of two trees could be closer.
-            if (m == 0 && ux * ux + uy * uy + uz * uz < 4.0) *flag = 1;
-            singular_column<float, float2>((float)ux, (float)uy, (float)uz, m,
-                [&](int n, int mm, float2 v) { hs[full(n, mm) * LANE_LD] = v; });
-        } else {
+            // two cells of one octree of sizes a MAC on the cells'
+            // geometry passes.
+            const bool far_in_size = abs(et - es) > max_d;
+            const bool close = ux * ux + uy * uy + uz * uz < 4.0;
+            apart = far_in_size || close;
+            if (m == 0) {
+                lev[s] = apart ? 0 : et - es;
+                if (apart) {
+                    const int at = atomicAdd(spill, 1);
+                    if (at < spill_cap) {
+                        spill[1 + 2 * at] = a;
+                        spill[2 + 2 * at] = en;
+                    } else {
+                        atomicOr(flag, far_in_size ? 1 : 2);
+                    }
+                }
+            }
+            if (!apart)
+                singular_column<float, float2>((float)ux, (float)uy, (float)uz, m,
+                    [&](int n, int mm, float2 v) { hs[full(n, mm) * LANE_LD] = v; });
+        }
+        if (apart) {
             if (m == 0) lev[s] = 0;
             for (int n = m; n <= P; ++n) {
                 hs[full(n, m) * LANE_LD] = make_float2(0.0f, 0.0f);
@@ -665,7 +686,8 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
                           const double* __restrict__ thalf,
                           const int4* __restrict__ items, const int2* __restrict__ warp_items,
                           const int max_d, const int eu, const float2* __restrict__ mfull,
-                          double2* __restrict__ local, int* __restrict__ flag)
+                          double2* __restrict__ local, int* __restrict__ flag,
+                          int* __restrict__ spill, const int spill_cap)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     float2* ish = (float2*)smem;
@@ -690,7 +712,7 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
             // The previous chunk's sums are done with the buffer.
             __syncthreads();
             m2l_stage<NQ>(a, et, tcx[a], tcy[a], tcz[a], chunk, le, list, cx, cy, cz, shift, half,
-                          mfull, max_d, lev, ish, msh, flag);
+                          mfull, max_d, lev, ish, msh, flag, spill, spill_cap);
             copies_done();
             __syncthreads();
             const float2* hs = ish + lane;
@@ -735,10 +757,12 @@ __device__ void m2l_lanes(const int n_cells, const long long* __restrict__ list_
         const double* __restrict__ tcy, const double* __restrict__ tcz,                           \
         const double* __restrict__ thalf, const int4* __restrict__ items,                         \
         const int2* __restrict__ warp_items, const int max_d, const int eu,                       \
-        const float2* __restrict__ mfull, double2* __restrict__ local, int* __restrict__ flag)    \
+        const float2* __restrict__ mfull, double2* __restrict__ local, int* __restrict__ flag,   \
+        int* __restrict__ spill, const int spill_cap)                                             \
     {                                                                                             \
         m2l_lanes<NQ>(n_cells, list_begin, list_end, list, cx, cy, cz, shift, half, tcx, tcy,    \
-                      tcz, thalf, items, warp_items, max_d, eu, mfull, local, flag);              \
+                      tcz, thalf, items, warp_items, max_d, eu, mfull, local, flag, spill,        \
+                      spill_cap);                                                                 \
     }
 // At most 32 warps for one expansion, 16 for more (their sums take more
 // registers than 64, the most a thread of 1024 may have, without spills).
