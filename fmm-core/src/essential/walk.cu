@@ -27,24 +27,30 @@ __device__ __forceinline__ double gap(double lo, double hi, double v)
 }
 
 // One level of the walk: `m` cells (`cells`, depth-first indices) for each
-// of `n_regions` receivers (box q: region[6 q ..] lo then hi; live[q] 0 for
-// the sender itself and an empty box). `first`: the root's level, which
-// every live receiver reaches. `state[q n_cells + c]`: cell c in receiver
-// q's walk. Periodic axes: bit a of `periodic`, the box's side `side`;
-// `limits`: lo then hi of where a sphere of nodes may lie.
+// of the `n_active` receivers `active` still walking (box q: region[6 q
+// ..] lo then hi; live[q] 0 for the sender itself and an empty box).
+// `first`: the root's level, which every live receiver reaches.
+// `state[q n_cells + c]`: cell c in receiver q's walk. Periodic axes: bit a
+// of `periodic`, the box's side `side`; `limits`: lo then hi of where a
+// sphere of nodes may lie. Each verdict to send is appended to `picks`
+// (2 q + 1 where as particles, then c; `found[0]` counts them, past `cap`
+// only counted); `walking[q]` is set where q reaches a cell of the next
+// level.
 extern "C" __global__ void essential_walk(
     const int m, const int* __restrict__ cells, const int first, const int n_cells,
-    const int n_regions, const u8* __restrict__ live, const double* __restrict__ region,
+    const int n_active, const int* __restrict__ active, const u8* __restrict__ live,
+    const double* __restrict__ region,
     const double* __restrict__ cx, const double* __restrict__ cy, const double* __restrict__ cz,
     const double* __restrict__ half, const int* __restrict__ begin, const int* __restrict__ end,
     const int* __restrict__ more, const int* __restrict__ next,
     const int* __restrict__ n_children, const long long k, const double radius,
     const double theta, const int periodic, const double side,
-    const double* __restrict__ limits, u8* __restrict__ state)
+    const double* __restrict__ limits, u8* __restrict__ state, u8* __restrict__ walking,
+    int* __restrict__ found, int* __restrict__ picks, const int cap)
 {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (long long)m * n_regions) return;
-    const int q = (int)(t / m), c = cells[t % m];
+    if (t >= (long long)m * n_active) return;
+    const int q = active[t / m], c = cells[t % m];
     u8* s = state + (long long)q * n_cells;
     if (first ? !live[q] : s[c] != REACHED) return;
     const double x[3] = {cx[c], cy[c], cz[c]};
@@ -64,10 +70,11 @@ extern "C" __global__ void essential_walk(
     for (int a = 0; a < 3; ++a) {
         holds = holds && x[a] - r >= limits[a] && x[a] + r <= limits[3 + a];
     }
+    u8 verdict;
     if (far && (long long)(end[c] - begin[c]) > k && holds) {
-        s[c] = AS_NODES;
+        verdict = AS_NODES;
     } else if (far || n_children[c] == 0) {
-        s[c] = AS_PARTICLES;
+        verdict = AS_PARTICLES;
     } else {
         s[c] = OPENED;
         int ch = more[c];
@@ -75,6 +82,14 @@ extern "C" __global__ void essential_walk(
             s[ch] = REACHED;
             ch = next[ch];
         }
+        walking[q] = 1;
+        return;
+    }
+    s[c] = verdict;
+    const int at = atomicAdd(found, 1);
+    if (at < cap) {
+        picks[2 * at] = 2 * q + (verdict == AS_PARTICLES);
+        picks[2 * at + 1] = c;
     }
 }
 

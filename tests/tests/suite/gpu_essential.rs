@@ -189,3 +189,89 @@ fn gpu_essential_tree_in_a_periodic_box_is_the_cpus() {
     let periodic = Domain::Periodic(PeriodicBox::cube([-0.2; 3], 2.6));
     case::<Gravity, f64>(&s, &tg, &[0.0], 1e-4, &periodic);
 }
+
+/// Many receivers (an interior part of a 5 x 5 x 5 lattice of unit
+/// parts, and parts farther out along one axis): the GPU's walk, launched
+/// over the receivers still walking and its verdicts appended as made,
+/// and its small sends gathered together, send what the CPU's walk sends,
+/// receiver by receiver, cell for cell.
+#[test]
+#[ignore = "needs a CUDA GPU: `suite --ignored gpu_essential::` on the GPU host (scripts/gpu_mpi_scaling.sh weak runs it)"]
+fn many_receivers_get_from_the_gpu_what_the_cpu_sends() {
+    let n = 200_000;
+    let x: Vec<[f64; 3]> = uniform_cube(n, 25)
+        .iter()
+        .map(|p| p.map(|c| c + 2.0))
+        .collect();
+    let mut s = Particles::sources::<Gravity>(&x).unwrap();
+    let m: Vec<f64> = (0..n).map(|i| 1.0 + (i % 5) as f64).collect();
+    s.set("m", &m).unwrap();
+    let mut regions = Vec::new();
+    for z in 0..5 {
+        for y in 0..5 {
+            for xx in 0..5 {
+                let lo = [xx, y, z].map(|i| i as f64);
+                regions.push(Region {
+                    lo,
+                    hi: lo.map(|c| c + 1.0),
+                });
+            }
+        }
+    }
+    for far in [8.0, 20.0, 60.0] {
+        regions.push(Region {
+            lo: [2.0 + far, 2.0, 2.0],
+            hi: [3.0 + far, 3.0, 3.0],
+        });
+    }
+    // Part (2, 2, 2) is the sender.
+    let me = (2 * 5 + 2) * 5 + 2;
+    let how = Essential::for_method::<Gravity>(&Method::Tolerance(1e-4)).unwrap();
+    let gpu = resolve(Backend::Cuda).expect("these tests need a CUDA GPU");
+    let run = |device| {
+        essential_sources_on::<Gravity, f64>(
+            device,
+            &s,
+            &regions,
+            me,
+            &how,
+            &Domain::FreeSpace,
+            None,
+        )
+        .unwrap()
+    };
+    let (cpu, cpu_sel) = run(Device::Cpu);
+    let (dev, dev_sel) = run(gpu);
+    assert_eq!(cpu_sel, dev_sel, "the same cells for every receiver");
+    let lens = |s: &[Particles<f64>]| s.iter().map(|p| p.len()).collect::<Vec<_>>();
+    assert_eq!(lens(&cpu), lens(&dev));
+    let sent: usize = dev.iter().map(|p| p.len()).sum();
+    assert_eq!(dev[me].len(), 0, "none to itself");
+    for (q, (c, g)) in cpu.iter().zip(&dev).enumerate() {
+        for (a, b) in c.positions().iter().zip(g.positions()) {
+            let worst = a
+                .iter()
+                .zip(b)
+                .map(|(u, v)| (u - v).abs())
+                .fold(0.0, f64::max);
+            assert!(worst < 1e-12, "receiver {q}: positions {worst:e} apart");
+        }
+        let (cm, gm) = (&c.slots()[0], &g.slots()[0]);
+        let worst = cm
+            .iter()
+            .zip(gm)
+            .map(|(u, v)| (u - v).abs())
+            .fold(0.0, f64::max);
+        let largest = cm.iter().map(|u| u.abs()).fold(0.0, f64::max);
+        assert!(
+            worst <= 1e-12 * largest,
+            "receiver {q}: strengths {worst:e} apart (the largest {largest:e})"
+        );
+    }
+    println!(
+        "{} receivers: {sent} sources sent in all, {} to a face's neighbour, {} to the farthest",
+        regions.len(),
+        dev[me + 1].len(),
+        dev[regions.len() - 1].len()
+    );
+}
