@@ -351,11 +351,14 @@ fn bench<K: Kernel>(
             let (own, arrivals, method) = (&own, &arrivals, &method);
             let first = s.spawn(move || -> Result<_, fmm_core::Error> {
                 let tgt = DeviceParticles::targets_at_sources(gpu, targets)?;
-                let waited = Cell::new(0.0);
-                let later = || {
-                    waited.set(clock.elapsed().as_secs_f64());
+                let waited = std::sync::Mutex::new(0.0);
+                let at = &waited;
+                // Copied on the second stream, as a distributed evaluation
+                // copies what the others sent.
+                let later = move || {
+                    *at.lock().unwrap() = clock.elapsed().as_secs_f64();
                     let _ = word.recv();
-                    DeviceParticles::upload(gpu, arrivals).map(Some)
+                    DeviceParticles::upload(beside, arrivals).map(Some)
                 };
                 let share = |t| {
                     let _ = tree.send(t);
@@ -369,7 +372,8 @@ fn bench<K: Kernel>(
                     later,
                 )?;
                 let out = ev.outputs.download(gpu)?;
-                Ok((out, waited.get(), stages(&ev.stats)))
+                let waited = *waited.lock().unwrap();
+                Ok((out, waited, stages(&ev.stats)))
             });
             let built = match shared.recv().ok().flatten() {
                 Some(t) => {

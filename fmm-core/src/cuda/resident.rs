@@ -376,6 +376,22 @@ impl<R: Real> DeviceOutputs<R> {
         Ok(())
     }
 
+    /// Copies the outputs to the host arrays `host` (one a slot, each of
+    /// [`DeviceOutputs::len`] values: [`Gpu::host_outputs_ahead`]'s).
+    pub(crate) fn download_to(
+        &self,
+        gpu: &Gpu,
+        mut host: Vec<Vec<R>>,
+    ) -> Result<Outputs<R>, Error> {
+        if host.len() != self.slots.len() || host.iter().any(|h| h.len() != self.n) {
+            return self.download(gpu);
+        }
+        for (d, h) in self.slots.iter().zip(host.iter_mut()) {
+            gpu.download_into(d, h)?;
+        }
+        Ok(Outputs::new(self.kernel, &self.layout, host))
+    }
+
     /// Copies the outputs to the host.
     pub fn download(&self, gpu: &Gpu) -> Result<Outputs<R>, Error> {
         let slots = if self.n == 0 {

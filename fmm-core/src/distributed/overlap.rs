@@ -43,14 +43,16 @@ use crate::accuracy::{cpu_error_samples, gpu_error_samples, Achieved, ProblemKey
 use crate::backend::Device;
 use crate::cuda::laps::Laps;
 use crate::cuda::resident::{DeviceOutputs, DeviceParticles};
+use crate::cuda::transfer::HostOutputs;
 use crate::cuda::Gpu;
 use crate::domain::Domain;
 use crate::error::Error;
 use crate::evaluate::two_lots::evaluate_resident_sharing_the_tree;
-use crate::evaluate::{evaluate_on, problem_key, same_points, Evaluation, Reference};
+use crate::evaluate::{evaluate_on, problem_key, Evaluation, Reference};
 use crate::far::FarField;
 use crate::kernel::Kernel;
-use crate::methods::fmm::cuda::estimate::Estimator;
+use crate::methods::fmm::cuda::beside_of;
+use crate::methods::fmm::cuda::estimate::{Along, Estimator};
 use crate::methods::fmm::{Accuracy, FmmOptions, Settings};
 use crate::methods::{Method, TreeOptions};
 use crate::particles::Particles;
@@ -350,6 +352,8 @@ pub(super) enum Own<R> {
     Device {
         gpu: &'static Gpu,
         outputs: DeviceOutputs<R>,
+        /// The host's arrays for them, made while the GPU evaluated.
+        host: HostOutputs<R>,
         stats: Stats,
         estimate: Option<Estimate>,
     },
@@ -363,12 +367,12 @@ pub(super) enum Own<R> {
 /// trees (`None` where there is none: `share` is called once in any
 /// case, before `arrivals`)
 /// ([`evaluate_resident_sharing_the_tree`]); the targets at the sources'
-/// points where they are there (one tree for both).
+/// points where `at_sources` says they are there (one tree for both).
 pub(super) fn own_part<'p, K: Kernel, R: Real>(
     device: Device<'static>,
     way: &Way,
     problem: &Problem<'_>,
-    (targets, sources): (&Particles<R>, &Particles<R>),
+    (targets, sources, at_sources): (&Particles<R>, &Particles<R>, bool),
     resident: Option<&DeviceParticles<R>>,
     (share, arrivals): (
         impl FnOnce(Option<TreeOrdered<R>>),
@@ -380,10 +384,11 @@ pub(super) fn own_part<'p, K: Kernel, R: Real>(
         return evaluate_on::<K, R>(device, &way.method, *problem, targets, sources).map(Own::Host);
     };
     let mut lap = Laps::new(Some(gpu), "own sources' part");
+    let host = Gpu::host_outputs_ahead::<R>(K::def().n_outputs(), targets.len());
     let clock = Instant::now();
     let share = std::cell::Cell::new(Some(share));
     let shared = |t| share.take().map(|f| f(t));
-    let tgt = if same_points(targets, sources) {
+    let tgt = if at_sources {
         DeviceParticles::targets_at_sources(gpu, targets)
     } else {
         DeviceParticles::upload(gpu, targets)
@@ -395,12 +400,17 @@ pub(super) fn own_part<'p, K: Kernel, R: Real>(
     // The arrivals' copy (after the wait, which the evaluation does not
     // book), booked as the upload.
     let copy = std::cell::Cell::new(0.0);
+    // The arrivals copied on the GPU's second stream, where the FMM goes
+    // on with them while its first lot's near field runs on the first
+    // (`evaluate_resident_sharing_the_tree`).
+    let on = beside_of(gpu).unwrap_or(gpu);
+    let mut waiting = Laps::new(None, "own sources' part");
     let later = || -> Result<Option<DeviceParticles<R>>, Error> {
         let more = arrivals()?.filter(|m| !m.is_empty());
-        lap.say("own sources' part on the GPU, the others' sources here")?;
+        waiting.say("the others' sources here")?;
         let clock = Instant::now();
-        let up = more.map(|m| DeviceParticles::upload(gpu, m)).transpose();
-        gpu.stream()
+        let up = more.map(|m| DeviceParticles::upload(on, m)).transpose();
+        on.stream()
             .synchronize()
             .map_err(crate::cuda::device::cuda_err("the arrivals' copy"))?;
         copy.set(clock.elapsed().as_secs_f64());
@@ -423,7 +433,11 @@ pub(super) fn own_part<'p, K: Kernel, R: Real>(
     // The outputs at `samples` targets, beside the f64 sums over both
     // sets of sources (not joined).
     let sampled_on = |samples: usize| -> Result<Sampled, Error> {
-        let mut r = Estimator::<K, R>::new(gpu, problem.params, None, &tgt, src, samples, None)?;
+        let along = ev
+            .target_order
+            .as_ref()
+            .map_or(Along::Nothing, Along::Order);
+        let mut r = Estimator::<K, R>::new(gpu, problem.params, None, &tgt, src, samples, along)?;
         if let Some(m) = &more {
             r.add_sources(gpu, problem.params, m)?;
         }
@@ -438,6 +452,7 @@ pub(super) fn own_part<'p, K: Kernel, R: Real>(
     Ok(Own::Device {
         gpu,
         outputs: ev.outputs,
+        host,
         stats,
         estimate,
     })
@@ -497,12 +512,13 @@ pub(super) fn with_arrivals<K: Kernel, R: Real>(
         Own::Device {
             gpu,
             outputs,
+            host,
             mut stats,
             estimate,
         } => {
             let mut lap = Laps::new(Some(gpu), "both parts evaluated");
             let clock = Instant::now();
-            let out = outputs.download(gpu)?;
+            let out = outputs.download_to(gpu, host.take())?;
             stats.add(Stage::Download, clock.elapsed().as_secs_f64());
             lap.say("the outputs back")?;
             let ev = Evaluation {

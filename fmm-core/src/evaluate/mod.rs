@@ -62,6 +62,11 @@ pub struct ResidentEvaluation<R> {
     pub outputs: DeviceOutputs<R>,
     pub stats: Stats,
     pub achieved: Option<Achieved>,
+    /// The targets' Morton order where the evaluation made one and kept
+    /// it (the FMM of two lots: the error of a distributed step's sum is
+    /// sampled along it, with no sort of its own).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) target_order: Option<CudaSlice<u32>>,
 }
 
 /// Evaluates kernel `K` from `sources` at `targets` by `method`, on
@@ -175,9 +180,10 @@ fn through_the_device<K: Kernel, R: Real>(
         DeviceParticles::upload(gpu, targets)?
     };
     clock.lap(Stage::Upload)?;
+    let host = Gpu::host_outputs_ahead::<R>(K::def().n_outputs(), targets.len());
     let ev = evaluate_resident::<K, R>(gpu, method, *problem, &tgt, &src)?;
     let t = std::time::Instant::now();
-    let out = ev.outputs.download(gpu)?;
+    let out = ev.outputs.download_to(gpu, host.take())?;
     let upload = stats.seconds(Stage::Upload);
     *stats = ev.stats;
     stats.stages.insert(0, (Stage::Upload, upload));
@@ -269,6 +275,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
             outputs: DeviceOutputs::new::<K>(targets.len(), zeros),
             stats,
             achieved: None,
+            target_order: None,
         });
     }
     let f32 = R::NAME == "f32";
@@ -406,6 +413,7 @@ pub fn evaluate_resident<'a, K: Kernel, R: Real>(
         outputs: DeviceOutputs::new::<K>(targets.len(), slots),
         stats,
         achieved,
+        target_order: None,
     })
 }
 
@@ -842,6 +850,7 @@ fn gpu_reference<K: Kernel, R: Real>(
     sources: &DeviceParticles<R>,
     trees: Option<&fmm::cuda::Trees<R>>,
 ) -> Result<fmm::cuda::estimate::Estimator<K, R>, Error> {
+    use fmm::cuda::estimate::Along;
     fmm::cuda::estimate::Estimator::new(
         gpu,
         problem.params,
@@ -849,7 +858,7 @@ fn gpu_reference<K: Kernel, R: Real>(
         targets,
         sources,
         accuracy::gpu_error_samples(sources.len()),
-        trees,
+        trees.map_or(Along::Nothing, Along::Trees),
     )
 }
 

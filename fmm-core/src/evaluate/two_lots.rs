@@ -150,12 +150,14 @@ fn fmm_in_two_lots<K: Kernel, R: Real>(
         far::Plan::Laplace { .. } => fmm::cuda::run_in_two_lots::<K, R>,
         far::Plan::Nodes(_) => fmm::cuda::nodes::run_in_two_lots::<K, R>,
     };
-    let (slots, more) = run(gpu, &plan, targets, first, (share, later), &mut clock)?;
+    let lots = run(gpu, &plan, targets, first, (share, later), &mut clock)?;
     stats.runs = 1;
+    let (more, order) = (lots.more, Some(lots.order));
     let ev = ResidentEvaluation {
-        outputs: DeviceOutputs::new::<K>(targets.len(), slots),
+        outputs: DeviceOutputs::new::<K>(targets.len(), lots.outputs),
         stats,
         achieved: None,
+        target_order: order,
     };
     Ok((ev, more))
 }

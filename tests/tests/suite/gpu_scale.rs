@@ -153,7 +153,10 @@ fn resident_particles_give_what_the_host_path_gives() {
 /// joined as the FMM of both joined does (within three times its error
 /// and a hundredth of the method's: a second lot past the cube has a
 /// tree of its own): a second lot beside the first
-/// in the cube given (its cells grafted into the first's tree), one
+/// in the cube given (its cells grafted into the first's tree; copied to
+/// the device on the GPU's first stream, and on its second as a
+/// distributed evaluation copies the arrivals, where the FMM builds the
+/// second lot's tree beside the first lot's near field), one
 /// reaching past the cube (evaluated apart and added), none; targets at
 /// the first lot's points and apart; the Laplace expansions, the
 /// kernel-independent nodes, and the treecode (two evaluations one after
@@ -186,10 +189,11 @@ fn sources_in_two_lots_are_one_evaluation_of_both() {
         ("treecode", &treecode, 1e-3),
     ];
     for (far, method, within) in methods {
-        for (lot, second) in [
-            ("beside", &beside),
-            ("past the cube", &past),
-            ("none", &vec![]),
+        for (lot, second, on) in [
+            ("beside", &beside, gpu()),
+            ("beside, stream 2", &beside, Gpu::shared_beside().unwrap()),
+            ("past the cube", &past, gpu()),
+            ("none", &vec![], gpu()),
         ] {
             for (at, tpos) in [("at the first lot", &first), ("apart", &apart)] {
                 let (t, s1) = gravity::<f64>(&first, tpos);
@@ -211,7 +215,7 @@ fn sources_in_two_lots_are_one_evaluation_of_both() {
                     if second.is_empty() {
                         Ok(None)
                     } else {
-                        DeviceParticles::upload(gpu(), &s2).map(Some)
+                        DeviceParticles::upload(on, &s2).map(Some)
                     }
                 };
                 let (ev, back) = evaluate_resident_in_two_lots::<Gravity, f64>(
@@ -232,7 +236,7 @@ fn sources_in_two_lots_are_one_evaluation_of_both() {
                 let one = one.outputs.download(gpu()).unwrap().slots().concat();
                 let (e_lots, e_one) = (rel_l2(&got, &want), rel_l2(&one, &want));
                 println!(
-                    "{far:7} second lot {lot:13} targets {at:16}: in two lots {e_lots:.1e}, \
+                    "{far:7} second lot {lot:16} targets {at:16}: in two lots {e_lots:.1e}, \
                      joined {e_one:.1e} against the direct sum"
                 );
                 assert!(

@@ -490,7 +490,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let far = Laplace::of::<K>(gpu, plan)?;
-    skeleton::run::<K, R, _>(gpu, plan, far, targets, sources, shared, clock)
+    skeleton::run::<K, R, _>(gpu, plan, &far, targets, sources, shared, clock)
 }
 
 /// [`run`] of sources in two lots, the second asked for by `later` once
@@ -506,7 +506,22 @@ pub(crate) fn run_in_two_lots<K: Kernel, R: Real>(
     clock: &mut Clock<'_>,
 ) -> Result<TwoLots<R>, Error> {
     let far = Laplace::of::<K>(gpu, plan)?;
-    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, far, (targets, first), second, clock)
+    let beside = match beside_of(gpu) {
+        Some(b) => Some((b, Laplace::of::<K>(b, plan)?)),
+        None => None,
+    };
+    let fars = (far, beside);
+    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, fars, (targets, first), second, clock)
+}
+
+/// The process's GPU on its second stream ([`Gpu::shared_beside`]) where
+/// `gpu` is the process's GPU (the one it runs beside), for the second
+/// lot of an FMM in two lots ([`skeleton::run_in_two_lots`]).
+pub(crate) fn beside_of(gpu: &Gpu) -> Option<&'static Gpu> {
+    let first = Gpu::shared().ok()?;
+    std::ptr::eq(first, gpu)
+        .then(Gpu::shared_beside)
+        .and_then(Result::ok)
 }
 
 /// The Laplace expansions' passes of the FMM on the GPU ([`skeleton`]):
@@ -805,7 +820,8 @@ fn near_field_and_scatter<R: Real>(
     mut out: Vec<CudaSlice<R>>,
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
-    clock.stats().p2p = near_field(gpu, p2p, params, trees, &groups, near, images, &mut out)?;
+    let pairs = near_field(gpu, p2p, params, trees, &groups, near, images, &mut out)?;
+    clock.stats().p2p = pairs.read(gpu)?;
     clock.lap(Stage::P2p)?;
     drop(groups);
     // Back to the caller's order, on the device.
@@ -813,7 +829,7 @@ fn near_field_and_scatter<R: Real>(
 }
 
 /// The near field (the P2P lists `near` over the target groups `groups`)
-/// added to `out` (target tree order); the pairs counted.
+/// added to `out` (target tree order), launched; the pairs counted.
 #[allow(clippy::too_many_arguments)]
 fn near_field<R: Real>(
     gpu: &Gpu,
@@ -824,7 +840,7 @@ fn near_field<R: Real>(
     near: NearLists,
     images: &Images<R>,
     out: &mut [CudaSlice<R>],
-) -> Result<u64, Error> {
+) -> Result<Pairs, Error> {
     let (st, tt) = (&trees.source, trees.target());
     p2p_lists(
         gpu,
@@ -868,7 +884,7 @@ impl<'a, R> Points<'a, R> {
 /// (free space: entries name image 0, of no shift); the sums are added
 /// to `out` (`accumulate`) or written there. The near field of both FMMs,
 /// and the node far fields' M2L (targets and sources their cells' nodes).
-/// Returns the pairs counted.
+/// Launched, not waited for: returns the pairs it counts, read later.
 #[allow(clippy::too_many_arguments)]
 fn p2p_lists<R: Real>(
     gpu: &Gpu,
@@ -883,7 +899,7 @@ fn p2p_lists<R: Real>(
     sources: &Points<'_, R>,
     out: &mut [CudaSlice<R>],
     accumulate: bool,
-) -> Result<u64, Error> {
+) -> Result<Pairs, Error> {
     let s = gpu.stream();
     let mut counts = zeros::<u64>(s, 1)?;
     {
@@ -915,7 +931,21 @@ fn p2p_lists<R: Real>(
         // sources, and the outputs hold a value a target.
         unsafe { entry.launch(a, s, cfg, cuda_err("launching the P2P lists")) }?;
     }
-    Ok(download(s, &counts, 1)?[0])
+    Ok(Pairs(counts))
+}
+
+/// The pairs a P2P-list launch counts, on the device until read (the
+/// read waits for the launch: the node far fields' M2L, which does not
+/// read them, and the near field of two lots' first, which runs beside
+/// the second lot's tree, do not wait).
+#[must_use = "the pairs are read, or dropped on purpose"]
+pub(crate) struct Pairs(CudaSlice<u64>);
+
+impl Pairs {
+    /// The pairs counted, once the launch is done.
+    pub(crate) fn read(self, gpu: &Gpu) -> Result<u64, Error> {
+        Ok(download(gpu.stream(), &self.0, 1)?[0])
+    }
 }
 
 /// The trees of an evaluation's runs, built by the first and kept for
@@ -960,6 +990,14 @@ pub(crate) struct Trees<R> {
     /// The sources' and the targets' field slots, each in its tree's order.
     sslots: Vec<CudaSlice<R>>,
     tslots: Vec<CudaSlice<R>>,
+}
+
+impl<R> Trees<R> {
+    /// The targets' Morton order (the input index at each place of their
+    /// tree), the rest dropped.
+    fn into_target_order(self) -> CudaSlice<u32> {
+        self.target.unwrap_or(self.source).tree.order
+    }
 }
 
 /// The root cube of a run's trees.

@@ -81,7 +81,7 @@ pub(crate) fn run<K: Kernel, R: Real>(
     clock: &mut Clock<'_>,
 ) -> Result<Vec<CudaSlice<R>>, Error> {
     let far = NodeField::<K, R>::of(gpu, plan)?;
-    skeleton::run::<K, R, _>(gpu, plan, far, targets, sources, shared, clock)
+    skeleton::run::<K, R, _>(gpu, plan, &far, targets, sources, shared, clock)
 }
 
 /// [`run`] of sources in two lots, the second asked for by `later` once
@@ -95,7 +95,12 @@ pub(crate) fn run_in_two_lots<K: Kernel, R: Real>(
     clock: &mut Clock<'_>,
 ) -> Result<TwoLots<R>, Error> {
     let far = NodeField::<K, R>::of(gpu, plan)?;
-    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, far, (targets, first), second, clock)
+    let beside = match super::beside_of(gpu) {
+        Some(b) => Some((b, NodeField::<K, R>::of(b, plan)?)),
+        None => None,
+    };
+    let fars = (far, beside);
+    skeleton::run_in_two_lots::<K, R, _>(gpu, plan, fars, (targets, first), second, clock)
 }
 
 /// A node far field's passes of the FMM on the GPU ([`skeleton`]): the
@@ -370,7 +375,7 @@ fn m2l<R: Real>(
         let fields = (0..nt)
             .map(|f| if b == f + 1 { &one } else { &zero })
             .collect();
-        p2p_lists(
+        let pairs = p2p_lists(
             gpu,
             p2p,
             params,
@@ -388,6 +393,8 @@ fn m2l<R: Real>(
             &mut out,
             false,
         )?;
+        // The channels' kernel follows on the same stream: not waited for.
+        drop(pairs);
         let outs = upload(s, &read_addresses(s, &out))?;
         let bi = b as i32;
         launch!(s, nodes.channels, grid(tn * no), "far_nodes_channels";

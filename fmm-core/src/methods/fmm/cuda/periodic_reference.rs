@@ -308,7 +308,8 @@ pub(super) fn periodic_sums<K: Kernel, R: Real>(
             &Points::of(n, &pos64, &slots64),
             &mut out,
             false,
-        )?;
+        )?
+        .read(gpu)?;
         for (o, d) in out.iter().enumerate() {
             for (copy, v) in download(s, d, copies)?.into_iter().enumerate() {
                 rows[copy_of[copy] as usize][o] += v;
