@@ -122,6 +122,28 @@ fn keep_freed_memory(ctx: &CudaContext) -> Result<(), Error> {
     }
 }
 
+/// Memory freed on one stream is not handed to an allocation on another
+/// before the freeing stream's work is done (CUDA's pools allow it by
+/// default, and make the allocating stream wait for the freeing one): a
+/// second stream's small kernels beside a long near field on the first
+/// would otherwise wait for it whenever their memory came from a list
+/// the near field's launch freed. Set when a second stream is made.
+fn no_waits_for_freed_memory(ctx: &CudaContext) -> Result<(), Error> {
+    // SAFETY: as `keep_freed_memory`; this attribute takes an int.
+    unsafe {
+        let pool = cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device())
+            .map_err(cuda_err("the device's memory pool"))?;
+        let mut allow: std::ffi::c_int = 0;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+            &mut allow as *mut std::ffi::c_int as *mut std::ffi::c_void,
+        )
+        .result()
+        .map_err(cuda_err("the device's memory pool"))
+    }
+}
+
 /// Whether the CUDA driver library can be loaded.
 pub fn driver_available() -> bool {
     // SAFETY: only tries to open the shared library.
@@ -227,6 +249,7 @@ impl Gpu {
                     .ctx
                     .new_stream_with_priority(highest)
                     .map_err(cuda_err("a second stream"))?;
+                no_waits_for_freed_memory(&first.ctx)?;
                 Ok(Gpu {
                     ctx: first.ctx.clone(),
                     stream,

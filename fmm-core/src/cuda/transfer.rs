@@ -239,11 +239,20 @@ impl Gpu {
         if n * std::mem::size_of::<R>() < STAGED_BYTES {
             return HostOutputs::Later(slots, n);
         }
+        // Threads of its own, not rayon's: a caller on a rayon worker
+        // waiting for these arrays could otherwise hold the very workers
+        // their faulting needs.
         HostOutputs::Making(std::thread::spawn(move || {
+            let threads = std::thread::available_parallelism().map_or(4, |t| t.get().min(16));
             (0..slots)
                 .map(|_| {
                     let mut v = vec![R::zero(); n];
-                    v.par_chunks_mut(TASK).for_each(|c| c.fill(R::zero()));
+                    let piece = n.div_ceil(threads).max(1);
+                    std::thread::scope(|s| {
+                        for c in v.chunks_mut(piece) {
+                            s.spawn(move || c.fill(R::zero()));
+                        }
+                    });
                     v
                 })
                 .collect()

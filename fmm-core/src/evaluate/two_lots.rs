@@ -10,8 +10,12 @@
 //! downward pass, where two evaluations one after the other took a second
 //! target tree and downward pass (one H200, 2^24 gravity targets and 3.4
 //! million arrivals at p 6: 0.019 s of trees and 0.010 s of L2L and L2P
-//! of a 0.047 s second evaluation). Every other method runs the two lots
-//! one after the other and adds the outputs.
+//! of a 0.047 s second evaluation). On the process's GPU the second lot's
+//! tree, traversal, upward pass and M2L run on its second stream
+//! ([`Gpu::shared_beside`]) beside the first lot's near field: a second
+//! lot copied there (not on the first stream, which the near field
+//! holds) goes on at once. Every other method runs the two lots one
+//! after the other and adds the outputs.
 
 use super::{check_resident, evaluate_resident, ResidentEvaluation};
 use crate::accuracy::floor::Mac;

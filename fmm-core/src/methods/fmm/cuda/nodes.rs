@@ -95,11 +95,9 @@ pub(crate) fn run_in_two_lots<K: Kernel, R: Real>(
     clock: &mut Clock<'_>,
 ) -> Result<TwoLots<R>, Error> {
     let far = NodeField::<K, R>::of(gpu, plan)?;
-    let beside = match super::beside_of(gpu) {
-        Some(b) => Some((b, NodeField::<K, R>::of(b, plan)?)),
-        None => None,
-    };
-    let fars = (far, beside);
+    // No second stream: a node field's basis and child weights (up to
+    // 256 MiB) would be built and copied a second time for it.
+    let fars = (far, None);
     skeleton::run_in_two_lots::<K, R, _>(gpu, plan, fars, (targets, first), second, clock)
 }
 

@@ -209,7 +209,9 @@ pub(crate) struct TwoLots<R> {
 /// (they are many small kernels, each waited for: on one H200 at 2^24
 /// gravity targets and 1.7 million arrivals they took 0.01 to 0.02 s
 /// after a 0.04 s near field). `later` should leave the second lot's
-/// copy made on that stream, not `gpu`'s, which the near field holds.
+/// copy made on that stream, not `gpu`'s, which the near field holds (a
+/// copy there waits for the near field, whose time is then booked as the
+/// wait for the lot).
 /// Returns the outputs in the targets' input order, on the device, the
 /// second lot and the targets' Morton order.
 pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
