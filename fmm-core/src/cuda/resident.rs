@@ -41,19 +41,51 @@ pub struct DeviceParticles<R> {
 impl<R: Real> DeviceParticles<R> {
     /// Copies `p` to `gpu` (positions and fields).
     pub fn upload(gpu: &Gpu, p: &Particles<R>) -> Result<Self, Error> {
+        Self::upload_noting(gpu, p, None).map(|(d, _)| d)
+    }
+
+    /// Copies the sources `p` to `gpu`, and says whether `targets` sit at
+    /// their points, found as the copy reads the positions
+    /// ([`Gpu::upload_many_like`]): where they do, the targets need no
+    /// copy of their own ([`DeviceParticles::targets_at_sources`]).
+    pub fn upload_noting_targets(
+        gpu: &Gpu,
+        p: &Particles<R>,
+        targets: &Particles<R>,
+    ) -> Result<(Self, bool), Error> {
+        Self::upload_noting(gpu, p, Some(targets))
+    }
+
+    fn upload_noting(
+        gpu: &Gpu,
+        p: &Particles<R>,
+        targets: Option<&Particles<R>>,
+    ) -> Result<(Self, bool), Error> {
         let mut host: Vec<&[R]> = p.positions().to_vec();
         host.extend(p.slots().iter().map(|v| v.as_slice()));
-        let mut d = gpu.upload_many(&host)?;
+        // Each axis compared unless it is the very same array.
+        let like: Vec<Option<&[R]>> = match targets {
+            Some(t) if t.len() == p.len() => (0..3)
+                .map(|a| {
+                    let (x, y) = (t.positions()[a], p.positions()[a]);
+                    (!std::ptr::eq(x, y)).then_some(x)
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let at = targets.is_some_and(|t| t.len() == p.len());
+        let (mut d, same) = gpu.upload_many_like(&host, &like)?;
         let slots = d.split_off(3);
         let pos: [CudaSlice<R>; 3] = d.try_into().unwrap_or_else(|_| unreachable!("three axes"));
-        Ok(DeviceParticles {
+        let d = DeviceParticles {
             kernel: p.kernel,
             role: p.role,
             layout: p.layout.clone(),
             n: p.len(),
             pos: Some(pos),
             slots,
-        })
+        };
+        Ok((d, at && same))
     }
 
     /// Copies the particles `parts` (made alike: one kernel, role and
@@ -384,7 +416,13 @@ impl<R: Real> DeviceOutputs<R> {
         mut host: Vec<Vec<R>>,
     ) -> Result<Outputs<R>, Error> {
         if host.len() != self.slots.len() || host.iter().any(|h| h.len() != self.n) {
-            return self.download(gpu);
+            return Err(Error::BadOption(format!(
+                "outputs copied to {} host arrays of {:?} values: {} of {} wanted",
+                host.len(),
+                host.iter().map(Vec::len).collect::<Vec<_>>(),
+                self.slots.len(),
+                self.n
+            )));
         }
         for (d, h) in self.slots.iter().zip(host.iter_mut()) {
             gpu.download_into(d, h)?;

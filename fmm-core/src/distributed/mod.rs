@@ -63,7 +63,7 @@ use crate::cuda::Gpu;
 use crate::domain::{Domain, PeriodicBox};
 use crate::error::Error;
 use crate::essential::{essential_sources_from, essential_sources_from_tree, Essential, Region};
-use crate::evaluate::{check, evaluate, evaluate_joined, same_points, Evaluation};
+use crate::evaluate::{check, evaluate, evaluate_joined, Evaluation};
 use crate::kernel::Kernel;
 use crate::methods::Method;
 use crate::outputs::Outputs;
@@ -281,19 +281,18 @@ where
     // took 0.05 to 0.067 s for the boxes of their targets and sources on
     // the host at 2^24 each (the host's memory, not its cores, the limit).
     let device = resolve(backend);
-    // Whether the targets are at the sources' points (a simulation's): a
-    // pass over both sets on the host (0.008 s at 2^24 each on an H200's
-    // host), made while the copy goes over the link.
-    let (upload, same) = std::thread::scope(|s| match &device {
+    // Whether the targets are at the sources' points (a simulation's),
+    // found as the copy reads the sources.
+    let upload = match &device {
         Ok(Device::Cuda(gpu)) if problem.domain.periodic().is_none() && !sources.is_empty() => {
-            let same = s.spawn(|| same_points(targets, sources));
-            let upload = DeviceParticles::upload(gpu, sources).map(Some);
-            (upload, same.join())
+            DeviceParticles::upload_noting_targets(gpu, sources, targets).map(Some)
         }
-        _ => (Ok(None), Ok(false)),
-    });
-    let same = same.unwrap_or_else(|p| std::panic::resume_unwind(p));
-    let on_gpu = agreed(comm, upload)?;
+        _ => Ok(None),
+    };
+    let (on_gpu, same) = match agreed(comm, upload)? {
+        Some((d, same)) => (Some(d), same),
+        None => (None, false),
+    };
     let held = match (&on_gpu, &device) {
         (Some(own), Ok(Device::Cuda(gpu))) => {
             own.positions().map(|p| DeviceOctree::span(gpu, refs3(p)))
@@ -830,6 +829,19 @@ fn all_reduce_within<C: Communicator>(
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
     });
+}
+
+/// Whether two particle sets sit at the same points (compared on all
+/// cores; an evaluation on the GPU finds it in the sources' copy instead,
+/// [`DeviceParticles::upload_noting_targets`]).
+fn same_points<R: Real>(a: &Particles<R>, b: &Particles<R>) -> bool {
+    a.len() == b.len()
+        && a.positions().iter().zip(b.positions()).all(|(x, y)| {
+            std::ptr::eq(*x, y)
+                || x.par_chunks(1 << 16)
+                    .zip(y.par_chunks(1 << 16))
+                    .all(|(p, q)| p == q)
+        })
 }
 
 /// `mine` (this process's result) agreed on by every process of `comm`: where

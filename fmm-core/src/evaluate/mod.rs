@@ -139,11 +139,13 @@ pub(crate) fn evaluate_joined<K: Kernel, R: Real>(
                 method,
                 &problem,
                 targets,
-                || match own_on_device {
-                    Some(d) => d.joined_with(gpu, more),
-                    None => DeviceParticles::upload_joined(gpu, &[own, more]),
+                || {
+                    match own_on_device {
+                        Some(d) => d.joined_with(gpu, more),
+                        None => DeviceParticles::upload_joined(gpu, &[own, more]),
+                    }
+                    .map(|d| (d, false))
                 },
-                false,
                 &mut stats,
             )?;
             Ok(Evaluation {
@@ -161,19 +163,19 @@ pub(crate) fn evaluate_joined<K: Kernel, R: Real>(
 }
 
 /// The resident path with the copies on each side: the sources uploaded
-/// by `upload`, the targets (at the sources' points where `at_sources`),
-/// the outputs copied back; `stats` the evaluation's, with the copies.
+/// by `upload` (which says whether the targets are at their points), the
+/// targets (where they are not), the outputs copied back; `stats` the
+/// evaluation's, with the copies.
 fn through_the_device<K: Kernel, R: Real>(
     gpu: &Gpu,
     method: &Method,
     problem: &Problem<'_>,
     targets: &Particles<R>,
-    upload: impl FnOnce() -> Result<DeviceParticles<R>, Error>,
-    at_sources: bool,
+    upload: impl FnOnce() -> Result<(DeviceParticles<R>, bool), Error>,
     stats: &mut Stats,
 ) -> Result<(Outputs<R>, Option<Achieved>), Error> {
     let mut clock = Clock::gpu(stats, gpu);
-    let src = upload()?;
+    let (src, at_sources) = upload()?;
     let tgt = if at_sources {
         DeviceParticles::targets_at_sources(gpu, targets)?
     } else {
@@ -712,8 +714,7 @@ fn evaluate_checked<K: Kernel, R: Real>(
                 method,
                 problem,
                 targets,
-                || DeviceParticles::upload(gpu, sources),
-                same_points(targets, sources),
+                || DeviceParticles::upload_noting_targets(gpu, sources, targets),
                 &mut stats,
             )?;
             achieved = a;
@@ -1259,17 +1260,4 @@ fn switched_options<K: Kernel>(
     (opts.far_field == FarField::Auto
         && accuracy::switched_before(&problem_key::<K>(problem, tol, f32, gpu)))
     .then(|| opts.clone().with_far_field(FarField::KernelIndependent))
-}
-
-/// Whether two particle sets sit at the same points (compared on all
-/// cores: for 10^7 points a few milliseconds, against tens for the copy).
-pub(crate) fn same_points<R: Real>(a: &Particles<R>, b: &Particles<R>) -> bool {
-    use rayon::prelude::*;
-    a.len() == b.len()
-        && a.positions().iter().zip(b.positions()).all(|(x, y)| {
-            std::ptr::eq(*x, y)
-                || x.par_chunks(1 << 16)
-                    .zip(y.par_chunks(1 << 16))
-                    .all(|(p, q)| p == q)
-        })
 }

@@ -30,6 +30,46 @@ fn gravity<R: Real>(pos: &[[f64; 3]], tpos: &[[f64; 3]]) -> (Particles<R>, Parti
     (Particles::targets::<Gravity>(&conv(tpos)).unwrap(), s)
 }
 
+/// Whether targets sit at the sources' points, found as the sources are
+/// copied (`DeviceParticles::upload_noting_targets`), is a plain host
+/// comparison's answer: through the staging buffers (several pieces, a
+/// ragged end) and without, short sets, one point moved on one axis at
+/// either end or in the middle, sets of other lengths; and the copy is
+/// the sources still.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn targets_at_the_sources_points_are_found_in_the_copy() {
+    for (n, seed) in [(2_300_001, 3), (1_000, 4)] {
+        let pos = uniform_cube(n, seed);
+        let mut cases: Vec<(String, Vec<[f64; 3]>)> = vec![("the same".into(), pos.clone())];
+        for (at, axis) in [(0, 0), (n / 2, 1), (n - 1, 2)] {
+            let mut moved = pos.clone();
+            moved[at][axis] += 1e-3;
+            cases.push((format!("point {at} moved along axis {axis}"), moved));
+        }
+        cases.push(("one fewer".into(), pos[..n - 1].to_vec()));
+        for staging in [true, false] {
+            gpu().set_staging(staging);
+            for (what, tpos) in &cases {
+                let (t, s) = gravity::<f32>(&pos, tpos);
+                let plain =
+                    t.len() == s.len() && (0..3).all(|a| t.positions()[a] == s.positions()[a]);
+                let (d, same) = DeviceParticles::upload_noting_targets(gpu(), &s, &t).unwrap();
+                assert_eq!(same, plain, "{what}, n {n}, staging {staging}");
+                assert_eq!(same, what == "the same", "{what}: the case itself");
+                let mut all: Vec<_> = d.positions().unwrap().iter().collect();
+                all.push(&d.slots()[0]);
+                let back = gpu().download_many(&all, n).unwrap();
+                for (a, got) in back[..3].iter().enumerate() {
+                    assert_eq!(got, s.positions()[a], "{what}: axis {a} copied");
+                }
+                assert_eq!(back[3], s.slots()[0], "{what}: masses copied");
+            }
+        }
+    }
+    gpu().set_staging(true);
+}
+
 /// Sets joined on the device as they are copied over (a distributed
 /// evaluation's own sources and those it received) are the sets joined on
 /// the host: through the staging buffers and without, with an empty part,

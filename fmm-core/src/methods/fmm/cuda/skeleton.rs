@@ -264,6 +264,17 @@ pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
             .map(|_| zeros::<R>(s, targets.len()))
             .collect()
     };
+    // The one downward pass into fresh outputs, the first lot's near
+    // field added (the downward pass writes, not adds).
+    let downward =
+        |trees: &Trees<R>, own: &F::Own, local: CudaSlice<f64>, near: Vec<CudaSlice<R>>| {
+            let mut out = outputs()?;
+            far.downward(trees, own, local, &mut out)?;
+            for (o, n) in out.iter_mut().zip(&near) {
+                add_into(gpu, n, o, targets.len())?;
+            }
+            Ok::<_, Error>(out)
+        };
     let mut first_near = outputs()?;
     let (params, near) = (plan.params, lists.into_near());
     // Launched, not waited for where the second lot's front runs beside.
@@ -326,11 +337,7 @@ pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
     let Some((tree, sslots)) = grafted else {
         front.book(clock, pending, waited, gpu)?;
         // The first lot alone, the second (if any) evaluated apart.
-        let mut out = outputs()?;
-        far.downward(&trees, &own, local, &mut out)?;
-        for (o, n) in out.iter_mut().zip(&first_near) {
-            add_into(gpu, n, o, targets.len())?;
-        }
+        let out = downward(&trees, &own, local, first_near)?;
         clock.lap(Stage::Downward)?;
         let mut out = trees.target().tree.scatter_all(gpu, out)?;
         if let Some(m) = &more {
@@ -394,12 +401,7 @@ pub(super) fn run_in_two_lots<K: Kernel, R: Real, F: DeviceFarPasses<R>>(
     clock.lap(Stage::M2l)?;
     clock.stats().rebook(Stage::M2l, Stage::Setup, building);
     let own = far.own(&trees)?;
-    let mut out = outputs()?;
-    far.downward(&trees, &own, local, &mut out)?;
-    for (o, n) in out.iter_mut().zip(&first_near) {
-        add_into(gpu, n, o, targets.len())?;
-    }
-    drop(first_near);
+    let mut out = downward(&trees, &own, local, first_near)?;
     clock.lap(Stage::Downward)?;
     let near = lists.into_near();
     let pairs = near_field(gpu, &p2p, params, &trees, &groups, near, &images, &mut out)?;
