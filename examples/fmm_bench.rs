@@ -323,6 +323,7 @@ fn distributed(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         repeat: args.repeat,
         samples: args.samples,
         seed: args.seed,
+        switches: args.switches.clone(),
     })
 }
 

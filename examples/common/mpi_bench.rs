@@ -51,6 +51,8 @@ pub struct Bench {
     /// (`distributed::Overlap`; `None`: the library's default,
     /// `Overlap::Gpu`).
     pub overlap: Option<Overlap>,
+    /// The process-wide switches, applied once the process has its GPU.
+    pub switches: super::Switches,
 }
 
 /// A process's particles: positions and the kernel's fields, in f64.
@@ -296,6 +298,7 @@ pub fn run(b: &Bench) -> Result<(), Box<dyn std::error::Error>> {
         set_overlap(o);
     }
     let device = node_device(&comm)?;
+    b.switches.apply(fmm_core::backend::resolve(b.backend)?);
     let total = if b.strong { b.n } else { b.n * size };
     let mine = total / size + usize::from(rank < total % size);
     println!(

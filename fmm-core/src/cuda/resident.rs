@@ -45,9 +45,10 @@ impl<R: Real> DeviceParticles<R> {
     }
 
     /// Copies the sources `p` to `gpu`, and says whether `targets` sit at
-    /// their points, found as the copy reads the positions
-    /// ([`Gpu::upload_many_like`]): where they do, the targets need no
-    /// copy of their own ([`DeviceParticles::targets_at_sources`]).
+    /// their points (bit for bit), found as the copy reads the positions
+    /// where they go through the staging buffers, else in a pass of its
+    /// own ([`Gpu::upload_many_like`]): where they do, the targets need
+    /// no copy of their own ([`DeviceParticles::targets_at_sources`]).
     pub fn upload_noting_targets(
         gpu: &Gpu,
         p: &Particles<R>,
@@ -416,13 +417,19 @@ impl<R: Real> DeviceOutputs<R> {
         mut host: Vec<Vec<R>>,
     ) -> Result<Outputs<R>, Error> {
         if host.len() != self.slots.len() || host.iter().any(|h| h.len() != self.n) {
-            return Err(Error::BadOption(format!(
-                "outputs copied to {} host arrays of {:?} values: {} of {} wanted",
-                host.len(),
-                host.iter().map(Vec::len).collect::<Vec<_>>(),
-                self.slots.len(),
-                self.n
-            )));
+            let bad = host.iter().find(|h| h.len() != self.n);
+            return Err(match bad {
+                Some(h) => Error::LengthMismatch {
+                    what: "a host array for the outputs".into(),
+                    got: h.len(),
+                    expected: self.n,
+                },
+                None => Error::LengthMismatch {
+                    what: "the host arrays for the outputs' slots".into(),
+                    got: host.len(),
+                    expected: self.slots.len(),
+                },
+            });
         }
         for (d, h) in self.slots.iter().zip(host.iter_mut()) {
             gpu.download_into(d, h)?;

@@ -102,13 +102,14 @@ fn bytes_of_mut<R: Real>(a: &mut [R]) -> &mut [u8] {
 /// bytes of `like` (where given: compared piece by piece as each is
 /// copied, while it is in the cache, so that `src` is read once).
 fn par_copy(dst: &mut [u8], src: &[u8], like: Option<&[u8]>) -> bool {
-    let Some(like) = like else {
+    // Of another length: not alike, and copied whole all the same.
+    let Some(like) = like.filter(|l| l.len() == src.len()) else {
         dst.par_chunks_mut(TASK)
             .zip(src.par_chunks(TASK))
             .for_each(|(d, s)| d.copy_from_slice(s));
-        return true;
+        return like.is_none();
     };
-    let differs = AtomicBool::new(like.len() != src.len());
+    let differs = AtomicBool::new(false);
     dst.par_chunks_mut(TASK)
         .zip(src.par_chunks(TASK).zip(like.par_chunks(TASK)))
         .for_each(|(d, (s, l))| {
@@ -166,26 +167,33 @@ impl Gpu {
         self.upload_many_like(arrays, &[]).map(|(d, _)| d)
     }
 
-    /// Copies host arrays to new device arrays, and says whether each of
+    /// Copies host arrays to new device arrays, and says whether all of
     /// them that `like` pairs with a host array (`like[k]` with
-    /// `arrays[k]`, where `Some`) holds its values, compared as the copy
-    /// reads them: whether targets sit at the sources' points, found in
-    /// the sources' copy instead of a pass over both sets of its own
-    /// (0.005 to 0.007 s at 2^24 on an H200's host, 0.008 to 0.012 s
-    /// where two processes of the host did it at once, measured
-    /// 2026-11-29). Values alike bit for bit count as the same.
+    /// `arrays[k]`, where `Some`) hold its values, compared as the staged
+    /// copy reads them (short arrays, or staging off: in a pass of its
+    /// own): whether targets sit at the sources' points, found in the
+    /// sources' copy instead of a pass over both sets of its own (0.005
+    /// to 0.007 s at 2^24 on an H200's host, 0.008 to 0.012 s where two
+    /// processes of the host did it at once, measured 2026-11-29). Values
+    /// alike bit for bit count as the same; once one differs, the rest
+    /// are only copied.
     pub fn upload_many_like<R: Real>(
         &self,
         arrays: &[&[R]],
         like: &[Option<&[R]>],
     ) -> Result<(Vec<CudaSlice<R>>, bool), Error> {
+        debug_assert!(
+            like.len() <= arrays.len(),
+            "more arrays to compare than copied"
+        );
         let s = self.stream();
         let mut same = true;
         let copies = arrays
             .iter()
             .enumerate()
             .map(|(k, a)| {
-                let like = like.get(k).copied().flatten().map(bytes_of);
+                let like = like.get(k).copied().flatten().filter(|_| same);
+                let like = like.map(bytes_of);
                 if !self.staging_on() || std::mem::size_of_val(*a) < STAGED_BYTES {
                     if let Some(l) = like {
                         same &= par_equal(bytes_of(a), l);

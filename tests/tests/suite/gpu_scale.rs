@@ -30,44 +30,72 @@ fn gravity<R: Real>(pos: &[[f64; 3]], tpos: &[[f64; 3]]) -> (Particles<R>, Parti
     (Particles::targets::<Gravity>(&conv(tpos)).unwrap(), s)
 }
 
+/// The GPU's staging switch, held by a test that turns it (tests run in
+/// parallel and the switch is the GPU's): turned back on when dropped,
+/// the test passed or not.
+struct StagingSwitch(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+impl StagingSwitch {
+    fn hold() -> Self {
+        static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        StagingSwitch(SWITCH.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn set(&self, on: bool) {
+        gpu().set_staging(on);
+    }
+}
+
+impl Drop for StagingSwitch {
+    fn drop(&mut self) {
+        gpu().set_staging(true);
+    }
+}
+
 /// Whether targets sit at the sources' points, found as the sources are
 /// copied (`DeviceParticles::upload_noting_targets`), is a plain host
 /// comparison's answer: through the staging buffers (several pieces, a
-/// ragged end) and without, short sets, one point moved on one axis at
-/// either end or in the middle, sets of other lengths; and the copy is
-/// the sources still.
+/// ragged end) and without, short sets, f32 and f64, one point moved on
+/// one axis at either end or in the middle, sets of other lengths; and
+/// the copy is the sources still.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn targets_at_the_sources_points_are_found_in_the_copy() {
-    for (n, seed) in [(2_300_001, 3), (1_000, 4)] {
-        let pos = uniform_cube(n, seed);
-        let mut cases: Vec<(String, Vec<[f64; 3]>)> = vec![("the same".into(), pos.clone())];
-        for (at, axis) in [(0, 0), (n / 2, 1), (n - 1, 2)] {
-            let mut moved = pos.clone();
-            moved[at][axis] += 1e-3;
-            cases.push((format!("point {at} moved along axis {axis}"), moved));
-        }
-        cases.push(("one fewer".into(), pos[..n - 1].to_vec()));
-        for staging in [true, false] {
-            gpu().set_staging(staging);
-            for (what, tpos) in &cases {
-                let (t, s) = gravity::<f32>(&pos, tpos);
-                let plain =
-                    t.len() == s.len() && (0..3).all(|a| t.positions()[a] == s.positions()[a]);
-                let (d, same) = DeviceParticles::upload_noting_targets(gpu(), &s, &t).unwrap();
-                assert_eq!(same, plain, "{what}, n {n}, staging {staging}");
-                assert_eq!(same, what == "the same", "{what}: the case itself");
-                let mut all: Vec<_> = d.positions().unwrap().iter().collect();
-                all.push(&d.slots()[0]);
-                let back = gpu().download_many(&all, n).unwrap();
-                for (a, got) in back[..3].iter().enumerate() {
-                    assert_eq!(got, s.positions()[a], "{what}: axis {a} copied");
-                }
-                assert_eq!(back[3], s.slots()[0], "{what}: masses copied");
-            }
-        }
+    let switch = StagingSwitch::hold();
+    for staging in [true, false] {
+        switch.set(staging);
+        targets_found_in_the_copy::<f32>(2_300_001, 3, staging);
+        targets_found_in_the_copy::<f32>(1_000, 4, staging);
+        targets_found_in_the_copy::<f64>(1_200_001, 5, staging);
     }
-    gpu().set_staging(true);
+}
+
+/// One length, seed and precision of
+/// [`targets_at_the_sources_points_are_found_in_the_copy`].
+fn targets_found_in_the_copy<R: Real>(n: usize, seed: u64, staging: bool) {
+    let pos = uniform_cube(n, seed);
+    let mut cases: Vec<(String, Vec<[f64; 3]>)> = vec![("the same".into(), pos.clone())];
+    for (at, axis) in [(0, 0), (n / 2, 1), (n - 1, 2)] {
+        let mut moved = pos.clone();
+        moved[at][axis] += 1e-3;
+        cases.push((format!("point {at} moved along axis {axis}"), moved));
+    }
+    cases.push(("one fewer".into(), pos[..n - 1].to_vec()));
+    for (what, tpos) in &cases {
+        let (t, s) = gravity::<R>(&pos, tpos);
+        let plain = t.len() == s.len() && (0..3).all(|a| t.positions()[a] == s.positions()[a]);
+        let (d, same) = DeviceParticles::upload_noting_targets(gpu(), &s, &t).unwrap();
+        let case = format!("{what}, n {n}, {}, staging {staging}", R::NAME);
+        assert_eq!(same, plain, "{case}");
+        assert_eq!(same, what == "the same", "{case}: the case itself");
+        let mut all: Vec<_> = d.positions().unwrap().iter().collect();
+        all.push(&d.slots()[0]);
+        let back = gpu().download_many(&all, n).unwrap();
+        for (a, got) in back[..3].iter().enumerate() {
+            assert_eq!(got, s.positions()[a], "{case}: axis {a} copied");
+        }
+        assert_eq!(back[3], s.slots()[0], "{case}: masses copied");
+    }
 }
 
 /// Sets joined on the device as they are copied over (a distributed
@@ -80,8 +108,9 @@ fn targets_at_the_sources_points_are_found_in_the_copy() {
 fn sets_joined_on_the_device_are_the_sets_joined_on_the_host() {
     let a_pos = uniform_cube(300_000, 8);
     let b_pos = plummer(70_001, 9).0;
+    let switch = StagingSwitch::hold();
     for staging in [true, false] {
-        gpu().set_staging(staging);
+        switch.set(staging);
         let (_, a) = gravity::<f32>(&a_pos, &[]);
         let (_, b) = gravity::<f32>(&b_pos, &[]);
         let (_, none) = gravity::<f32>(&[], &[]);
@@ -122,7 +151,7 @@ fn sets_joined_on_the_device_are_the_sets_joined_on_the_host() {
             assert_eq!(m[0], want, "masses, staging {staging}");
         }
     }
-    gpu().set_staging(true);
+    drop(switch);
     let (_, a) = gravity::<f32>(&a_pos[..10], &[]);
     let c = Particles::<f32>::sources::<Coulomb>(&[[0.0f32; 3]]).unwrap();
     let e = DeviceParticles::upload_joined(gpu(), &[&a, &c])
@@ -166,8 +195,22 @@ fn resident_particles_give_what_the_host_path_gives() {
                 method.name(),
                 res.stats.runs
             );
-            assert!(e < 1e-14, "{what}, {}: {e:e}", method.name());
             assert_eq!(res.achieved.is_some(), host.achieved.is_some());
+            // A tolerance's way is learned process-wide: a test running
+            // beside may teach one call a way the other did not take.
+            // Then each meets the tolerance, not the other's sums.
+            let ways = |a: &Option<fmm_core::Achieved>| {
+                a.as_ref().map(|a| (a.method, a.settings, a.far_field))
+            };
+            let bound = match (ways(&res.achieved), ways(&host.achieved)) {
+                (Some(r), Some(h)) if r != h => 2.0 * res.achieved.as_ref().unwrap().tolerance,
+                _ => 1e-14,
+            };
+            assert!(
+                e < bound,
+                "{what}, {}: {e:e} (bound {bound:e})",
+                method.name()
+            );
         }
     }
     // Targets at the sources' points must be as many as the sources.
